@@ -1,0 +1,249 @@
+/// `diff_main` and its strategies, on UTF-16 code units, following the JavaScript reference step
+/// by step so that results (and thus deltas) match it for the same input.
+extension DiffMatchPatch {
+    func diffMainUnits(
+        _ text1: [UInt16], _ text2: [UInt16], checkLines: Bool, deadline: ContinuousClock.Instant?
+    ) -> [UnitDiff] {
+        if text1 == text2 {
+            return text1.isEmpty ? [] : [UnitDiff(.equal, text1)]
+        }
+        let prefixLength = UnitSearch.commonPrefix(text1, text2)
+        let prefix = Array(text1[..<prefixLength])
+        let rest1 = text1[prefixLength...]
+        let rest2 = text2[prefixLength...]
+        let suffixLength = UnitSearch.commonSuffix(rest1, rest2)
+        let suffix = Array(rest1[(rest1.endIndex - suffixLength)...])
+        let middle1 = Array(rest1[..<(rest1.endIndex - suffixLength)])
+        let middle2 = Array(rest2[..<(rest2.endIndex - suffixLength)])
+
+        var diffs = compute(middle1, middle2, checkLines: checkLines, deadline: deadline)
+        if !prefix.isEmpty { diffs.insert(UnitDiff(.equal, prefix), at: 0) }
+        if !suffix.isEmpty { diffs.append(UnitDiff(.equal, suffix)) }
+        cleanupMerge(&diffs)
+        return diffs
+    }
+
+    /// Diff of two texts known to have no common prefix or suffix.
+    func compute(
+        _ text1: [UInt16], _ text2: [UInt16], checkLines: Bool, deadline: ContinuousClock.Instant?
+    ) -> [UnitDiff] {
+        if text1.isEmpty { return [UnitDiff(.insert, text2)] }
+        if text2.isEmpty { return [UnitDiff(.delete, text1)] }
+
+        let text1IsLonger = text1.count > text2.count
+        let longText = text1IsLonger ? text1 : text2
+        let shortText = text1IsLonger ? text2 : text1
+        if let i = UnitSearch.indexOf(longText, shortText) {
+            // The shorter text sits inside the longer one.
+            let edge: DiffOperation = text1IsLonger ? .delete : .insert
+            return [
+                UnitDiff(edge, Array(longText[..<i])),
+                UnitDiff(.equal, shortText),
+                UnitDiff(edge, Array(longText[(i + shortText.count)...])),
+            ]
+        }
+        if shortText.count == 1 {
+            // A single unit that is not in the other text: replace outright.
+            return [UnitDiff(.delete, text1), UnitDiff(.insert, text2)]
+        }
+        if let match = halfMatch(text1, text2) {
+            let diffsA = diffMainUnits(match.text1A, match.text2A, checkLines: checkLines, deadline: deadline)
+            let diffsB = diffMainUnits(match.text1B, match.text2B, checkLines: checkLines, deadline: deadline)
+            return diffsA + [UnitDiff(.equal, match.common)] + diffsB
+        }
+        if checkLines && text1.count > 100 && text2.count > 100 {
+            return lineMode(text1, text2, deadline: deadline)
+        }
+        return bisect(text1, text2, deadline: deadline)
+    }
+
+    /// Quick line-level diff, then a character diff of each replaced block.
+    func lineMode(_ text1: [UInt16], _ text2: [UInt16], deadline: ContinuousClock.Instant?) -> [UnitDiff] {
+        let encoded = LineEncoding(text1, text2)
+        var diffs = diffMainUnits(encoded.chars1, encoded.chars2, checkLines: false, deadline: deadline)
+        encoded.decode(&diffs)
+        cleanupSemantic(&diffs)
+
+        // Re-diff each run of deletions and insertions character by character.
+        var result: [UnitDiff] = []
+        result.reserveCapacity(diffs.count)
+        var pending: [UnitDiff] = []
+        var countDelete = 0
+        var countInsert = 0
+        var textDelete: [UInt16] = []
+        var textInsert: [UInt16] = []
+        func flush() {
+            if countDelete >= 1 && countInsert >= 1 {
+                result += diffMainUnits(textDelete, textInsert, checkLines: false, deadline: deadline)
+            } else {
+                result += pending
+            }
+            pending = []
+            countDelete = 0
+            countInsert = 0
+            textDelete = []
+            textInsert = []
+        }
+        for diff in diffs {
+            switch diff.operation {
+            case .insert:
+                countInsert += 1
+                textInsert += diff.text
+                pending.append(diff)
+            case .delete:
+                countDelete += 1
+                textDelete += diff.text
+                pending.append(diff)
+            case .equal:
+                flush()
+                result.append(diff)
+            }
+        }
+        flush()
+        return result
+    }
+
+    /// Myers' O(ND) middle snake; splits the problem at the snake and recurses.
+    func bisect(_ text1: [UInt16], _ text2: [UInt16], deadline: ContinuousClock.Instant?) -> [UnitDiff] {
+        let length1 = text1.count
+        let length2 = text2.count
+        let maxD = (length1 + length2 + 1) / 2
+        let vOffset = maxD
+        let vLength = 2 * maxD
+        var v1 = [Int](repeating: -1, count: vLength)
+        var v2 = [Int](repeating: -1, count: vLength)
+        v1[vOffset + 1] = 0
+        v2[vOffset + 1] = 0
+        let delta = length1 - length2
+        // With an odd difference in lengths the front path collides with the reverse path.
+        let front = delta % 2 != 0
+        var k1start = 0, k1end = 0, k2start = 0, k2end = 0
+
+        let split: (Int, Int)? = text1.withUnsafeBufferPointer { a in
+            text2.withUnsafeBufferPointer { b in
+                for d in 0..<maxD {
+                    if let deadline, ContinuousClock.now > deadline { break }
+                    var k1 = -d + k1start
+                    while k1 <= d - k1end {
+                        let k1Offset = vOffset + k1
+                        var x1: Int
+                        if k1 == -d || (k1 != d && v1[k1Offset - 1] < v1[k1Offset + 1]) {
+                            x1 = v1[k1Offset + 1]
+                        } else {
+                            x1 = v1[k1Offset - 1] + 1
+                        }
+                        var y1 = x1 - k1
+                        while x1 < length1 && y1 < length2 && a[x1] == b[y1] {
+                            x1 += 1
+                            y1 += 1
+                        }
+                        v1[k1Offset] = x1
+                        if x1 > length1 {
+                            k1end += 2
+                        } else if y1 > length2 {
+                            k1start += 2
+                        } else if front {
+                            let k2Offset = vOffset + delta - k1
+                            if k2Offset >= 0 && k2Offset < vLength && v2[k2Offset] != -1 {
+                                let x2 = length1 - v2[k2Offset]
+                                if x1 >= x2 { return (x1, y1) }
+                            }
+                        }
+                        k1 += 2
+                    }
+                    var k2 = -d + k2start
+                    while k2 <= d - k2end {
+                        let k2Offset = vOffset + k2
+                        var x2: Int
+                        if k2 == -d || (k2 != d && v2[k2Offset - 1] < v2[k2Offset + 1]) {
+                            x2 = v2[k2Offset + 1]
+                        } else {
+                            x2 = v2[k2Offset - 1] + 1
+                        }
+                        var y2 = x2 - k2
+                        while x2 < length1 && y2 < length2 && a[length1 - x2 - 1] == b[length2 - y2 - 1] {
+                            x2 += 1
+                            y2 += 1
+                        }
+                        v2[k2Offset] = x2
+                        if x2 > length1 {
+                            k2end += 2
+                        } else if y2 > length2 {
+                            k2start += 2
+                        } else if !front {
+                            let k1Offset = vOffset + delta - k2
+                            if k1Offset >= 0 && k1Offset < vLength && v1[k1Offset] != -1 {
+                                let x1 = v1[k1Offset]
+                                let y1 = vOffset + x1 - k1Offset
+                                if x1 >= length1 - x2 { return (x1, y1) }
+                            }
+                        }
+                        k2 += 2
+                    }
+                }
+                return nil
+            }
+        }
+        guard let (x, y) = split else {
+            // Out of time or no commonality at all.
+            return [UnitDiff(.delete, text1), UnitDiff(.insert, text2)]
+        }
+        let diffsA = diffMainUnits(Array(text1[..<x]), Array(text2[..<y]), checkLines: false, deadline: deadline)
+        let diffsB = diffMainUnits(Array(text1[x...]), Array(text2[y...]), checkLines: false, deadline: deadline)
+        return diffsA + diffsB
+    }
+
+    struct HalfMatch {
+        var text1A: [UInt16], text1B: [UInt16], text2A: [UInt16], text2B: [UInt16], common: [UInt16]
+    }
+
+    /// A common substring at least half the longer text's length, if any: splits the problem
+    /// in two at the cost of a possibly non-minimal diff (skipped when there is no time limit).
+    func halfMatch(_ text1: [UInt16], _ text2: [UInt16]) -> HalfMatch? {
+        if diffTimeout <= 0 { return nil }
+        let text1IsLonger = text1.count > text2.count
+        let longText = text1IsLonger ? text1 : text2
+        let shortText = text1IsLonger ? text2 : text1
+        if longText.count < 4 || shortText.count * 2 < longText.count { return nil }
+
+        let hm1 = halfMatchAt(longText, shortText, (longText.count + 3) / 4)
+        let hm2 = halfMatchAt(longText, shortText, (longText.count + 1) / 2)
+        let found: [[UInt16]]
+        switch (hm1, hm2) {
+        case (nil, nil): return nil
+        case let (hm1?, nil): found = hm1
+        case let (nil, hm2?): found = hm2
+        case let (hm1?, hm2?): found = hm1[4].count > hm2[4].count ? hm1 : hm2
+        }
+        if text1IsLonger {
+            return HalfMatch(text1A: found[0], text1B: found[1], text2A: found[2], text2B: found[3], common: found[4])
+        }
+        return HalfMatch(text1A: found[2], text1B: found[3], text2A: found[0], text2B: found[1], common: found[4])
+    }
+
+    /// Whether a quarter-length seed of `longText` starting at `i` grows into a half match:
+    /// [long prefix, long suffix, short prefix, short suffix, common middle].
+    func halfMatchAt(_ longText: [UInt16], _ shortText: [UInt16], _ i: Int) -> [[UInt16]]? {
+        let seed = longText[i..<min(i + longText.count / 4, longText.count)]
+        var bestCommonCount = 0
+        var best: [[UInt16]]?
+        var j = -1
+        while let found = UnitSearch.indexOf(shortText, seed, from: j + 1) {
+            j = found
+            let prefixLength = UnitSearch.commonPrefix(longText[i...], shortText[j...])
+            let suffixLength = UnitSearch.commonSuffix(longText[..<i], shortText[..<j])
+            if bestCommonCount < suffixLength + prefixLength {
+                bestCommonCount = suffixLength + prefixLength
+                best = [
+                    Array(longText[..<(i - suffixLength)]),
+                    Array(longText[(i + prefixLength)...]),
+                    Array(shortText[..<(j - suffixLength)]),
+                    Array(shortText[(j + prefixLength)...]),
+                    Array(shortText[(j - suffixLength)..<(j + prefixLength)]),
+                ]
+            }
+        }
+        if bestCommonCount * 2 >= longText.count { return best }
+        return nil
+    }
+}
