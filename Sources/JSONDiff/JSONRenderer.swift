@@ -1,0 +1,145 @@
+extension JSONValue {
+    /// The file format: 2-space indent, keys sorted by code point, `": "` after keys, trailing newline.
+    public func prettyRendered() -> String {
+        var writer = JSONWriter(pretty: true)
+        writer.write(self, indent: 0)
+        writer.output.append(0x0A)
+        return String(decoding: writer.output, as: UTF8.self)
+    }
+
+    /// The wire format: keys sorted by code point, no whitespace.
+    public func compactRendered() -> String {
+        var writer = JSONWriter(pretty: false)
+        writer.write(self, indent: 0)
+        return String(decoding: writer.output, as: UTF8.self)
+    }
+
+    /// The wire format as UTF-8 bytes.
+    public func compactRenderedBytes() -> [UInt8] {
+        var writer = JSONWriter(pretty: false)
+        writer.write(self, indent: 0)
+        return writer.output
+    }
+}
+
+extension String {
+    /// This string as a JSON string literal (quoted and escaped).
+    public var jsonQuoted: String {
+        var writer = JSONWriter(pretty: false)
+        writer.writeString(self)
+        return String(decoding: writer.output, as: UTF8.self)
+    }
+}
+
+/// Sorts object keys by Unicode code point (UTF-8 byte order), like Python's `sort_keys`.
+func codePointOrder(_ lhs: String, _ rhs: String) -> Bool {
+    var lhs = lhs
+    var rhs = rhs
+    return lhs.withUTF8 { left in
+        rhs.withUTF8 { right in
+            let count = min(left.count, right.count)
+            for index in 0..<count where left[index] != right[index] {
+                return left[index] < right[index]
+            }
+            return left.count < right.count
+        }
+    }
+}
+
+struct JSONWriter {
+    let pretty: Bool
+    var output: [UInt8] = []
+
+    init(pretty: Bool) {
+        self.pretty = pretty
+        output.reserveCapacity(256)
+    }
+
+    mutating func write(_ value: JSONValue, indent: Int) {
+        switch value {
+        case .null: append("null")
+        case .bool(let flag): append(flag ? "true" : "false")
+        case .integer(let number): append(String(number))
+        case .bigInteger(let text): append(text)
+        case .double(let number): writeDouble(number)
+        case .string(let string): writeString(string)
+        case .array(let items):
+            guard !items.isEmpty else { return append("[]") }
+            output.append(UInt8(ascii: "["))
+            for (index, item) in items.enumerated() {
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                newline(indent + 1)
+                write(item, indent: indent + 1)
+            }
+            newline(indent)
+            output.append(UInt8(ascii: "]"))
+        case .object(let members):
+            guard !members.isEmpty else { return append("{}") }
+            output.append(UInt8(ascii: "{"))
+            for (index, key) in members.keys.sorted(by: codePointOrder).enumerated() {
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                newline(indent + 1)
+                writeString(key)
+                output.append(UInt8(ascii: ":"))
+                if pretty { output.append(UInt8(ascii: " ")) }
+                if let member = members[key] { write(member, indent: indent + 1) }
+            }
+            newline(indent)
+            output.append(UInt8(ascii: "}"))
+        }
+    }
+
+    private mutating func newline(_ indent: Int) {
+        guard pretty else { return }
+        output.append(0x0A)
+        output.append(contentsOf: repeatElement(UInt8(ascii: " "), count: indent * 2))
+    }
+
+    private mutating func append(_ text: String) {
+        output.append(contentsOf: text.utf8)
+    }
+
+    /// Swift's description is the shortest text that round-trips; it always has a '.' or an
+    /// exponent, so the value parses back as a double. Non-finite values cannot come from
+    /// parsing; if constructed they render as null (JSON has no such numbers).
+    private mutating func writeDouble(_ number: Double) {
+        guard number.isFinite else { return append("null") }
+        append(number.description)
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    mutating func writeString(_ string: String) {
+        var string = string
+        output.append(UInt8(ascii: "\""))
+        string.withUTF8 { bytes in
+            // Copy runs that need no escaping in one go.
+            var runStart = 0
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                runStart = index + 1
+                appendEscape(byte)
+            }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
+        }
+        output.append(UInt8(ascii: "\""))
+    }
+
+    private mutating func appendEscape(_ byte: UInt8) {
+        output.append(UInt8(ascii: "\\"))
+        switch byte {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"): output.append(byte)
+        case 0x0A: output.append(UInt8(ascii: "n"))
+        case 0x0D: output.append(UInt8(ascii: "r"))
+        case 0x09: output.append(UInt8(ascii: "t"))
+        case 0x08: output.append(UInt8(ascii: "b"))
+        case 0x0C: output.append(UInt8(ascii: "f"))
+        default:
+            output.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+            output.append(Self.hexDigits[Int(byte >> 4)])
+            output.append(Self.hexDigits[Int(byte & 0x0F)])
+        }
+    }
+}

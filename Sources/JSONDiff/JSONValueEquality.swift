@@ -1,0 +1,44 @@
+/// Equality is exact: string values compare by their Unicode scalars, not by Swift's canonical
+/// equivalence, so that an edit that only changes normalization ("é" precomposed vs "e" +
+/// combining accent) is a real change and gets diffed and synced. Object keys are Dictionary
+/// keys and so stay canonically compared: keys differing only by normalization are one key.
+extension JSONValue {
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): return true
+        case (.bool(let a), .bool(let b)): return a == b
+        case (.integer(let a), .integer(let b)): return a == b
+        case (.bigInteger(let a), .bigInteger(let b)): return exactlyEqual(a, b)
+        case (.double(let a), .double(let b)): return a == b
+        case (.string(let a), .string(let b)): return exactlyEqual(a, b)
+        case (.array(let a), .array(let b)): return a.count == b.count && zip(a, b).allSatisfy { $0 == $1 }
+        case (.object(let a), .object(let b)):
+            guard a.count == b.count else { return false }
+            for (key, value) in a {
+                guard let otherValue = b[key], value == otherValue else { return false }
+            }
+            return true
+        default: return false
+        }
+    }
+
+    /// Consistent with `==`: exactly equal values are also canonically equal, which is what
+    /// String's own hash respects.
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0)
+        case .bool(let value): hasher.combine(1); hasher.combine(value)
+        case .integer(let value): hasher.combine(2); hasher.combine(value)
+        case .bigInteger(let value): hasher.combine(3); hasher.combine(value)
+        case .double(let value): hasher.combine(4); hasher.combine(value)
+        case .string(let value): hasher.combine(5); hasher.combine(value)
+        case .array(let value): hasher.combine(6); hasher.combine(value)
+        case .object(let value): hasher.combine(7); hasher.combine(value)
+        }
+    }
+}
+
+@inline(__always)
+func exactlyEqual(_ a: String, _ b: String) -> Bool {
+    a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8)
+}

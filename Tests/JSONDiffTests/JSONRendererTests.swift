@@ -1,0 +1,80 @@
+import JSONDiff
+import Testing
+
+struct JSONRendererTests {
+    let sample: JSONValue = ["b": [1, 2.5, ["x": nil]], "a": "é\"\\/\n\u{1}", "c": .object([:]), "d": [], "e": true]
+
+    @Test func compactIsSortedWithoutWhitespace() {
+        #expect(sample.compactRendered() == #"{"a":"é\"\\/\n\u0001","b":[1,2.5,{"x":null}],"c":{},"d":[],"e":true}"#)
+    }
+
+    @Test func prettyIsTheFileFormat() {
+        let expected = """
+        {
+          "a": "é\\"\\\\/\\n\\u0001",
+          "b": [
+            1,
+            2.5,
+            {
+              "x": null
+            }
+          ],
+          "c": {},
+          "d": [],
+          "e": true
+        }
+
+        """
+        #expect(sample.prettyRendered() == expected)
+        #expect(JSONValue.integer(3).prettyRendered() == "3\n")
+    }
+
+    @Test func keysSortByCodePoint() {
+        let value: JSONValue = ["é": 1, "z": 2, "Z": 3, "😀": 4, "ab": 5, "a": 6, "\u{FFFF}": 7]
+        #expect(value.compactRendered() == "{\"Z\":3,\"a\":6,\"ab\":5,\"z\":2,\"é\":1,\"\u{FFFF}\":7,\"😀\":4}")
+    }
+
+    @Test func controlCharactersAreEscaped() throws {
+        let text = String(decoding: (0..<0x20).map { UInt8($0) }, as: UTF8.self)
+        let rendered = JSONValue.string(text).compactRendered()
+        #expect(rendered.hasPrefix(#""\u0000\u0001"#))
+        #expect(rendered.contains(#"\b\t\n\u000b\f\r\u000e"#))
+        #expect(rendered.hasSuffix(#"\u001f""#))
+        #expect(try JSONValue(parsing: rendered) == .string(text))
+        #expect(JSONValue.string("\u{7F}😀").compactRendered() == "\"\u{7F}😀\"")
+    }
+
+    @Test func doublesRenderShortestRoundTrip() throws {
+        let cases: [(Double, String)] = [(1.0, "1.0"), (0.1, "0.1"), (1e100, "1e+100"), (-2.5e-7, "-2.5e-07"),
+                                         (123456.789, "123456.789"), (.leastNonzeroMagnitude, "5e-324"), (1.7976931348623157e308, "1.7976931348623157e+308")]
+        for (number, text) in cases {
+            #expect(JSONValue.double(number).compactRendered() == text)
+            #expect(try JSONValue(parsing: text) == .double(number))
+        }
+        #expect(JSONValue.double(.infinity).compactRendered() == "null")
+    }
+
+    @Test func bigAndExactIntegersRenderVerbatim() {
+        #expect(JSONValue.integer(.min).compactRendered() == "-9223372036854775808")
+        #expect(JSONValue.bigInteger("99999999999999999999").compactRendered() == "99999999999999999999")
+    }
+
+    @Test func roundTripsThroughBothFormats() throws {
+        let text = #"{"big":123456789012345678901234567890,"f":1.0,"i":-7,"s":"😀\u0000","n":[null,[],{}]}"#
+        let value = try JSONValue(parsing: text)
+        #expect(try JSONValue(parsing: value.prettyRendered()) == value)
+        #expect(try JSONValue(parsing: value.compactRendered()) == value)
+        #expect("a\"b".jsonQuoted == #""a\"b""#)
+    }
+
+    @Test func accessors() {
+        #expect(sample["e"]?.boolValue == true)
+        #expect(sample["b"]?.arrayValue?.count == 3)
+        #expect(sample.objectValue?.count == 5)
+        #expect(JSONValue.integer(4).integerValue == 4)
+        #expect(JSONValue.integer(4).doubleValue == 4)
+        #expect(JSONValue.string("x").stringValue == "x")
+        #expect(JSONValue.null.isNull)
+        #expect(JSONValue.string("x").objectValue == nil)
+    }
+}

@@ -1,0 +1,101 @@
+import JSONDiff
+import PropertyBased
+import Testing
+
+struct PropertyTests {
+    @Test func applyingADiffGivesTheTarget() async {
+        await propertyCheck(count: 300, input: Gen.json) { random throws in
+            var random = random
+            let a = random.document()
+            let b = random.chance(50) ? random.edit(a, depth: 3) : random.document()
+            for policy in [nil, RandomJSON.policy] {
+                let diff = JSONDiffing.diff(from: a, to: b, policy: policy)
+                #expect(throws: Never.self) {
+                    let result = try JSONDiffing.apply(diff, to: a)
+                    #expect(result == b, "a: \(JSONValue.object(a).compactRendered()) b: \(JSONValue.object(b).compactRendered())")
+                }
+                #expect((a == b) == diff.isEmpty)
+            }
+        }
+    }
+
+    @Test func transformedConcurrentEditsApplyAndKeepDisjointEdits() async {
+        await propertyCheck(count: 300, input: Gen.json) { random throws in
+            var random = random
+            let s = random.document()
+            let a = random.edit(s, depth: 3)
+            let b = random.edit(s, depth: 3)
+            for policy in [nil, RandomJSON.policy] {
+                let local = JSONDiffing.diff(from: s, to: a, policy: policy)
+                let remote = JSONDiffing.diff(from: s, to: b, policy: policy)
+                let context = "s: \(JSONValue.object(s).compactRendered()) a: \(JSONValue.object(a).compactRendered()) b: \(JSONValue.object(b).compactRendered())"
+                #expect(throws: Never.self, "\(context)") {
+                    let rebased = try JSONDiffing.transform(local, over: remote, base: s, policy: policy)
+                    let merged = try JSONDiffing.apply(rebased, to: JSONDiffing.apply(remote, to: s))
+                    for key in Set(local.keys).symmetricDifference(remote.keys) {
+                        let expected = local[key] != nil ? a[key] : b[key]
+                        #expect(merged[key] == expected, "key \(key); \(context)")
+                    }
+                    for key in Set(s.keys).union(a.keys).union(b.keys) where local[key] == nil && remote[key] == nil {
+                        #expect(merged[key] == s[key], "untouched key \(key); \(context)")
+                    }
+                    // Where only local changed nothing remotely, the result is exactly the local document.
+                    if remote.isEmpty { #expect(merged == a, "\(context)") }
+                    if local.isEmpty { #expect(merged == b, "\(context)") }
+                }
+            }
+        }
+    }
+
+    @Test func diffsSurviveTheWireFormat() async {
+        await propertyCheck(count: 300, input: Gen.json) { random throws in
+            var random = random
+            let a = random.document()
+            let b = random.edit(a, depth: 3)
+            let diff = JSONDiffing.diff(from: a, to: b, policy: RandomJSON.policy)
+            #expect(try JSONDiffing.decode(JSONDiffing.encode(diff)) == diff)
+            let wire = JSONDiffing.encode(diff).compactRendered()
+            #expect(try JSONDiffing.decode(JSONValue(parsing: wire)) == diff)
+        }
+    }
+
+    @Test func renderedJSONParsesBackToTheSameValue() async {
+        await propertyCheck(count: 300, input: Gen.json) { random throws in
+            var random = random
+            let value = JSONValue.object(random.document())
+            #expect(try JSONValue(parsing: value.compactRendered()) == value)
+            #expect(try JSONValue(parsing: value.prettyRendered()) == value)
+            #expect(try JSONValue(parsing: Array(value.prettyRendered().utf8)) == value)
+        }
+    }
+}
+
+/// Guards the generators: the random edits must reach every kind of operation and conflict.
+struct RandomCoverageTests {
+    @Test func randomEditsExerciseEveryOperationAndConflict() throws {
+        var random = RandomJSON(rng: SeededRNG(base: Xoshiro(seed: (1, 2, 3, 4))))
+        var seen: Set<String> = []
+        var conflicts = 0
+        func collect(_ operation: DiffOp) {
+            seen.insert(operation.code)
+            switch operation {
+            case .object(let diff): diff.values.forEach(collect)
+            case .list(let diff): diff.values.forEach(collect)
+            default: break
+            }
+        }
+        for _ in 0..<400 {
+            let s = random.document()
+            let a = random.edit(s, depth: 3)
+            let b = random.edit(s, depth: 3)
+            let local = JSONDiffing.diff(from: s, to: a, policy: RandomJSON.policy)
+            let remote = JSONDiffing.diff(from: s, to: b, policy: RandomJSON.policy)
+            local.values.forEach(collect)
+            conflicts += Set(local.keys).intersection(remote.keys).count
+            _ = try JSONDiffing.apply(JSONDiffing.transform(local, over: remote, base: s, policy: RandomJSON.policy),
+                                      to: JSONDiffing.apply(remote, to: s))
+        }
+        #expect(seen == ["+", "-", "r", "I", "O", "L", "d", "dL"])
+        #expect(conflicts > 200)
+    }
+}
