@@ -1,0 +1,57 @@
+import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import HummingbirdWebSocket
+import Logging
+import NIOSSL
+
+/// Builds the sync server (auth API + streaming WebSocket) over `store`; `bucketfs serve` and the
+/// tests share it. Throws when the TLS certificate or key cannot be loaded.
+public func buildServerApplication(
+    configuration: ServerConfiguration,
+    store: ServerStore,
+    logger: Logger = Logger(label: "bucketfs.server")
+) throws -> some ApplicationProtocol {
+    let hub = SubscriptionHub()
+    let router = Router(context: ServerRequestContext.self)
+    AuthRoutes(configuration: configuration, store: store, logger: logger).register(on: router)
+
+    let endpoint = StreamingEndpoint(configuration: configuration, store: store, hub: hub, logger: logger)
+    let webSocketRouter = Router(context: ServerRequestContext.self)
+    webSocketRouter.ws("/sock/1/:app_id/websocket") { _, context in
+        let appID = context.parameters.get("app_id") ?? ""
+        return configuration.accepts(appID: appID) ? .upgrade([:]) : .dontUpgrade
+    } onUpgrade: { inbound, outbound, context in
+        let appID = context.requestContext.parameters.get("app_id") ?? ""
+        try await endpoint.run(appID: appID, inbound: inbound, outbound: outbound, context: context)
+    }
+
+    let webSocketConfiguration = WebSocketServerConfiguration(
+        maxFrameSize: configuration.maxFrameSize,
+        // Reference clients heartbeat every 4-30 s at the protocol level; pings catch dead peers.
+        autoPing: .enabled(timePeriod: .seconds(30))
+    )
+    var server = HTTPServerBuilder.http1WebSocketUpgrade(
+        webSocketRouter: webSocketRouter,
+        configuration: .init(ws: webSocketConfiguration)
+    )
+    if let tls = configuration.tls {
+        server = try .tls(server, tlsConfiguration: try makeTLSConfiguration(tls))
+    }
+    let onServerRunning = configuration.onServerRunning
+    return Application(
+        router: router,
+        server: server,
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "bucketfs"),
+        onServerRunning: { channel in
+            await onServerRunning?(channel.localAddress?.port ?? configuration.port)
+        },
+        logger: logger
+    )
+}
+
+private func makeTLSConfiguration(_ files: ServerConfiguration.TLSFiles) throws -> TLSConfiguration {
+    let chain = try NIOSSLCertificate.fromPEMFile(files.certificateChainPath).map { NIOSSLCertificateSource.certificate($0) }
+    let key = try NIOSSLPrivateKey(file: files.privateKeyPath, format: .pem)
+    return TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+}

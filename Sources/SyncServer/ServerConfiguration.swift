@@ -1,0 +1,87 @@
+import SyncProtocol
+
+/// Everything `buildServerApplication` needs besides the store: where to listen and what to accept.
+public struct ServerConfiguration: Sendable {
+    /// Interface to bind, e.g. "127.0.0.1" or "0.0.0.0".
+    public var host: String
+    /// TCP port; 0 picks a free one (read it back through `onServerRunning`).
+    public var port: Int
+    /// App ids accepted in `/1/{app_id}/...` and `/sock/1/{app_id}/websocket`; nil accepts any.
+    public var appIDs: Set<String>?
+    /// Decides whether an `X-Simperium-API-Key` header value is accepted for an app id.
+    public var apiKeyCheck: @Sendable (_ appID: String, _ apiKey: String) -> Bool
+    /// Largest entity, in bytes of compact JSON; a change producing a bigger one gets 413.
+    public var maxDocumentSize: Int
+    /// Largest WebSocket message (reassembled from frames) the server accepts.
+    public var maxFrameSize: Int
+    /// Versions kept per entity for `e:key.v` and for rebasing changes made on a stale `sv`.
+    public var historyPerEntity: Int
+    /// Changes kept per bucket for `cv` catch-up; older ones are compacted away (answer `cv:?`).
+    public var changeLogRetention: Int
+    /// Upper bound of the `limit` of one `i` page.
+    public var maxIndexPageSize: Int
+    /// Page size used when an `i` command gives no limit.
+    public var defaultIndexPageSize: Int
+    /// Bytes of not-yet-sent frames a connection may hold before it is closed as a slow reader.
+    public var maxOutboundBufferBytes: Int
+    /// Body size limit of the HTTP auth API.
+    public var maxAuthRequestBodySize: Int
+    /// PEM certificate chain and private key files; both set means the server speaks TLS.
+    public var tls: TLSFiles?
+    /// Called once the server listens, with the bound port (useful with port 0).
+    public var onServerRunning: (@Sendable (_ port: Int) async -> Void)?
+    /// Test hook: when it returns a code, the change is answered with that error and not applied.
+    public var forcedChangeError: (@Sendable (ChangeRequest) -> Int?)?
+
+    /// Paths of a PEM certificate chain and its private key.
+    public struct TLSFiles: Sendable, Hashable {
+        public var certificateChainPath: String
+        public var privateKeyPath: String
+
+        public init(certificateChainPath: String, privateKeyPath: String) {
+            self.certificateChainPath = certificateChainPath
+            self.privateKeyPath = privateKeyPath
+        }
+    }
+
+    /// A configuration for a local server: any app id, any non-empty API key.
+    public init(
+        host: String = "127.0.0.1",
+        port: Int = 8080,
+        appIDs: Set<String>? = nil,
+        apiKeyCheck: @escaping @Sendable (_ appID: String, _ apiKey: String) -> Bool = { _, key in !key.isEmpty },
+        maxDocumentSize: Int = 1 << 20,
+        maxFrameSize: Int = 4 << 20,
+        historyPerEntity: Int = 60,
+        changeLogRetention: Int = 10_000,
+        maxIndexPageSize: Int = 1000,
+        defaultIndexPageSize: Int = 100,
+        maxOutboundBufferBytes: Int = 16 << 20,
+        maxAuthRequestBodySize: Int = 64 << 10,
+        tls: TLSFiles? = nil,
+        onServerRunning: (@Sendable (_ port: Int) async -> Void)? = nil,
+        forcedChangeError: (@Sendable (ChangeRequest) -> Int?)? = nil
+    ) {
+        self.host = host
+        self.port = port
+        self.appIDs = appIDs
+        self.apiKeyCheck = apiKeyCheck
+        self.maxDocumentSize = maxDocumentSize
+        self.maxFrameSize = maxFrameSize
+        self.historyPerEntity = max(1, historyPerEntity)
+        self.changeLogRetention = max(1, changeLogRetention)
+        self.maxIndexPageSize = max(1, maxIndexPageSize)
+        self.defaultIndexPageSize = max(1, min(defaultIndexPageSize, maxIndexPageSize))
+        self.maxOutboundBufferBytes = maxOutboundBufferBytes
+        self.maxAuthRequestBodySize = maxAuthRequestBodySize
+        self.tls = tls
+        self.onServerRunning = onServerRunning
+        self.forcedChangeError = forcedChangeError
+    }
+
+    /// Whether `appID` is served.
+    public func accepts(appID: String) -> Bool {
+        guard !appID.isEmpty else { return false }
+        return appIDs.map { $0.contains(appID) } ?? true
+    }
+}

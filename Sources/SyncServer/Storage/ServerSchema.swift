@@ -1,0 +1,88 @@
+import GRDB
+
+/// The server database schema as numbered migrations (never edit one once merged; add another).
+enum ServerSchema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            // One row holding the last change version handed out; cvs are this counter in hex,
+            // so their order is SQL order and survives restarts.
+            try db.execute(sql: """
+                CREATE TABLE server_state (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    last_cv INTEGER NOT NULL
+                );
+                INSERT INTO server_state (id, last_cv) VALUES (1, 0);
+
+                CREATE TABLE users (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    username TEXT NOT NULL UNIQUE,
+                    public_id TEXT NOT NULL UNIQUE,
+                    password_hash BLOB NOT NULL,
+                    password_salt BLOB NOT NULL,
+                    password_iterations INTEGER NOT NULL,
+                    created_at REAL NOT NULL
+                );
+
+                CREATE TABLE tokens (
+                    token_hash BLOB PRIMARY KEY,
+                    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    created_at REAL NOT NULL
+                ) WITHOUT ROWID;
+                CREATE INDEX tokens_by_user ON tokens(user_id);
+
+                -- base_cv: the oldest cv a client may catch up from (bucket creation, or the
+                -- newest compacted change). ccid_floor: applied ccids at or below it are pruned.
+                CREATE TABLE buckets (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                    name TEXT NOT NULL,
+                    base_cv INTEGER NOT NULL,
+                    ccid_floor INTEGER NOT NULL,
+                    change_count INTEGER NOT NULL DEFAULT 0,
+                    UNIQUE (user_id, name)
+                );
+
+                -- data NULL: deleted (a tombstone keeps the version so re-creation continues it).
+                CREATE TABLE entities (
+                    bucket_id INTEGER NOT NULL REFERENCES buckets(id) ON DELETE CASCADE,
+                    key TEXT NOT NULL,
+                    version INTEGER NOT NULL,
+                    data TEXT,
+                    PRIMARY KEY (bucket_id, key)
+                ) WITHOUT ROWID;
+
+                CREATE TABLE entity_versions (
+                    bucket_id INTEGER NOT NULL REFERENCES buckets(id) ON DELETE CASCADE,
+                    key TEXT NOT NULL,
+                    version INTEGER NOT NULL,
+                    data TEXT NOT NULL,
+                    PRIMARY KEY (bucket_id, key, version)
+                ) WITHOUT ROWID;
+
+                CREATE TABLE changes (
+                    cv INTEGER PRIMARY KEY,
+                    bucket_id INTEGER NOT NULL REFERENCES buckets(id) ON DELETE CASCADE,
+                    key TEXT NOT NULL,
+                    client_id TEXT NOT NULL,
+                    ccid TEXT NOT NULL,
+                    operation TEXT NOT NULL,
+                    diff TEXT,
+                    source_version INTEGER,
+                    end_version INTEGER NOT NULL
+                );
+                CREATE INDEX changes_by_bucket ON changes(bucket_id, cv);
+
+                CREATE TABLE applied_ccids (
+                    bucket_id INTEGER NOT NULL REFERENCES buckets(id) ON DELETE CASCADE,
+                    client_id TEXT NOT NULL,
+                    ccid TEXT NOT NULL,
+                    cv INTEGER NOT NULL,
+                    PRIMARY KEY (bucket_id, client_id, ccid)
+                ) WITHOUT ROWID;
+                CREATE INDEX applied_ccids_by_cv ON applied_ccids(bucket_id, cv);
+                """)
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,192 @@
+import GRDB
+import JSONDiff
+import SyncProtocol
+
+extension ServerStore {
+    /// The bucket `name` of a user, created on first use with the current cv as its base.
+    func openBucket(userID: Int64, name: String) async throws -> BucketHandle {
+        guard BucketName.isValid(name) else { throw SyncServerError.invalidBucketName(name) }
+        return try await pool.write { db in
+            if let id = try Int64.fetchOne(db, sql: "SELECT id FROM buckets WHERE user_id = ? AND name = ?", arguments: [userID, name]) {
+                return BucketHandle(id: id, userID: userID, name: name)
+            }
+            let lastCV = try Self.lastChangeVersion(db)
+            try db.execute(
+                sql: "INSERT INTO buckets (user_id, name, base_cv, ccid_floor) VALUES (?, ?, ?, ?)",
+                arguments: [userID, name, lastCV, lastCV]
+            )
+            return BucketHandle(id: db.lastInsertedRowID, userID: userID, name: name)
+        }
+    }
+
+    /// Reads one index page and hands it to `deliver` on the writer queue, so that no change
+    /// committed after the page's `current` can be broadcast before the page is delivered.
+    /// - Parameter maxDataBytes: a page with data ends early (with a mark) once its entities
+    ///   reach this many bytes, so one page never outgrows the connection's outbound buffer.
+    func readIndexPage(
+        bucket: BucketHandle, afterKey: String?, offset: Int, limit: Int, includeData: Bool, maxDataBytes: Int,
+        deliver: @escaping @Sendable (IndexPage) -> Void
+    ) async throws {
+        try await pool.writeWithoutTransaction { db in
+            let page = try Self.indexPage(
+                db, bucket: bucket, afterKey: afterKey, offset: offset, limit: limit,
+                includeData: includeData, maxDataBytes: maxDataBytes
+            )
+            deliver(page)
+        }
+    }
+
+    /// Reads every change after `cv` and hands the result to `deliver` on the writer queue
+    /// (ordered with broadcasts, as for `readIndexPage`).
+    func readChanges(bucket: BucketHandle, since cv: String, deliver: @escaping @Sendable (CatchUp) -> Void) async throws {
+        try await pool.writeWithoutTransaction { db in
+            deliver(try Self.catchUp(db, bucket: bucket, since: cv))
+        }
+    }
+
+    /// The data of `key` at `version`, if that version is kept and is not a deletion.
+    func entityData(bucket: BucketHandle, key: String, version: Int) async throws -> JSONObject? {
+        let text = try await pool.read { db in
+            try String.fetchOne(
+                db,
+                sql: "SELECT data FROM entity_versions WHERE bucket_id = ? AND key = ? AND version = ?",
+                arguments: [bucket.id, key, version]
+            )
+        }
+        return try text.map { try Self.decodeObject($0, what: "entity \(key).\(version)") }
+    }
+
+    /// Drops all but the newest `keepingLast` changes of a user's bucket from the change log;
+    /// clients behind the dropped ones get `cv:?`. Returns how many changes were dropped.
+    @discardableResult
+    public func compactChangeLog(username: String, bucket name: String, keepingLast: Int) async throws -> Int {
+        try await pool.write { db in
+            guard let bucketID = try Int64.fetchOne(
+                db,
+                sql: "SELECT buckets.id FROM buckets JOIN users ON users.id = buckets.user_id WHERE users.username = ? AND buckets.name = ?",
+                arguments: [username, name]
+            ) else { return 0 }
+            return try Self.compact(db, bucketID: bucketID, keepingLast: max(0, keepingLast))
+        }
+    }
+
+    // MARK: - Queries (run inside a database access)
+
+    static func lastChangeVersion(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT last_cv FROM server_state WHERE id = 1") ?? 0
+    }
+
+    /// The bucket's current cv: its newest change, or its base when the log is empty.
+    static func currentChangeVersion(_ db: Database, bucketID: Int64) throws -> Int64 {
+        let newest = try Int64.fetchOne(db, sql: "SELECT MAX(cv) FROM changes WHERE bucket_id = ?", arguments: [bucketID])
+        if let newest { return newest }
+        return try Int64.fetchOne(db, sql: "SELECT base_cv FROM buckets WHERE id = ?", arguments: [bucketID]) ?? 0
+    }
+
+    static func indexPage(
+        _ db: Database, bucket: BucketHandle, afterKey: String?, offset: Int, limit: Int, includeData: Bool,
+        maxDataBytes: Int = .max
+    ) throws -> IndexPage {
+        let current = try currentChangeVersion(db, bucketID: bucket.id)
+        // One extra row tells whether another page follows, without a COUNT.
+        let rows = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT key, version, \(includeData ? "data" : "NULL AS data") FROM entities
+                WHERE bucket_id = ? AND data IS NOT NULL AND key > ?
+                ORDER BY key LIMIT ? OFFSET ?
+                """,
+            arguments: [bucket.id, afterKey ?? "", limit + 1, offset]
+        )
+        var entries: [IndexPage.Entry] = []
+        entries.reserveCapacity(min(rows.count, limit))
+        var dataBytes = 0
+        var truncated = rows.count > limit
+        for row in rows.prefix(limit) {
+            let key: String = row["key"]
+            let version: Int = row["version"]
+            let dataText: String? = row["data"]
+            if let dataText {
+                dataBytes += dataText.utf8.count
+                // Always at least one entry per page, so paging makes progress.
+                if dataBytes > maxDataBytes, !entries.isEmpty {
+                    truncated = true
+                    break
+                }
+            }
+            let data = try dataText.map { try decodeObject($0, what: "entity \(key)") }
+            entries.append(IndexPage.Entry(id: key, version: version, data: data))
+        }
+        let mark = truncated ? entries.last.map { IndexCursor.encode(afterKey: $0.id) } : nil
+        return IndexPage(current: ChangeSequence.render(current), index: entries, mark: mark)
+    }
+
+    static func catchUp(_ db: Database, bucket: BucketHandle, since text: String) throws -> CatchUp {
+        guard let since = ChangeSequence.parse(text),
+              let base = try Int64.fetchOne(db, sql: "SELECT base_cv FROM buckets WHERE id = ?", arguments: [bucket.id])
+        else { return .unknown }
+        // Known cvs are the base and every retained change of this bucket; anything else
+        // (another bucket's cv, a compacted one, a made-up one) cannot be caught up from.
+        if since != base {
+            let known = try Bool.fetchOne(
+                db,
+                sql: "SELECT EXISTS (SELECT 1 FROM changes WHERE bucket_id = ? AND cv = ?)",
+                arguments: [bucket.id, since]
+            ) ?? false
+            guard known else { return .unknown }
+        }
+        let rows = try Row.fetchAll(
+            db,
+            sql: "SELECT * FROM changes WHERE bucket_id = ? AND cv > ? ORDER BY cv",
+            arguments: [bucket.id, since]
+        )
+        return .changes(try rows.map(storedChange(from:)))
+    }
+
+    static func storedChange(from row: Row) throws -> StoredChange {
+        let operationText: String = row["operation"]
+        guard let operation = ChangeOperation(rawValue: operationText) else {
+            throw SyncServerError.corruptRecord("change operation \(operationText)")
+        }
+        let diffText: String? = row["diff"]
+        var diff: ObjectDiff?
+        if let diffText {
+            do {
+                diff = try JSONDiffing.decode(JSONValue(parsing: diffText))
+            } catch {
+                throw SyncServerError.corruptRecord("change diff: \(error)")
+            }
+        }
+        return StoredChange(
+            cv: row["cv"], key: row["key"], clientID: row["client_id"], ccid: row["ccid"],
+            operation: operation, diff: diff, sourceVersion: row["source_version"], endVersion: row["end_version"]
+        )
+    }
+
+    static func decodeObject(_ text: String, what: String) throws -> JSONObject {
+        guard let object = (try? JSONValue(parsing: text))?.objectValue else {
+            throw SyncServerError.corruptRecord(what)
+        }
+        return object
+    }
+
+    /// Keeps the newest `keepingLast` changes of a bucket. Applied ccids are pruned one
+    /// compaction later than their changes, so a client resending an old change still gets 409.
+    static func compact(_ db: Database, bucketID: Int64, keepingLast: Int) throws -> Int {
+        let cutoff = try Int64.fetchOne(
+            db,
+            sql: "SELECT cv FROM changes WHERE bucket_id = ? ORDER BY cv DESC LIMIT 1 OFFSET ?",
+            arguments: [bucketID, keepingLast]
+        )
+        guard let cutoff else { return 0 }
+        try db.execute(sql: "DELETE FROM changes WHERE bucket_id = ? AND cv <= ?", arguments: [bucketID, cutoff])
+        let dropped = db.changesCount
+        let previousBase = try Int64.fetchOne(db, sql: "SELECT base_cv FROM buckets WHERE id = ?", arguments: [bucketID]) ?? 0
+        try db.execute(sql: "DELETE FROM applied_ccids WHERE bucket_id = ? AND cv <= ?", arguments: [bucketID, previousBase])
+        try db.execute(
+            sql: "UPDATE buckets SET base_cv = ?, ccid_floor = ?, change_count = (SELECT COUNT(*) FROM changes WHERE bucket_id = ?) WHERE id = ?",
+            arguments: [cutoff, previousBase, bucketID, bucketID]
+        )
+        return dropped
+    }
+}

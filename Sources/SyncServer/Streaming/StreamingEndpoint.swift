@@ -1,0 +1,83 @@
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+
+/// Runs one WebSocket connection of `/sock/1/{app_id}/websocket`: a reader loop feeding the
+/// session, and a writer task draining the connection's outbox.
+struct StreamingEndpoint: Sendable {
+    let configuration: ServerConfiguration
+    let store: ServerStore
+    let hub: SubscriptionHub
+    let logger: Logger
+
+    /// How long queued frames may take to reach the client once the connection is ending.
+    static let drainTimeout: Duration = .seconds(5)
+    /// WebSocket close reasons must fit a 125-byte control frame with the 2-byte code.
+    static let maxCloseReasonBytes = 120
+
+    func run(
+        appID: String, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter,
+        context: WebSocketRouterContext<ServerRequestContext>
+    ) async throws {
+        let channel = context.requestContext.channel
+        var connectionLogger = logger
+        connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress?.description ?? "?")"
+        let logger = connectionLogger
+        let outbox = Outbox(limit: configuration.maxOutboundBufferBytes) {
+            logger.warning("closing a connection whose client does not read (outbound buffer full)")
+            channel.close(promise: nil)
+        }
+        let session = StreamingSession(
+            configuration: configuration, store: store, hub: hub, outbox: outbox, appID: appID, logger: logger
+        )
+        defer {
+            session.close()
+            outbox.abandon()
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while let frame = await outbox.next() {
+                    try await outbound.writeTextMessage(frame)
+                }
+            }
+            var closeReason: String?
+            for try await message in inbound.messages(maxSize: configuration.maxFrameSize) {
+                guard case .text(let text) = message else {
+                    closeReason = "binary messages are not part of the protocol"
+                    break
+                }
+                if case .close(let reason) = await session.handle(text) {
+                    closeReason = reason
+                    break
+                }
+            }
+            // No more broadcasts for this connection; let what is queued reach the client.
+            session.close()
+            outbox.finish()
+            let watchdog = Task {
+                try await Task.sleep(for: Self.drainTimeout)
+                outbox.abandon()
+                channel.close(promise: nil)
+            }
+            defer { watchdog.cancel() }
+            try await group.next()
+            if let closeReason {
+                logger.info("closing connection", metadata: ["reason": "\(closeReason)"])
+                try await outbound.close(.policyViolation, reason: Self.truncated(closeReason))
+            }
+        }
+    }
+
+    static func truncated(_ reason: String) -> String {
+        var result = ""
+        var bytes = 0
+        for character in reason {
+            let size = character.utf8.count
+            if bytes + size > maxCloseReasonBytes { break }
+            result.append(character)
+            bytes += size
+        }
+        return result
+    }
+}

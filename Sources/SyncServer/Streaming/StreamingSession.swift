@@ -1,0 +1,284 @@
+import JSONDiff
+import Logging
+import SyncProtocol
+
+/// The protocol state of one WebSocket connection: its channels and what each is authorized
+/// for. Messages are handled one at a time in arrival order; replies and broadcasts go through
+/// the connection's `Outbox`.
+final class StreamingSession {
+    /// What the connection should do after a message.
+    enum Verdict: Equatable {
+        case keepOpen
+        /// Close the connection with a policy-violation reason (the client broke the protocol).
+        case close(reason: String)
+    }
+
+    private struct AuthorizedChannel {
+        var bucket: BucketHandle
+        var username: String
+        var clientID: String
+        var subscriptionID: UInt64
+    }
+
+    private let configuration: ServerConfiguration
+    private let store: ServerStore
+    private let hub: SubscriptionHub
+    private let outbox: Outbox
+    private let appID: String
+    private let logger: Logger
+    private var channels: [Int: AuthorizedChannel] = [:]
+
+    /// The most channels one connection may authorize (each is a subscription).
+    static let maxChannels = 256
+    /// `offset` beyond this is answered as the end of the index (SQL OFFSET scans).
+    static let maxIndexOffset = 1_000_000
+
+    init(configuration: ServerConfiguration, store: ServerStore, hub: SubscriptionHub, outbox: Outbox, appID: String, logger: Logger) {
+        self.configuration = configuration
+        self.store = store
+        self.hub = hub
+        self.outbox = outbox
+        self.appID = appID
+        self.logger = logger
+    }
+
+    /// Drops every subscription of this connection.
+    func close() {
+        for channel in channels.values {
+            hub.unsubscribe(bucketID: channel.bucket.id, subscriptionID: channel.subscriptionID)
+        }
+        channels = [:]
+    }
+
+    /// Handles one text message.
+    func handle(_ text: String) async -> Verdict {
+        let frame: Frame
+        do {
+            frame = try Frame.parse(text, maxBytes: configuration.maxFrameSize)
+        } catch {
+            return .close(reason: "bad frame: \(error)")
+        }
+        // Changes are parsed change by change so that one bad change gets its own error reply.
+        if frame.command == .changes, let channel = frame.channel {
+            guard let payload = frame.payload, !payload.isEmpty else { return .close(reason: "c without payload") }
+            return await handleChanges(payload: payload, channel: channel)
+        }
+        let message: ClientMessage
+        do {
+            message = try ClientMessage(frame: frame)
+        } catch {
+            return .close(reason: "bad \(frame.command.rawValue) message: \(error)")
+        }
+        switch message {
+        case .heartbeat(let count):
+            send(ServerMessage.heartbeat(count &+ 1))
+            return .keepOpen
+        case .log:
+            return .keepOpen
+        case .channel(let channel, .initialize(let request)):
+            return await initialize(request, channel: channel)
+        case .channel(let channel, let channelMessage):
+            return await handle(channelMessage, channel: channel)
+        }
+    }
+
+    private func handle(_ message: ChannelClientMessage, channel: Int) async -> Verdict {
+        guard let authorized = channels[channel] else {
+            return .close(reason: "channel \(channel) used before a successful init")
+        }
+        switch message {
+        case .initialize(let request):
+            return await initialize(request, channel: channel)
+        case .index(let request):
+            return await sendIndexPage(request, channel: channel, authorized: authorized)
+        case .entity(let key, let version):
+            return await sendEntity(key: key, version: version, channel: channel, authorized: authorized)
+        case .changeVersion(let cv):
+            return await sendChanges(since: cv, channel: channel, authorized: authorized)
+        case .changes(let changes):
+            for change in changes { await apply(change, channel: channel, authorized: authorized) }
+            return .keepOpen
+        case .indexReply:
+            // Only meaningful after the server's `index` request, which this server never sends.
+            return .keepOpen
+        }
+    }
+
+    // MARK: - init
+
+    private func initialize(_ request: InitRequest, channel: Int) async -> Verdict {
+        if let previous = channels.removeValue(forKey: channel) {
+            hub.unsubscribe(bucketID: previous.bucket.id, subscriptionID: previous.subscriptionID)
+        }
+        guard channels.count < Self.maxChannels else {
+            return .close(reason: "more than \(Self.maxChannels) channels on one connection")
+        }
+        if let requested = request.appID, requested != appID {
+            sendAuthError(channel: channel, code: 500, "app_id does not match the connection's app")
+            return .keepOpen
+        }
+        guard AccessToken.isWellFormed(request.token) else {
+            sendAuthError(channel: channel, code: 400, "Token format invalid")
+            return .keepOpen
+        }
+        guard BucketName.isValid(request.name) else {
+            sendAuthError(channel: channel, code: 500, "Invalid bucket name")
+            return .keepOpen
+        }
+        let user: AuthenticatedUser
+        let bucket: BucketHandle
+        do {
+            guard let found = try await store.user(forToken: request.token) else {
+                sendAuthError(channel: channel, code: 401, "Token invalid")
+                return .keepOpen
+            }
+            user = found
+            bucket = try await store.openBucket(userID: found.id, name: request.name)
+        } catch {
+            logger.error("init failed", metadata: ["error": "\(error)"])
+            sendAuthError(channel: channel, code: 500, "Server error")
+            return .keepOpen
+        }
+        let authReply = ServerMessage.channel(channel, .authOK(username: user.username)).render()
+        let subscriptionID = hub.subscribe(bucketID: bucket.id, channel: channel, outbox: outbox, firstFrame: authReply)
+        // Reference clients always send one; without it dedup falls back to the ccid alone.
+        let clientID = request.clientID ?? ""
+        channels[channel] = AuthorizedChannel(bucket: bucket, username: user.username, clientID: clientID, subscriptionID: subscriptionID)
+        logger.debug("channel authorized", metadata: ["channel": "\(channel)", "user": "\(user.username)", "bucket": "\(bucket.name)"])
+
+        let command: ChannelClientMessage?
+        do {
+            command = try request.initialCommand()
+        } catch {
+            return .close(reason: "bad init cmd: \(error)")
+        }
+        if let command {
+            if case .initialize = command { return .close(reason: "init cmd cannot be another init") }
+            return await handle(command, channel: channel)
+        }
+        return .keepOpen
+    }
+
+    private func sendAuthError(channel: Int, code: Int, _ message: String) {
+        send(.channel(channel, .authError(code: code, message: message)))
+    }
+
+    // MARK: - i, e, cv
+
+    private func sendIndexPage(_ request: IndexRequest, channel: Int, authorized: AuthorizedChannel) async -> Verdict {
+        var afterKey: String?
+        if let mark = request.mark {
+            guard let key = IndexCursor.decode(mark) else { return .close(reason: "unknown index mark") }
+            afterKey = key
+        }
+        let requested = request.limit ?? 0
+        let limit = requested > 0 ? min(requested, configuration.maxIndexPageSize) : configuration.defaultIndexPageSize
+        let offset = request.offset.flatMap { Int($0) }.map { max(0, min($0, Self.maxIndexOffset)) } ?? 0
+        let outbox = self.outbox
+        do {
+            try await store.readIndexPage(
+                bucket: authorized.bucket, afterKey: afterKey, offset: offset, limit: limit,
+                includeData: request.includeData, maxDataBytes: configuration.maxOutboundBufferBytes / 4
+            ) { page in
+                outbox.enqueue(ServerMessage.channel(channel, .index(page)).render())
+            }
+        } catch {
+            return internalFailure("index", error)
+        }
+        return .keepOpen
+    }
+
+    private func sendEntity(key: String, version: Int, channel: Int, authorized: AuthorizedChannel) async -> Verdict {
+        do {
+            let data = try await store.entityData(bucket: authorized.bucket, key: key, version: version)
+            send(.channel(channel, .entity(key: key, version: version, data.map(EntityReply.data) ?? .unknown)))
+        } catch {
+            return internalFailure("entity", error)
+        }
+        return .keepOpen
+    }
+
+    private func sendChanges(since cv: String, channel: Int, authorized: AuthorizedChannel) async -> Verdict {
+        let outbox = self.outbox
+        do {
+            try await store.readChanges(bucket: authorized.bucket, since: cv) { catchUp in
+                switch catchUp {
+                case .unknown:
+                    outbox.enqueue(ServerMessage.channel(channel, .changeVersionUnknown).render())
+                case .changes(let changes):
+                    outbox.enqueue(ServerMessage.channel(channel, .changes(changes.map { .applied($0.applied) })).render())
+                }
+            }
+        } catch {
+            return internalFailure("cv", error)
+        }
+        return .keepOpen
+    }
+
+    // MARK: - c
+
+    private func handleChanges(payload: String, channel: Int) async -> Verdict {
+        guard let authorized = channels[channel] else {
+            return .close(reason: "channel \(channel) used before a successful init")
+        }
+        let outcomes: [ChangeRequestOutcome]
+        do {
+            outcomes = try ChangeRequest.outcomes(payload: payload)
+        } catch {
+            return .close(reason: "bad c payload: \(error)")
+        }
+        for outcome in outcomes {
+            switch outcome {
+            case .valid(let change):
+                await apply(change, channel: channel, authorized: authorized)
+            case .invalid(var rejection, let error):
+                rejection.clientID = rejection.clientID ?? authorized.clientID
+                logger.debug("change refused", metadata: ["code": "\(rejection.code)", "reason": "\(error)"])
+                send(.channel(channel, .changes([.rejected(rejection)])))
+            }
+        }
+        return .keepOpen
+    }
+
+    private func apply(_ change: ChangeRequest, channel: Int, authorized: AuthorizedChannel) async {
+        let clientID = change.clientID ?? authorized.clientID
+        if let forced = configuration.forcedChangeError?(change) {
+            reject(change, clientID: clientID, code: forced, channel: channel)
+            return
+        }
+        let limits = ChangeLimits(
+            maxDocumentSize: configuration.maxDocumentSize,
+            historyPerEntity: configuration.historyPerEntity,
+            changeLogRetention: configuration.changeLogRetention
+        )
+        let hub = self.hub
+        let bucketID = authorized.bucket.id
+        do {
+            let result = try await store.apply(change, clientID: clientID, bucket: authorized.bucket, limits: limits) { stored in
+                hub.publish(bucketID: bucketID, change: stored)
+            }
+            if case .refused(let code) = result {
+                reject(change, clientID: clientID, code: code.rawValue, channel: channel)
+            }
+        } catch {
+            logger.error("change failed", metadata: ["key": "\(change.id)", "error": "\(error)"])
+            reject(change, clientID: clientID, code: ChangeErrorCode.internalError.rawValue, channel: channel)
+        }
+    }
+
+    private func reject(_ change: ChangeRequest, clientID: String, code: Int, channel: Int) {
+        let rejection = ChangeRejection(clientID: clientID, id: change.id, ccids: [change.ccid], code: code)
+        send(.channel(channel, .changes([.rejected(rejection)])))
+    }
+
+    // MARK: - Output
+
+    private func send(_ message: ServerMessage) {
+        outbox.enqueue(message.render())
+    }
+
+    private func internalFailure(_ command: String, _ error: any Error) -> Verdict {
+        logger.error("\(command) failed", metadata: ["error": "\(error)"])
+        return .close(reason: "internal error")
+    }
+}

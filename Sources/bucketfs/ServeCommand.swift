@@ -1,0 +1,81 @@
+import ArgumentParser
+import Foundation
+import Logging
+import SyncServer
+
+/// `bucketfs serve`: run the Simperium-compatible sync server on a data directory.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the Simperium-compatible sync server (auth API and streaming WebSocket).",
+        discussion: """
+            Clients connect to ws://HOST:PORT/sock/1/APP_ID/websocket and get tokens from \
+            POST http://HOST:PORT/1/APP_ID/authorize/ (or /create/). All state lives in one SQLite \
+            file in --data; stop with SIGINT or SIGTERM.
+            """
+    )
+
+    @Option(help: "Directory holding the server database (created if missing).")
+    var data: String
+
+    @Option(help: "Interface to listen on.")
+    var host: String = "127.0.0.1"
+
+    @Option(help: "TCP port to listen on (0 picks a free port).")
+    var port: Int = 8080
+
+    @Option(name: .customLong("tls-cert"), help: "PEM certificate chain file; with --tls-key the server speaks TLS (wss://, https://).")
+    var tlsCert: String?
+
+    @Option(name: .customLong("tls-key"), help: "PEM private key file for --tls-cert.")
+    var tlsKey: String?
+
+    @Option(name: .customLong("app-id"), help: "Serve only this app id (repeatable). Default: any app id.")
+    var appIDs: [String] = []
+
+    @Option(name: .customLong("api-key"), help: "Require this X-Simperium-API-Key on the auth API. Default: any non-empty key.")
+    var apiKey: String?
+
+    @Option(name: .customLong("max-document-size"), help: "Largest entity in bytes of compact JSON; bigger changes get error 413.")
+    var maxDocumentSize: Int = 1 << 20
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = "info"
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
+        guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
+        guard maxDocumentSize > 0 else { throw ValidationError("--max-document-size must be positive") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
+        if let apiKey, apiKey.isEmpty { throw ValidationError("--api-key must not be empty") }
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "bucketfs.server")
+        logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        let store = try ServerStore(directory: data)
+        var tls: ServerConfiguration.TLSFiles?
+        if let tlsCert, let tlsKey {
+            tls = ServerConfiguration.TLSFiles(certificateChainPath: tlsCert, privateKeyPath: tlsKey)
+        }
+        let requiredKey = apiKey
+        let host = self.host
+        let scheme = tls == nil ? ("ws", "http") : ("wss", "https")
+        let databasePath = store.databasePath
+        let configuration = ServerConfiguration(
+            host: host,
+            port: port,
+            appIDs: appIDs.isEmpty ? nil : Set(appIDs),
+            apiKeyCheck: { _, key in requiredKey.map { $0 == key } ?? !key.isEmpty },
+            maxDocumentSize: maxDocumentSize,
+            tls: tls,
+            onServerRunning: { port in
+                let line = "bucketfs server listening on \(scheme.0)://\(host):\(port)/sock/1/<app_id>/websocket "
+                    + "(auth API \(scheme.1)://\(host):\(port)/1/<app_id>/authorize/), data in \(databasePath)\n"
+                // Written unbuffered: scripts wait for this line to learn the port.
+                FileHandle.standardOutput.write(Data(line.utf8))
+            }
+        )
+        let app = try buildServerApplication(configuration: configuration, store: store, logger: logger)
+        try await app.runService()
+    }
+}

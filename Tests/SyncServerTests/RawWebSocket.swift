@@ -1,0 +1,92 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A hand-made WebSocket client over a blocking POSIX socket, for misbehaving on purpose:
+/// it can send frames and then never read (the slow-reader case).
+final class RawWebSocket: @unchecked Sendable {
+    private let descriptor: Int32
+
+    init(port: Int, path: String, receiveBufferBytes: Int32 = 4096) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw TestFailure("socket() failed") }
+        var size = receiveBufferBytes
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            close(descriptor)
+            throw TestFailure("connect() failed")
+        }
+        let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        try write(Array(request.utf8))
+        // Read the 101 response headers byte by byte so no frame bytes are consumed.
+        var header: [UInt8] = []
+        while !header.ends(with: Array("\r\n\r\n".utf8)) {
+            var byte: UInt8 = 0
+            guard recv(descriptor, &byte, 1, 0) == 1 else { throw TestFailure("handshake failed") }
+            header.append(byte)
+        }
+        guard String(decoding: header, as: UTF8.self).hasPrefix("HTTP/1.1 101") else {
+            throw TestFailure("upgrade refused: \(String(decoding: header, as: UTF8.self))")
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    /// Sends one masked text frame.
+    func sendText(_ text: String) throws {
+        let payload = Array(text.utf8)
+        var frame: [UInt8] = [0x81]
+        if payload.count < 126 {
+            frame.append(0x80 | UInt8(payload.count))
+        } else if payload.count < 65536 {
+            frame.append(0x80 | 126)
+            frame += [UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        } else {
+            frame.append(0x80 | 127)
+            for shift in stride(from: 56, through: 0, by: -8) { frame.append(UInt8((payload.count >> shift) & 0xFF)) }
+        }
+        let mask: [UInt8] = [0x12, 0x34, 0x56, 0x78]
+        frame += mask
+        for (index, byte) in payload.enumerated() { frame.append(byte ^ mask[index % 4]) }
+        try write(frame)
+    }
+
+    /// Reads until the server closes the connection (or the receive timeout); true on EOF/reset.
+    func drainUntilClosed() -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = recv(descriptor, &buffer, buffer.count, 0)
+            if count == 0 { return true }
+            if count < 0 { return errno == ECONNRESET }
+        }
+    }
+
+    private func write(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard sent > 0 else { throw TestFailure("send() failed") }
+            offset += sent
+        }
+    }
+}
+
+extension Array where Element: Equatable {
+    fileprivate func ends(with suffix: [Element]) -> Bool {
+        count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
+    }
+}

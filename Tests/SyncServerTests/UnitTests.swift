@@ -1,0 +1,118 @@
+import JSONDiff
+import SyncProtocol
+@testable import SyncServer
+import Testing
+
+struct ChangeSequenceTests {
+    @Test func rendersTwentyFourHexDigitsInCounterOrder() {
+        #expect(ChangeSequence.render(0) == "000000000000000000000000")
+        #expect(ChangeSequence.render(255) == "0000000000000000000000ff")
+        let values: [Int64] = [1, 9, 10, 255, 4096, 1 << 40, Int64.max]
+        let rendered = values.map(ChangeSequence.render)
+        #expect(rendered.allSatisfy { $0.utf8.count == 24 })
+        #expect(rendered == rendered.sorted())
+        #expect(rendered.map(ChangeSequence.parse) == values.map(Optional.some))
+    }
+
+    @Test func refusesForeignChangeVersions() {
+        for text in ["", "abc", "5119dafb37a401031d47c0f", "ZZ19dafb37a401031d47c0f7", "5119DAFB37A401031D47C0F7", "ffffffffffffffffffffffff"] {
+            #expect(ChangeSequence.parse(text) == nil, "\(text)")
+        }
+    }
+}
+
+struct IndexCursorTests {
+    @Test func roundTripsKeysAndRefusesGarbage() {
+        for key in ["a", "note.1", "x%2Fy@z-_", String(repeating: "k", count: 256)] {
+            #expect(IndexCursor.decode(IndexCursor.encode(afterKey: key)) == key)
+        }
+        for mark in ["", "0", "zz", "2f", "6g", String(repeating: "61", count: 300)] {
+            #expect(IndexCursor.decode(mark) == nil, "\(mark)")
+        }
+    }
+}
+
+struct OutboxTests {
+    @Test func deliversInOrderThenStopsWhenFinished() async {
+        let outbox = Outbox(limit: 1000) {}
+        #expect(outbox.enqueue("one"))
+        #expect(outbox.enqueue("two"))
+        outbox.finish()
+        #expect(outbox.enqueue("late") == false)
+        #expect(await outbox.next() == "one")
+        #expect(await outbox.next() == "two")
+        #expect(await outbox.next() == nil)
+    }
+
+    @Test func overflowAbandonsAndReports() async {
+        let overflowed = Flag()
+        let outbox = Outbox(limit: 10) { overflowed.set() }
+        #expect(outbox.enqueue("12345"))
+        #expect(outbox.enqueue("123456") == false)
+        #expect(overflowed.isSet)
+        #expect(outbox.enqueue("1") == false)
+        #expect(await outbox.next() == nil)
+    }
+
+    @Test func waitingReaderGetsTheNextFrame() async {
+        let outbox = Outbox(limit: 100) {}
+        async let next = outbox.next()
+        try? await Task.sleep(for: .milliseconds(20))
+        outbox.enqueue("hello")
+        #expect(await next == "hello")
+    }
+
+    @Test func cancellationEndsAWaitingReader() async {
+        let outbox = Outbox(limit: 100) {}
+        let reader = Task { await outbox.next() }
+        try? await Task.sleep(for: .milliseconds(20))
+        reader.cancel()
+        #expect(await reader.value == nil)
+    }
+}
+
+final class Flag: @unchecked Sendable {
+    private var value = false
+    func set() { value = true }
+    var isSet: Bool { value }
+}
+
+struct ChangeResolverTests {
+    private func change(_ diff: ObjectDiff?, sv: Int? = nil, data: JSONObject? = nil, operation: ChangeOperation = .modify) -> ChangeRequest {
+        ChangeRequest(id: "k", operation: operation, diff: diff, sourceVersion: sv, ccid: "c", data: data)
+    }
+
+    @Test func createApplyAndErrors() throws {
+        let add: ObjectDiff = ["a": .insert(1)]
+        #expect(ChangeResolver.resolve(change(add), current: nil) { _ in nil }
+            == .accepted(.modify(data: ["a": 1], diff: add, sourceVersion: nil, endVersion: 1)))
+        #expect(ChangeResolver.resolve(change(add, sv: 1), current: nil) { _ in nil } == .refused(.notFound))
+        let current = EntityState(version: 3, data: ["a": 0])
+        #expect(ChangeResolver.resolve(change(["a": .replace(1)]), current: current) { _ in nil } == .refused(.badVersion))
+        #expect(ChangeResolver.resolve(change(["a": .replace(0)], sv: 3), current: current) { _ in nil } == .refused(.emptyChange))
+        #expect(ChangeResolver.resolve(change(["b": .remove], sv: 3), current: current) { _ in nil } == .refused(.invalidDiff))
+        #expect(ChangeResolver.resolve(change(nil, sv: 3), current: current) { _ in nil } == .refused(.invalidRequest))
+        #expect(ChangeResolver.resolve(change(nil, operation: .remove), current: EntityState(version: 2, data: nil)) { _ in nil } == .refused(.notFound))
+        #expect(ChangeResolver.resolve(change(nil, operation: .remove), current: current) { _ in nil } == .accepted(.remove(sourceVersion: 3, endVersion: 4)))
+    }
+
+    @Test func recreationAfterDeleteContinuesVersions() throws {
+        let add: ObjectDiff = ["a": .insert(1)]
+        #expect(ChangeResolver.resolve(change(add), current: EntityState(version: 4, data: nil)) { _ in nil }
+            == .accepted(.modify(data: ["a": 1], diff: add, sourceVersion: nil, endVersion: 5)))
+    }
+
+    @Test func staleSourceVersionIsRebasedOverHistory() throws {
+        let current = EntityState(version: 2, data: ["a": 1, "b": 2])
+        let result = ChangeResolver.resolve(change(["c": .insert(3)], sv: 1), current: current) { version in
+            version == 1 ? ["a": 1] : nil
+        }
+        guard case .accepted(.modify(let data, let diff, let sv, let ev)) = result else {
+            Issue.record("expected success, got \(result)"); return
+        }
+        #expect(data == ["a": 1, "b": 2, "c": 3])
+        #expect(sv == 2 && ev == 3)
+        #expect(try JSONDiffing.apply(diff, to: ["a": 1, "b": 2]) == data)
+        #expect(ChangeResolver.resolve(change(["c": .insert(3)], sv: 1), current: current) { _ in nil } == .refused(.badVersion))
+    }
+}
