@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Module plan: ../shared/DESIGN.md ("Layout"). Dependencies point one way:
-// DiffMatchPatch <- JSONDiff <- SyncProtocol <- SyncStore/SyncServer <- SyncClient <- BucketFS <- bucketfs.
+// DiffMatchPatch <- JSONDiff <- SyncProtocol <- SyncStore / SyncServer <- SyncClient <- BucketFS <- bucketfs.
 let package = Package(
     name: "bucketfs",
     platforms: [.macOS(.v14)],
@@ -11,28 +11,68 @@ let package = Package(
         .library(name: "DiffMatchPatch", targets: ["DiffMatchPatch"]),
         .library(name: "JSONDiff", targets: ["JSONDiff"]),
         .library(name: "SyncProtocol", targets: ["SyncProtocol"]),
+        .library(name: "SyncServer", targets: ["SyncServer"]),
+        .library(name: "SyncStore", targets: ["SyncStore"]),
+        .library(name: "SyncClient", targets: ["SyncClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
-        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
         .target(name: "DiffMatchPatch"),
         .target(name: "JSONDiff", dependencies: ["DiffMatchPatch"]),
         .target(name: "SyncProtocol", dependencies: ["JSONDiff"]),
+        .target(
+            name: "SyncStore",
+            dependencies: ["JSONDiff", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .target(
+            name: "SyncServer",
+            dependencies: [
+                "JSONDiff", "SyncProtocol",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
+        .target(
+            name: "SyncClient",
+            dependencies: [
+                "JSONDiff", "SyncProtocol", "SyncStore",
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
+        .target(
+            name: "BucketFS",
+            dependencies: ["CFuse", "SyncStore", .product(name: "Logging", package: "swift-log")]
+        ),
         .executableTarget(
             name: "bucketfs",
             dependencies: [
-                "JSONDiff",
+                "JSONDiff", "SyncProtocol", "SyncServer", "SyncStore", "SyncClient", "BucketFS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            exclude: ["ServeCommand.swift", "UserCommand.swift"]
+            ]
         ),
         .testTarget(
             name: "DiffMatchPatchTests",
@@ -46,6 +86,30 @@ let package = Package(
             name: "SyncProtocolTests",
             dependencies: ["SyncProtocol", "JSONDiff", .product(name: "PropertyBased", package: "swift-property-based")]
         ),
+        .testTarget(
+            name: "SyncServerTests",
+            dependencies: [
+                "SyncServer", "SyncProtocol", "JSONDiff",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
+        .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "JSONDiff"]),
+        .testTarget(
+            name: "SyncClientTests",
+            dependencies: [
+                "SyncClient", "SyncStore", "SyncServer", "SyncProtocol", "JSONDiff",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "SyncStore", "JSONDiff"]),
+        // Drives the real `bucketfs` binary; depending on it makes `swift build --build-tests` build it.
+        .testTarget(name: "CLITests", dependencies: ["bucketfs"]),
     ],
     swiftLanguageModes: [.v6]
 )

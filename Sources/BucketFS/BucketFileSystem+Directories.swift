@@ -1,0 +1,131 @@
+import CFuse
+import Glibc
+
+/// Directories: the root lists buckets, a bucket lists its files.
+extension BucketFileSystem {
+    func opendir(_ request: FuseRequest, ino: UInt64, info: FileInfo) {
+        // The root is listed again at each opendir: another client may have added a bucket.
+        let refresh = ino == InodeTable.rootInode
+        perform(request, inlineIf: !refresh && isLoaded(ino), else: writeQueue) { [self] () throws(FSError) in
+            try loadDirectory(ino, refresh: refresh)
+            let handle = try state.withLock { state throws(FSError) -> UInt64 in
+                guard let node = state.table.node(ino) else { throw FSError.notFound }
+                guard node.isDirectory else { throw FSError.notDirectory }
+                let children = state.table.childInodes(of: node.ino)
+                var items: [DirectoryItem] = []
+                items.reserveCapacity(children.count + 2)
+                items.append(DirectoryItem(name: ".", ino: node.ino))
+                items.append(DirectoryItem(name: "..", ino: node.parent))
+                for (name, child) in children { items.append(DirectoryItem(name: name, ino: child)) }
+                return state.addHandle(.directory(ino: node.ino, items: items))
+            }
+            request.reply(open: handle, info: info.raw)
+        }
+    }
+
+    func readdir(_ request: FuseRequest, size: Int, offset: Int, handle: UInt64) {
+        fillDirectory(request, size: size, offset: offset, handle: handle, plus: false)
+    }
+
+    /// Names with attributes: `ls -l` of 100,000 files needs no getattr per file.
+    func readdirplus(_ request: FuseRequest, size: Int, offset: Int, handle: UInt64) {
+        fillDirectory(request, size: size, offset: offset, handle: handle, plus: true)
+    }
+
+    private func fillDirectory(_ request: FuseRequest, size: Int, offset: Int, handle: UInt64, plus: Bool) {
+        guard offset >= 0 else { return fail(request, .invalidArgument) }
+        let timeout = cacheTimeout
+        var buffer = [CChar](repeating: 0, count: max(size, 0))
+        // Offsets are indices into the listing taken at opendir, so they stay valid between calls.
+        let used = state.withLock { state -> Int? in
+            guard case .directory(_, let items)? = state.handles[handle] else { return nil }
+            var used = 0
+            var index = offset
+            buffer.withUnsafeMutableBufferPointer { output in
+                guard let base = output.baseAddress else { return }
+                while index < items.count {
+                    let item = items[index]
+                    let remaining = output.count - used
+                    let needed: Int
+                    if plus {
+                        guard let node = state.currentNode(item.ino) else {
+                            index += 1
+                            continue
+                        }
+                        var parameter = fuse_entry_param()
+                        let isDot = item.name == "." || item.name == ".."
+                        if !isDot {
+                            parameter = EntryReply(ino: item.ino, attributes: attributes.stat(for: node), timeout: timeout).parameter
+                        } else {
+                            parameter.attr = attributes.stat(for: node)
+                        }
+                        needed = item.name.withCString {
+                            fuse_add_direntry_plus(request.raw, base + used, remaining, $0, &parameter, off_t(index + 1))
+                        }
+                        if needed > remaining { break }
+                        // The kernel takes a reference for every entry but . and .. (fuse_lowlevel.h).
+                        if !isDot { state.table.remember(item.ino) }
+                    } else {
+                        var attributes = stat()
+                        attributes.st_ino = ino_t(item.ino)
+                        let isDirectory = state.table.record(item.ino)?.isDirectory ?? (item.name == "." || item.name == "..")
+                        if case .symlink? = state.table.record(item.ino)?.kind {
+                            attributes.st_mode = Attributes.symlinkMode
+                        } else {
+                            attributes.st_mode = isDirectory ? Attributes.directoryMode : Attributes.fileMode
+                        }
+                        needed = item.name.withCString {
+                            fuse_add_direntry(request.raw, base + used, remaining, $0, &attributes, off_t(index + 1))
+                        }
+                        if needed > remaining { break }
+                    }
+                    used += needed
+                    index += 1
+                }
+            }
+            return used
+        }
+        guard let used else { return fail(request, .badHandle) }
+        buffer.withUnsafeBufferPointer { output in
+            _ = fuse_reply_buf(request.raw, output.baseAddress, used)
+        }
+    }
+
+    func releasedir(_ request: FuseRequest, handle: UInt64) {
+        state.withLock { _ = $0.handles.removeValue(forKey: handle) }
+        request.replyOK()
+    }
+
+    func fsyncdir(_ request: FuseRequest) {
+        // Every directory change is durable in the store before its reply.
+        request.replyOK()
+    }
+
+    /// mkdir at the root adds a bucket; buckets hold no subdirectories.
+    func mkdir(_ request: FuseRequest, parent: UInt64, name: String) {
+        guard parent == InodeTable.rootInode else { return fail(request, .notPermitted) }
+        guard let bucketName = FileNameCodec.decode(name) else { return fail(request, .invalidArgument) }
+        perform(request, on: writeQueue) { [self] () throws(FSError) in
+            try loadDirectory(parent)
+            if state.withLock({ $0.table.child(of: parent, named: name) }) != nil { throw FSError.exists }
+            let bucket = try backend.createBucket(named: bucketName)
+            state.withLock { $0.table.upsert(Self.node(for: bucket)) }
+            request.reply(entry: try rememberedEntry(bucket.id))
+        }
+    }
+
+    func rmdir(_ request: FuseRequest, parent: UInt64, name: String) {
+        guard parent == InodeTable.rootInode else {
+            return fail(request, state.withLock { $0.table.child(of: parent, named: name) } == nil ? .notFound : .notDirectory)
+        }
+        perform(request, on: writeQueue) { [self] () throws(FSError) in
+            guard let node = state.withLock({ $0.table.child(of: parent, named: name) }) else { throw FSError.notFound }
+            guard case .bucket(let bucketName) = node.kind else { throw FSError.notDirectory }
+            try loadDirectory(node.ino)
+            if !state.withLock({ $0.table.childInodes(of: node.ino).isEmpty }) { throw FSError.notEmpty }
+            try backend.removeBucket(named: bucketName)
+            state.withLock { $0.table.unlink(parent: parent, name: name) }
+            request.replyOK()
+        }
+    }
+}

@@ -1,0 +1,158 @@
+import CFuse
+import Glibc
+
+/// Names and attributes: lookup, forget, getattr, setattr, readlink, statfs.
+extension BucketFileSystem {
+    func lookup(_ request: FuseRequest, parent: UInt64, name: String) {
+        withLoadedDirectory(request, parent) { [self] () throws(FSError) in
+            let child = state.withLock { $0.table.child(of: parent, named: name) }
+            guard let child else {
+                // A bucket made by another client since the root was listed.
+                if parent == InodeTable.rootInode, FileNameCodec.decode(name) != nil {
+                    perform(request, on: writeQueue) { [self] () throws(FSError) in
+                        try loadDirectory(parent, refresh: true)
+                        guard let found = state.withLock({ $0.table.child(of: parent, named: name) }) else {
+                            throw FSError.notFound
+                        }
+                        request.reply(entry: try rememberedEntry(found.ino))
+                    }
+                    return
+                }
+                throw FSError.notFound
+            }
+            request.reply(entry: try rememberedEntry(child.ino))
+        }
+    }
+
+    func forget(_ request: FuseRequest, ino: UInt64, count: UInt64) {
+        state.withLock { $0.table.forget(ino, count: count) }
+        request.replyNone()
+    }
+
+    func forgetMulti(_ request: FuseRequest, items: [(ino: UInt64, count: UInt64)]) {
+        state.withLock { state in
+            for item in items { state.table.forget(item.ino, count: item.count) }
+        }
+        request.replyNone()
+    }
+
+    func getattr(_ request: FuseRequest, ino: UInt64) {
+        let node = state.withLock { $0.currentNode(ino) }
+        guard let node else { return fail(request, .notFound) }
+        var attributes = attributes.stat(for: node)
+        attributes.st_ino = ino_t(ino)
+        request.reply(attributes: attributes, timeout: cacheTimeout)
+    }
+
+    /// chmod of permission bits is a harmless no-op, chown only to the current owner (else EPERM);
+    /// truncate edits the open buffer or saves at once; times are stored (rsync -a relies on them).
+    func setattr(_ request: FuseRequest, ino: UInt64, attributes wanted: stat, fields: Int32) {
+        let node = state.withLock { $0.currentNode(ino) }
+        guard let node else { return fail(request, .notFound) }
+        let current = attributes.stat(for: node)
+        // Permission bits are not part of an entity: a chmod of them is accepted and changes
+        // nothing (rsync's mkstemp fchmods its temp file to 0600 and fails on EPERM), while
+        // setuid/setgid/sticky bits are refused.
+        if fields & FUSE_SET_ATTR_MODE != 0, wanted.st_mode & 0o7000 != 0 { return fail(request, .notPermitted) }
+        if fields & FUSE_SET_ATTR_UID != 0, wanted.st_uid != current.st_uid { return fail(request, .notPermitted) }
+        if fields & FUSE_SET_ATTR_GID != 0, wanted.st_gid != current.st_gid { return fail(request, .notPermitted) }
+        let newSize: Int? = fields & FUSE_SET_ATTR_SIZE != 0 ? wanted.st_size : nil
+        let newTime: MountTime?
+        if fields & FUSE_SET_ATTR_MTIME_NOW != 0 {
+            newTime = Attributes.now()
+        } else if fields & FUSE_SET_ATTR_MTIME != 0 {
+            newTime = Attributes.time(wanted.st_mtim)
+        } else {
+            newTime = nil
+        }
+        if newSize == nil && newTime == nil {
+            var reply = current
+            reply.st_ino = ino_t(ino)
+            return request.reply(attributes: reply, timeout: cacheTimeout)
+        }
+        guard case .file(let bucket, let item) = node.kind else {
+            // A size on a directory or lock link is meaningless; lock links keep their times.
+            if newSize != nil { return fail(request, node.isDirectory ? .isDirectory : .invalidArgument) }
+            let updated = state.withLock { state -> Node? in
+                if node.isDirectory, let newTime { state.directoryTimes[node.ino] = newTime }
+                return state.currentNode(node.ino)
+            }
+            var reply = attributes.stat(for: updated ?? node)
+            reply.st_ino = ino_t(ino)
+            return request.reply(attributes: reply, timeout: cacheTimeout)
+        }
+        if let newSize, newSize < 0 { return fail(request, .invalidArgument) }
+        let realIno = node.ino
+        perform(request, on: writeQueue) { [self] () throws(FSError) in
+            if let newSize { try truncate(realIno, bucket: bucket, item: item, to: newSize) }
+            if let newTime { try setModificationTime(realIno, bucket: bucket, item: item, to: newTime) }
+            guard let updated = state.withLock({ $0.currentNode(realIno) }) else { throw FSError.notFound }
+            var reply = attributes.stat(for: updated)
+            reply.st_ino = ino_t(ino)
+            request.reply(attributes: reply, timeout: cacheTimeout)
+        }
+    }
+
+    /// On `writeQueue`: resize the open working copy, or load-resize-save a closed file.
+    private func truncate(_ ino: UInt64, bucket: String, item: MountItemName, to size: Int) throws(FSError) {
+        let handledInMemory = state.withLock { state -> Bool in
+            guard var open = state.openFiles[ino], open.loaded else { return false }
+            resize(&open.bytes, to: size)
+            open.dirty = true
+            open.generation += 1
+            state.openFiles[ino] = open
+            state.table.updateAttributes(of: ino, size: size, mtime: Attributes.now(), ctime: Attributes.now())
+            return true
+        }
+        if handledInMemory { return }
+        var bytes = try backend.read(bucket: bucket, name: item)
+        resize(&bytes, to: size)
+        let entry = try backend.save(bucket: bucket, name: item, bytes: bytes)
+        state.withLock { $0.table.updateAttributes(of: ino, size: entry.size, mtime: entry.mtime, ctime: entry.ctime) }
+    }
+
+    /// On `writeQueue`: store the time now, or after the pending save of a dirty buffer.
+    private func setModificationTime(_ ino: UInt64, bucket: String, item: MountItemName, to time: MountTime) throws(FSError) {
+        let deferred = state.withLock { state -> Bool in
+            guard var open = state.openFiles[ino], open.dirty else { return false }
+            open.pendingModificationTime = time
+            state.openFiles[ino] = open
+            state.table.updateAttributes(
+                of: ino, size: open.bytes.count, mtime: time, ctime: state.table.node(ino)?.ctime ?? time)
+            return true
+        }
+        if deferred { return }
+        let entry = try backend.setModificationTime(bucket: bucket, name: item, to: time)
+        state.withLock { $0.table.updateAttributes(of: ino, size: entry.size, mtime: entry.mtime, ctime: entry.ctime) }
+    }
+
+    private func resize(_ bytes: inout [UInt8], to size: Int) {
+        if size < bytes.count {
+            bytes.removeSubrange(size...)
+        } else if size > bytes.count {
+            bytes.append(contentsOf: repeatElement(0, count: size - bytes.count))
+        }
+    }
+
+    func readlink(_ request: FuseRequest, ino: UInt64) {
+        let node = state.withLock { $0.table.node(ino) }
+        guard let node else { return fail(request, .notFound) }
+        guard case .symlink(_, _, let target) = node.kind else { return fail(request, .invalidArgument) }
+        request.reply(link: target)
+    }
+
+    func statfs(_ request: FuseRequest, ino: UInt64) {
+        let count = state.withLock { $0.table.nodes.count }
+        var result = statvfs()
+        result.f_bsize = UInt(Attributes.blockSize)
+        result.f_frsize = UInt(Attributes.blockSize)
+        result.f_blocks = 1 << 28
+        result.f_bfree = 1 << 28
+        result.f_bavail = 1 << 28
+        result.f_files = fsfilcnt_t(count) + (1 << 24)
+        result.f_ffree = 1 << 24
+        result.f_favail = 1 << 24
+        result.f_namemax = 255
+        request.reply(statfs: result)
+    }
+}

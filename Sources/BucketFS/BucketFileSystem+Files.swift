@@ -1,0 +1,274 @@
+import CFuse
+import Glibc
+
+/// Files: all handles of an inode share one working copy; writes go to memory and are saved to
+/// the store on flush, fsync and release (DESIGN.md: "never per write()").
+extension BucketFileSystem {
+    func open(_ request: FuseRequest, ino: UInt64, info: FileInfo) {
+        let node = state.withLock { $0.table.node(ino) }
+        guard let node else { return fail(request, .notFound) }
+        guard case .file(let bucket, let item) = node.kind else {
+            return fail(request, node.isDirectory ? .isDirectory : .invalidArgument)
+        }
+        let realIno = node.ino
+        let truncate = info.flags & O_TRUNC != 0
+        let opened = state.withLock { state -> UInt64? in
+            var open = state.openFiles[realIno] ?? OpenFile()
+            if truncate {
+                // With FUSE_CAP_ATOMIC_O_TRUNC the truncation arrives here, not as a setattr.
+                open.bytes = []
+                open.loaded = true
+                open.dirty = true
+                open.generation += 1
+            } else if !open.loaded {
+                return nil
+            }
+            open.handles += 1
+            state.openFiles[realIno] = open
+            return state.addHandle(.file(ino: realIno))
+        }
+        if let opened { return request.reply(open: opened, info: info.raw) }
+        perform(request, on: readQueue) { [self] () throws(FSError) in
+            let bytes = try backend.read(bucket: bucket, name: item)
+            let handle = state.withLock { state -> UInt64 in
+                var open = state.openFiles[realIno] ?? OpenFile()
+                if !open.loaded {
+                    open.bytes = bytes
+                    open.loaded = true
+                }
+                open.handles += 1
+                state.openFiles[realIno] = open
+                return state.addHandle(.file(ino: realIno))
+            }
+            request.reply(open: handle, info: info.raw)
+        }
+    }
+
+    func read(_ request: FuseRequest, size: Int, offset: Int, handle: UInt64) {
+        guard offset >= 0, size >= 0 else { return fail(request, .invalidArgument) }
+        let result = state.withLock { state -> Result<ArraySlice<UInt8>?, FSError> in
+            guard case .file(let ino)? = state.handles[handle] else { return .failure(.badHandle) }
+            guard let open = state.openFiles[ino], open.loaded else { return .success(nil) }
+            let start = min(offset, open.bytes.count)
+            let end = min(start + size, open.bytes.count)
+            return .success(open.bytes[start..<end])
+        }
+        switch result {
+        case .failure(let error): fail(request, error)
+        case .success(let slice?): request.reply(bytes: slice)
+        case .success(nil):
+            // A remote change replaced a clean working copy: fetch the new bytes first.
+            perform(request, on: readQueue) { [self] () throws(FSError) in
+                let slice = try reloadingWorkingCopy(handle: handle) { bytes in
+                    let start = min(offset, bytes.count)
+                    return bytes[start..<min(start + size, bytes.count)]
+                }
+                request.reply(bytes: slice)
+            }
+        }
+    }
+
+    func write(_ request: FuseRequest, bytes: UnsafeBufferPointer<UInt8>, offset: Int, handle: UInt64) {
+        guard offset >= 0 else { return fail(request, .invalidArgument) }
+        let data = Array(bytes)
+        let written = state.withLock { state -> Result<Bool, FSError> in
+            guard case .file(let ino)? = state.handles[handle] else { return .failure(.badHandle) }
+            guard var open = state.openFiles[ino], open.loaded else { return .success(false) }
+            Self.splice(data, into: &open.bytes, at: offset)
+            open.dirty = true
+            open.generation += 1
+            let now = Attributes.now()
+            state.openFiles[ino] = open
+            state.table.updateAttributes(of: ino, size: open.bytes.count, mtime: now, ctime: now)
+            return .success(true)
+        }
+        switch written {
+        case .failure(let error): fail(request, error)
+        case .success(true): request.reply(written: data.count)
+        case .success(false):
+            perform(request, on: readQueue) { [self] () throws(FSError) in
+                _ = try reloadingWorkingCopy(handle: handle) { _ in [] }
+                let done = state.withLock { state -> Bool in
+                    guard case .file(let ino)? = state.handles[handle], var open = state.openFiles[ino], open.loaded else {
+                        return false
+                    }
+                    Self.splice(data, into: &open.bytes, at: offset)
+                    open.dirty = true
+                    open.generation += 1
+                    state.openFiles[ino] = open
+                    return true
+                }
+                guard done else { throw FSError.badHandle }
+                request.reply(written: data.count)
+            }
+        }
+    }
+
+    /// close(2) waits for flush: the save is durable in the store before close returns.
+    func flush(_ request: FuseRequest, handle: UInt64) {
+        saveHandle(request, handle: handle, release: false)
+    }
+
+    func fsync(_ request: FuseRequest, handle: UInt64) {
+        saveHandle(request, handle: handle, release: false)
+    }
+
+    func release(_ request: FuseRequest, handle: UInt64) {
+        saveHandle(request, handle: handle, release: true)
+    }
+
+    private func saveHandle(_ request: FuseRequest, handle: UInt64, release: Bool) {
+        let target = state.withLock { state -> (ino: UInt64, dirty: Bool)? in
+            guard case .file(let ino)? = state.handles[handle] else { return nil }
+            return (ino, state.openFiles[ino]?.dirty ?? false)
+        }
+        guard let target else { return fail(request, .badHandle) }
+        if !target.dirty && !release { return request.replyOK() }
+        perform(request, on: writeQueue) { [self] () throws(FSError) in
+            defer { if release { closeHandle(handle, ino: target.ino) } }
+            try saveIfDirty(target.ino)
+            request.replyOK()
+        }
+    }
+
+    private func closeHandle(_ handle: UInt64, ino: UInt64) {
+        state.withLock { state in
+            guard state.handles.removeValue(forKey: handle) != nil, var open = state.openFiles[ino] else { return }
+            open.handles -= 1
+            if open.handles <= 0 && !open.dirty {
+                state.openFiles.removeValue(forKey: ino)
+            } else {
+                state.openFiles[ino] = open
+            }
+        }
+    }
+
+    /// On `writeQueue`: writes the working copy to the store if it changed since the last save.
+    /// A file unlinked meanwhile is not brought back.
+    func saveIfDirty(_ ino: UInt64) throws(FSError) {
+        let snapshot = state.withLock { state -> (bucket: String, item: MountItemName, bytes: [UInt8], generation: UInt64, time: MountTime?)? in
+            guard let open = state.openFiles[ino], open.dirty, open.loaded else { return nil }
+            guard let node = state.table.node(ino), node.linked, case .file(let bucket, let item) = node.kind else {
+                state.openFiles[ino]?.dirty = false
+                if let open = state.openFiles[ino], open.handles <= 0 { state.openFiles.removeValue(forKey: ino) }
+                return nil
+            }
+            return (bucket, item, open.bytes, open.generation, open.pendingModificationTime)
+        }
+        guard let snapshot else { return }
+        var entry = try backend.save(bucket: snapshot.bucket, name: snapshot.item, bytes: snapshot.bytes)
+        if let time = snapshot.time {
+            entry = try backend.setModificationTime(bucket: snapshot.bucket, name: snapshot.item, to: time)
+        }
+        state.withLock { state in
+            if var open = state.openFiles[ino], open.generation == snapshot.generation {
+                open.dirty = false
+                open.pendingModificationTime = nil
+                if open.handles <= 0 {
+                    state.openFiles.removeValue(forKey: ino)
+                } else {
+                    state.openFiles[ino] = open
+                }
+            }
+            if let node = state.table.node(ino) {
+                state.table.updateAttributes(of: node.ino, size: entry.size, mtime: entry.mtime, ctime: entry.ctime)
+            }
+        }
+    }
+
+    func create(_ request: FuseRequest, parent: UInt64, name: String, mode: mode_t, info: FileInfo) {
+        makeFile(request, parent: parent, name: name, mode: mode | S_IFREG, info: info)
+    }
+
+    /// Regular files only; devices, fifos and sockets have no place in a bucket.
+    func mknod(_ request: FuseRequest, parent: UInt64, name: String, mode: mode_t) {
+        guard mode & S_IFMT == S_IFREG || mode & S_IFMT == 0 else { return fail(request, .notPermitted) }
+        makeFile(request, parent: parent, name: name, mode: S_IFREG, info: nil)
+    }
+
+    private func makeFile(_ request: FuseRequest, parent: UInt64, name: String, mode: mode_t, info: FileInfo?) {
+        let item = FileNameCodec.itemName(forFileName: name)
+        perform(request, on: writeQueue) { [self] () throws(FSError) in
+            let bucket = try bucket(of: parent)
+            try loadDirectory(parent)
+            if let existing = state.withLock({ $0.table.child(of: parent, named: name) }) {
+                // The kernel asks only after a negative lookup, but another process may have won.
+                guard let info, info.flags & O_EXCL == 0, case .file = existing.kind else { throw FSError.exists }
+                return reopen(request, ino: existing.ino, info: info)
+            }
+            let entry = try backend.save(bucket: bucket, name: item, bytes: [])
+            let node = Self.node(for: entry, parent: parent)
+            let handle = state.withLock { state -> UInt64? in
+                state.table.upsert(node)
+                guard info != nil else { return nil }
+                var open = state.openFiles[node.ino] ?? OpenFile()
+                open.bytes = []
+                open.loaded = true
+                open.handles += 1
+                state.openFiles[node.ino] = open
+                return state.addHandle(.file(ino: node.ino))
+            }
+            let reply = try rememberedEntry(node.ino)
+            if let info, let handle {
+                request.reply(create: reply, handle: handle, info: info.raw)
+            } else {
+                request.reply(entry: reply)
+            }
+        }
+    }
+
+    /// create() on a name that appeared meanwhile: answer like open(), with an entry.
+    private func reopen(_ request: FuseRequest, ino: UInt64, info: FileInfo) {
+        do throws(FSError) {
+            guard let node = state.withLock({ $0.table.node(ino) }), case .file(let bucket, let item) = node.kind else {
+                throw FSError.notFound
+            }
+            let truncate = info.flags & O_TRUNC != 0
+            let bytes = truncate ? [] : try backend.read(bucket: bucket, name: item)
+            let handle = state.withLock { state -> UInt64 in
+                var open = state.openFiles[ino] ?? OpenFile()
+                if truncate {
+                    open.bytes = []
+                    open.loaded = true
+                    open.dirty = true
+                    open.generation += 1
+                } else if !open.loaded {
+                    open.bytes = bytes
+                    open.loaded = true
+                }
+                open.handles += 1
+                state.openFiles[ino] = open
+                return state.addHandle(.file(ino: ino))
+            }
+            request.reply(create: try rememberedEntry(ino), handle: handle, info: info.raw)
+        } catch {
+            fail(request, error)
+        }
+    }
+
+    /// Loads the store's bytes into a handle's working copy if a remote change emptied it.
+    private func reloadingWorkingCopy<T>(handle: UInt64, _ body: ([UInt8]) -> T) throws(FSError) -> T {
+        let target = state.withLock { state -> (UInt64, Node)? in
+            guard case .file(let ino)? = state.handles[handle], let node = state.table.node(ino) else { return nil }
+            return (ino, node)
+        }
+        guard let (ino, node) = target, case .file(let bucket, let item) = node.kind else { throw FSError.badHandle }
+        let bytes = try backend.read(bucket: bucket, name: item)
+        return state.withLock { state -> T in
+            var open = state.openFiles[ino] ?? OpenFile()
+            if !open.loaded {
+                open.bytes = bytes
+                open.loaded = true
+            }
+            state.openFiles[ino] = open
+            return body(open.bytes)
+        }
+    }
+
+    static func splice(_ data: [UInt8], into bytes: inout [UInt8], at offset: Int) {
+        if offset > bytes.count { bytes.append(contentsOf: repeatElement(0, count: offset - bytes.count)) }
+        let end = offset + data.count
+        if end > bytes.count { bytes.append(contentsOf: repeatElement(0, count: end - bytes.count)) }
+        bytes.replaceSubrange(offset..<end, with: data)
+    }
+}

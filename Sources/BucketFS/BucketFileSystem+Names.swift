@@ -1,0 +1,121 @@
+import CFuse
+import Glibc
+
+/// unlink, rename, symlink: changes to names inside buckets.
+extension BucketFileSystem {
+    func unlink(_ request: FuseRequest, parent: UInt64, name: String) {
+        withLoadedDirectory(request, parent) { [self] () throws(FSError) in
+            guard let node = state.withLock({ $0.table.child(of: parent, named: name) }) else { throw FSError.notFound }
+            switch node.kind {
+            case .root, .bucket:
+                throw FSError.isDirectory
+            case .symlink:
+                state.withLock { $0.table.unlink(parent: parent, name: name) }
+                request.replyOK()
+            case .file(let bucket, let item):
+                perform(request, on: writeQueue) { [self] () throws(FSError) in
+                    try backend.delete(bucket: bucket, name: item)
+                    state.withLock { $0.table.unlink(parent: parent, name: name) }
+                    request.replyOK()
+                }
+            }
+        }
+    }
+
+    /// rename(2) within or across buckets. The store moves the bytes in one transaction, so a
+    /// rename over an existing file is atomic (the editor save pattern: write scratch, rename over).
+    func rename(_ request: FuseRequest, parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) {
+        let noReplace: UInt32 = 1  // RENAME_NOREPLACE
+        let exchange: UInt32 = 2  // RENAME_EXCHANGE
+        guard flags & exchange == 0, flags & ~(noReplace | exchange) == 0 else { return fail(request, .invalidArgument) }
+        guard parent != InodeTable.rootInode, newParent != InodeTable.rootInode else { return fail(request, .notPermitted) }
+        let destinationItem = FileNameCodec.itemName(forFileName: newName)
+        perform(request, on: writeQueue) { [self] () throws(FSError) in
+            let sourceBucket = try bucket(of: parent)
+            let destinationBucket = try bucket(of: newParent)
+            guard sourceBucket == destinationBucket else { throw FSError.crossDevice }
+            try loadDirectory(parent)
+            try loadDirectory(newParent)
+            let (source, existing) = state.withLock {
+                ($0.table.child(of: parent, named: name), $0.table.child(of: newParent, named: newName))
+            }
+            guard let source else { throw FSError.notFound }
+            if let existing {
+                if flags & noReplace != 0 { throw FSError.exists }
+                if existing.isDirectory { throw FSError.isDirectory }
+                if existing.ino == source.ino { return request.replyOK() }
+            }
+            switch source.kind {
+            case .root, .bucket:
+                throw FSError.notPermitted
+            case .symlink(_, _, let target):
+                // Lock links stay local: they cannot become entities.
+                guard case .localFile = destinationItem else { throw FSError.notPermitted }
+                if let existing, case .file(let bucket, let item) = existing.kind {
+                    try backend.delete(bucket: bucket, name: item)
+                }
+                state.withLock { state in
+                    var moved = source
+                    moved.parent = newParent
+                    moved.fileName = newName
+                    moved.kind = .symlink(bucket: destinationBucket, name: newName, target: target)
+                    state.table.upsert(moved)
+                }
+                request.replyOK()
+            case .file(_, let sourceItem):
+                try saveIfDirty(source.ino)
+                if let existing, case .symlink = existing.kind {
+                    state.withLock { $0.table.unlink(parent: newParent, name: newName) }
+                }
+                let entry = try backend.rename(bucket: sourceBucket, from: sourceItem, to: destinationItem)
+                let moved = Self.node(for: entry, parent: newParent)
+                let aliased = state.withLock { state -> Bool in
+                    if let existing, existing.ino == moved.ino, var replaced = state.openFiles[existing.ino] {
+                        // Descriptors open on the replaced file must not save their old bytes over
+                        // the new ones; they read the new bytes from now on.
+                        replaced.dirty = false
+                        replaced.loaded = false
+                        replaced.bytes = []
+                        replaced.generation += 1
+                        state.openFiles[existing.ino] = replaced
+                    }
+                    state.table.unlink(parent: parent, name: name)
+                    state.table.upsert(moved)
+                    guard moved.ino != source.ino else { return false }
+                    // The kernel now shows the source's inode under the new name; make that inode
+                    // mean the destination until the kernel looks the name up again.
+                    state.table.alias(source.ino, to: moved.ino)
+                    if let open = state.openFiles.removeValue(forKey: source.ino), state.openFiles[moved.ino] == nil {
+                        state.openFiles[moved.ino] = open
+                        for (number, handle) in state.handles {
+                            if case .file(let ino) = handle, ino == source.ino { state.handles[number] = .file(ino: moved.ino) }
+                        }
+                    }
+                    return true
+                }
+                request.replyOK()
+                if aliased { notify([.entry(parent: newParent, name: newName), .inode(source.ino)]) }
+            }
+        }
+    }
+
+    /// Symlinks only for local-only names (emacs lock files `.#name`); kept in memory.
+    func symlink(_ request: FuseRequest, target: String, parent: UInt64, name: String) {
+        guard case .localFile = FileNameCodec.itemName(forFileName: name) else { return fail(request, .notPermitted) }
+        withLoadedDirectory(request, parent) { [self] () throws(FSError) in
+            let bucket = try bucket(of: parent)
+            let ino = try state.withLock { state throws(FSError) -> UInt64 in
+                if state.table.child(of: parent, named: name) != nil { throw FSError.exists }
+                let ino = state.nextSymlinkInode
+                state.nextSymlinkInode += 1
+                let now = Attributes.now()
+                state.table.upsert(
+                    Node(
+                        ino: ino, parent: parent, fileName: name, kind: .symlink(bucket: bucket, name: name, target: target),
+                        size: target.utf8.count, mtime: now, ctime: now))
+                return ino
+            }
+            request.reply(entry: try rememberedEntry(ino))
+        }
+    }
+}

@@ -1,0 +1,45 @@
+/// Remote changes: the store already holds the new bytes; update the tree and tell the kernel.
+extension BucketFileSystem {
+    /// On `writeQueue` (ordered with our own saves). Invalidations go to the notifier thread.
+    func applyRemoteChange(_ change: MountChange) {
+        let bucketFileName = FileNameCodec.encode(change.bucket)
+        guard let bucketNode = state.withLock({ $0.table.child(of: InodeTable.rootInode, named: bucketFileName) }),
+            isLoaded(bucketNode.ino)
+        else {
+            // Nothing of this bucket is cached here, so there is nothing to invalidate.
+            return
+        }
+        let fileName = FileNameCodec.fileName(forKey: change.key)
+        let entry: MountEntry?
+        do {
+            entry = try backend.entry(bucket: change.bucket, name: .entity(key: change.key))
+        } catch {
+            logger.error("remote change lookup failed", metadata: ["key": "\(change.key)", "error": "\(error)"])
+            return
+        }
+        let invalidations = state.withLock { state -> [Invalidation] in
+            var result: [Invalidation] = []
+            let previous = state.table.child(of: bucketNode.ino, named: fileName)
+            if let entry {
+                let node = Self.node(for: entry, parent: bucketNode.ino)
+                state.table.upsert(node)
+                if var open = state.openFiles[node.ino], !open.dirty {
+                    // A clean working copy shows the store's new bytes from the next read on.
+                    open.loaded = false
+                    open.bytes = []
+                    state.openFiles[node.ino] = open
+                }
+                if state.table.isReferenced(node.ino) { result.append(.inode(node.ino)) }
+                if previous == nil || previous?.ino != node.ino {
+                    result.append(.entry(parent: bucketNode.ino, name: fileName))
+                }
+            } else if let previous {
+                state.table.unlink(parent: bucketNode.ino, name: fileName)
+                result.append(.entry(parent: bucketNode.ino, name: fileName))
+                if state.table.isReferenced(previous.ino) { result.append(.inode(previous.ino)) }
+            }
+            return result
+        }
+        notify(invalidations)
+    }
+}

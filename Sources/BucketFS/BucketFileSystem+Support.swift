@@ -1,0 +1,91 @@
+import Dispatch
+import Glibc
+
+/// Shared steps of the operations: hand-off, replies, directory loading.
+extension BucketFileSystem {
+    /// Runs `body` on `queue` (store work never runs on a FUSE thread); a thrown error is the reply.
+    func perform(_ request: FuseRequest, on queue: WorkQueue, _ body: @escaping @Sendable () throws(FSError) -> Void) {
+        queue.async { [self] in
+            do throws(FSError) { try body() } catch { fail(request, error) }
+        }
+    }
+
+    /// Runs `body` here when the answer is in memory, else on `queue`.
+    func perform(
+        _ request: FuseRequest, inlineIf inline: Bool, else queue: WorkQueue,
+        _ body: @escaping @Sendable () throws(FSError) -> Void
+    ) {
+        if inline {
+            do throws(FSError) { try body() } catch { fail(request, error) }
+        } else {
+            perform(request, on: queue, body)
+        }
+    }
+
+    func fail(_ request: FuseRequest, _ error: FSError) {
+        if case .io = error { logger.error("operation failed", metadata: ["error": "\(error)"]) }
+        request.reply(error: error)
+    }
+
+    /// The entry reply for `ino`, counting the reference the kernel now holds.
+    func rememberedEntry(_ ino: UInt64) throws(FSError) -> EntryReply {
+        let timeout = cacheTimeout
+        let reply: EntryReply? = state.withLock { state in
+            guard let node = state.currentNode(ino) else { return nil }
+            state.table.remember(ino)
+            return EntryReply(ino: ino, attributes: attributes.stat(for: node), timeout: timeout)
+        }
+        guard let reply else { throw FSError.notFound }
+        return reply
+    }
+
+    /// The bucket a directory inode stands for (files live only in buckets).
+    func bucket(of directory: UInt64) throws(FSError) -> String {
+        let node = state.withLock { $0.table.node(directory) }
+        guard let node else { throw FSError.notFound }
+        switch node.kind {
+        case .bucket(let name): return name
+        case .root: throw FSError.notPermitted
+        case .file, .symlink: throw FSError.notDirectory
+        }
+    }
+
+    func isLoaded(_ directory: UInt64) -> Bool {
+        state.withLock { $0.table.isLoaded(directory) }
+    }
+
+    /// Reads a directory's listing from the store if it is not in memory (on `writeQueue`, so it
+    /// cannot overwrite a file created meanwhile).
+    func loadDirectory(_ directory: UInt64, refresh: Bool = false) throws(FSError) {
+        if !refresh, isLoaded(directory) { return }
+        let node = state.withLock { $0.table.node(directory) }
+        guard let node else { throw FSError.notFound }
+        switch node.kind {
+        case .root:
+            let listing = try backend.buckets().map(Self.node(for:))
+            state.withLock { $0.table.replaceListing(of: directory, with: listing) }
+        case .bucket(let name):
+            let listing = try backend.entries(bucket: name).map { Self.node(for: $0, parent: directory) }
+            state.withLock { $0.table.replaceListing(of: directory, with: listing) }
+        case .file, .symlink:
+            throw FSError.notDirectory
+        }
+    }
+
+    /// Loads a directory on `writeQueue` when needed, then runs `body` (inline if already loaded).
+    func withLoadedDirectory(
+        _ request: FuseRequest, _ directory: UInt64, _ body: @escaping @Sendable () throws(FSError) -> Void
+    ) {
+        perform(request, inlineIf: isLoaded(directory), else: writeQueue) { [self] () throws(FSError) in
+            try loadDirectory(directory)
+            try body()
+        }
+    }
+
+    /// Checks a name from the kernel (one path component).
+    static func validName(_ name: String) throws(FSError) -> String {
+        guard !name.isEmpty, name != ".", name != ".." else { throw FSError.invalidArgument }
+        guard name.utf8.count <= 255 else { throw FSError.nameTooLong }
+        return name
+    }
+}

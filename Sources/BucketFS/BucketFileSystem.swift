@@ -1,0 +1,298 @@
+import CFuse
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// How the mount behaves.
+public struct MountOptions: Sendable {
+    /// Seconds the kernel may cache names and attributes; remote changes invalidate them explicitly.
+    public var cacheTimeout: Double
+    /// On SIGTERM, SIGINT or SIGHUP: save buffered writes and unmount (the command line sets it).
+    public var handleSignals: Bool
+    /// Extra `-o` options passed to libfuse (for example `allow_other`).
+    public var fuseOptions: [String]
+    /// libfuse debug output on stderr.
+    public var debug: Bool
+
+    public init(cacheTimeout: Double = 3600, handleSignals: Bool = false, fuseOptions: [String] = [], debug: Bool = false) {
+        self.cacheTimeout = cacheTimeout
+        self.handleSignals = handleSignals
+        self.fuseOptions = fuseOptions
+        self.debug = debug
+    }
+}
+
+/// The FUSE file system: buckets as directories, entities as `<key>.json` files (DESIGN.md,
+/// "The file system contract"), on libfuse's low-level API with its multi-threaded loop.
+///
+/// Use: `mount(at:options:)`, then `run()` (blocks until unmounted, then flushes pending saves),
+/// or `start()` to run the loop on its own thread; `unmount()` from anywhere.
+///
+/// Behaviour beyond DESIGN.md: chmod of permission bits is accepted and changes nothing (files
+/// are 0644, buckets 0755); chown only to the current owner; hard links, fifos and devices are
+/// EPERM; rename between buckets is EXDEV (mv copies instead); symlinks exist only for local-only
+/// names (emacs locks) and only while mounted; utimens times of files live in the backend, of
+/// directories for the mount's life.
+public final class BucketFileSystem: Sendable {
+    let backend: any MountBackend
+    let logger: Logger
+    let attributes: Attributes
+    let state: Mutex<FileSystemState>
+    /// Backend reads that do not change anything (file bytes, xattrs).
+    let readQueue = WorkQueue(name: "bucketfs-read", threads: 4)
+    /// Every store mutation and directory load, in order, so a save never races a listing or
+    /// an older save of the same file.
+    let writeQueue = WorkQueue(name: "bucketfs-write", threads: 1)
+    /// Where the remote-change feed is consumed.
+    let changeExecutor = ThreadTaskExecutor(name: "bucketfs-changes")
+    private let lifecycle = Mutex<Lifecycle>(Lifecycle())
+    private let stoppedCondition = NSCondition()
+
+    struct Lifecycle: @unchecked Sendable {
+        var session: OpaquePointer?
+        var mountPoint: String?
+        var options = MountOptions()
+        var notifier: InvalidationNotifier?
+        var changeTask: Task<Void, Never>?
+        var running = false
+        var stopped = false
+        var signalSources: [any DispatchSourceSignal] = []
+        var userData: Unmanaged<BucketFileSystem>?
+    }
+
+    /// A file system over `backend`; nothing is mounted yet.
+    public init(backend: any MountBackend, logger: Logger = Logger(label: "bucketfs.fuse")) {
+        self.backend = backend
+        self.logger = logger
+        self.attributes = Attributes(uid: getuid(), gid: getgid())
+        self.state = Mutex(FileSystemState(rootTime: Attributes.now()))
+    }
+
+    var cacheTimeout: Double { lifecycle.withLock { $0.options.cacheTimeout } }
+
+    var session: OpaquePointer? { lifecycle.withLock { $0.session } }
+
+    /// Mounts at `path` (an existing empty directory); requests are served once `run()` starts.
+    public func mount(at path: String, options: MountOptions = MountOptions()) throws(FSError) {
+        let buckets = try backend.buckets()
+        state.withLock { state in
+            state.table.replaceListing(of: InodeTable.rootInode, with: buckets.map(Self.node(for:)))
+        }
+        var arguments = ["bucketfs"]
+        var fuseOptions = ["fsname=bucketfs", "subtype=bucketfs", "default_permissions"] + options.fuseOptions
+        if options.debug { arguments.append("-d") }
+        fuseOptions = fuseOptions.filter { !$0.isEmpty }
+        arguments += ["-o", fuseOptions.joined(separator: ",")]
+
+        let userData = Unmanaged.passRetained(self)
+        var operations = FuseCallbacks.operations()
+        let session: OpaquePointer? = withFuseArguments(arguments) { args in
+            fuse_session_new(args, &operations, MemoryLayout<fuse_lowlevel_ops>.size, userData.toOpaque())
+        }
+        guard let session else {
+            userData.release()
+            throw FSError.io("fuse_session_new failed (bad options: \(fuseOptions))")
+        }
+        guard fuse_session_mount(session, path) == 0 else {
+            fuse_session_destroy(session)
+            userData.release()
+            throw FSError.io("cannot mount at \(path) (is /dev/fuse available and the directory empty?)")
+        }
+        let signalSources = options.handleSignals ? installSignalHandlers() : []
+        let notifier = InvalidationNotifier(session: session)
+        notifier.start()
+        lifecycle.withLock { life in
+            life.session = session
+            life.mountPoint = path
+            life.options = options
+            life.notifier = notifier
+            life.signalSources = signalSources
+            life.userData = userData
+            life.running = true
+        }
+        let changes = backend.remoteChanges()
+        let task = Task(executorPreference: changeExecutor) { [weak self] in
+            for await change in changes {
+                guard let self else { return }
+                self.writeQueue.async { self.applyRemoteChange(change) }
+            }
+        }
+        lifecycle.withLock { $0.changeTask = task }
+        logger.info("mounted", metadata: ["path": "\(path)"])
+    }
+
+    /// Serves requests until the file system is unmounted (`fusermount3 -u`, `unmount()`, or a
+    /// signal when `handleSignals` is set); then saves what is still buffered and tears down.
+    public func run() {
+        guard let session else { return }
+        let result = cfuse_session_loop_mt(session, 10)
+        if result != 0 { logger.debug("fuse loop ended", metadata: ["result": "\(result)"]) }
+        flushAll()
+        let life = lifecycle.withLock { life -> Lifecycle in
+            let copy = life
+            life.session = nil
+            life.notifier = nil
+            life.changeTask = nil
+            life.userData = nil
+            return copy
+        }
+        life.changeTask?.cancel()
+        life.notifier?.stop()
+        readQueue.stop()
+        writeQueue.stop()
+        changeExecutor.stop()
+        Self.removeSignalHandlers(life.signalSources)
+        fuse_session_unmount(session)
+        fuse_session_destroy(session)
+        life.userData?.release()
+        logger.info("unmounted", metadata: ["path": "\(life.mountPoint ?? "")"])
+        stoppedCondition.lock()
+        lifecycle.withLock {
+            $0.running = false
+            $0.stopped = true
+        }
+        stoppedCondition.broadcast()
+        stoppedCondition.unlock()
+    }
+
+    /// Runs the loop on its own thread (for embedding and tests); returns at once.
+    public func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "bucketfs-session"
+        thread.start()
+    }
+
+    /// Unmounts and waits up to `timeout` for `run()` to end; returns whether it ended.
+    ///
+    /// If the mount is busy (open files), buffered writes are saved to the store first, the name
+    /// is detached (`fusermount3 -uz`) and the connection aborted where fusectl allows; otherwise
+    /// the kernel keeps the file system alive until the last open file is closed.
+    @discardableResult
+    public func unmount(timeout: Double = 10) -> Bool {
+        let (running, mountPoint) = lifecycle.withLock { ($0.running, $0.mountPoint) }
+        guard running, let mountPoint else { return true }
+        if !Self.fusermount(["-u", mountPoint]) {
+            flushAll()
+            let device = Self.fuseDevice(of: mountPoint)
+            _ = Self.fusermount(["-uz", mountPoint])
+            if let device { Self.abortConnection(device: device) }
+        }
+        return waitUntilStopped(timeout: timeout)
+    }
+
+    /// What SIGTERM, SIGINT and SIGHUP do when `handleSignals` is set: saves every buffered write
+    /// to the store, then unmounts (lazily, if files are still open) without waiting; `run()` then
+    /// returns. Safe from any thread but the file system's own.
+    public func terminate() {
+        flushAll()
+        unmount(timeout: 0)
+    }
+
+    /// Waits for `run()` to finish; false on timeout.
+    public func waitUntilStopped(timeout: Double) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        stoppedCondition.lock()
+        defer { stoppedCondition.unlock() }
+        while lifecycle.withLock({ $0.running && !$0.stopped }) {
+            if !stoppedCondition.wait(until: deadline) { return lifecycle.withLock { $0.stopped } }
+        }
+        return true
+    }
+
+    /// libfuse's own handlers only set an exit flag, which the loop notices when a request arrives
+    /// or the signal happens to hit the loop's thread; a signal source plus an unmount always ends
+    /// the loop, from whichever thread the signal was delivered to.
+    private func installSignalHandlers() -> [any DispatchSourceSignal] {
+        [SIGTERM, SIGINT, SIGHUP].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [weak self] in
+                guard let self else { return }
+                logger.info("signal received, unmounting", metadata: ["signal": "\(number)"])
+                terminate()
+            }
+            source.resume()
+            return source
+        }
+    }
+
+    private static func removeSignalHandlers(_ sources: [any DispatchSourceSignal]) {
+        for source in sources {
+            source.cancel()
+            signal(Int32(source.handle), SIG_DFL)
+        }
+    }
+
+    /// Saves every dirty buffer (unmount, signals) and waits for queued store writes.
+    func flushAll() {
+        let dirty = state.withLock { state in state.openFiles.filter { $0.value.dirty }.map(\.key) }
+        for ino in dirty {
+            writeQueue.async { [self] in
+                do { try saveIfDirty(ino) } catch { logger.error("save at unmount failed", metadata: ["ino": "\(ino)", "error": "\(error)"]) }
+            }
+        }
+        writeQueue.drain()
+    }
+
+    func notify(_ items: [Invalidation]) {
+        lifecycle.withLock { $0.notifier }?.enqueue(items)
+    }
+
+    static func node(for bucket: MountBucket) -> Node {
+        Node(
+            ino: bucket.id, parent: InodeTable.rootInode, fileName: FileNameCodec.encode(bucket.name),
+            kind: .bucket(name: bucket.name), size: 0, mtime: bucket.ctime, ctime: bucket.ctime)
+    }
+
+    static func node(for entry: MountEntry, parent: UInt64) -> Node {
+        Node(
+            ino: entry.id, parent: parent, fileName: FileNameCodec.fileName(for: entry.name),
+            kind: .file(bucket: entry.bucket, item: entry.name), size: entry.size, mtime: entry.mtime,
+            ctime: entry.ctime)
+    }
+
+    private static func fusermount(_ arguments: [String]) -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/fusermount3")
+        process.arguments = arguments
+        process.standardError = FileHandle.nullDevice
+        do { try process.run() } catch { return false }
+        process.waitUntilExit()
+        return process.terminationStatus == 0
+    }
+
+    /// The mount's device ("major:minor") from /proc/self/mountinfo; reading it never touches the mount.
+    static func fuseDevice(of mountPoint: String) -> String? {
+        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
+        let resolved = URL(fileURLWithPath: mountPoint).standardizedFileURL.path
+        for line in text.split(separator: "\n").reversed() {
+            let fields = line.split(separator: " ")
+            guard fields.count > 4, fields[4] == resolved || fields[4] == mountPoint else { continue }
+            return String(fields[2])
+        }
+        return nil
+    }
+
+    /// Ends a FUSE connection: pending and future requests fail with ENOTCONN (root only).
+    static func abortConnection(device: String) {
+        guard let minor = device.split(separator: ":").last else { return }
+        let path = "/sys/fs/fuse/connections/\(minor)/abort"
+        if let handle = FileHandle(forWritingAtPath: path) {
+            try? handle.write(contentsOf: Data("1".utf8))
+            try? handle.close()
+        }
+    }
+}
+
+/// Builds a `fuse_args` whose strings live for the duration of `body`.
+private func withFuseArguments<T>(_ arguments: [String], _ body: (UnsafeMutablePointer<fuse_args>) -> T) -> T {
+    var cStrings = arguments.map { strdup($0) }
+    defer { cStrings.forEach { free($0) } }
+    return cStrings.withUnsafeMutableBufferPointer { buffer in
+        var args = fuse_args(argc: Int32(buffer.count), argv: buffer.baseAddress, allocated: 0)
+        let result = body(&args)
+        fuse_opt_free_args(&args)
+        return result
+    }
+}

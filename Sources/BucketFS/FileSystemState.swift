@@ -1,0 +1,63 @@
+/// Bytes of a file that is open: the working copy all handles of the inode share.
+struct OpenFile: Sendable {
+    var bytes: [UInt8] = []
+    /// False until the bytes came from the store (or were truncated away); also after a remote
+    /// change to a clean file, so the next read shows the new content.
+    var loaded = false
+    /// Written since the last save; saved on flush, fsync or release, never per write.
+    var dirty = false
+    /// Bumped on every change, so a save only clears `dirty` if nothing changed meanwhile.
+    var generation: UInt64 = 0
+    var handles = 0
+    /// A utimens while dirty: applied after the save so the save does not overwrite it.
+    var pendingModificationTime: MountTime?
+}
+
+/// One row of a directory handle's listing, taken at opendir (stable offsets for readdir).
+struct DirectoryItem: Sendable {
+    let name: String
+    let ino: UInt64
+}
+
+enum OpenHandle: Sendable {
+    case file(ino: UInt64)
+    case directory(ino: UInt64, items: [DirectoryItem])
+}
+
+/// Everything mutable in the file system, guarded by one lock (`BucketFileSystem.state`).
+///
+/// Lock order: this is the only lock the request handlers take. It is never held while calling
+/// the backend, replying to the kernel, or notifying it (the notifier thread has its own queue
+/// lock and never takes this one while holding that one).
+struct FileSystemState: Sendable {
+    var table: InodeTable
+    var openFiles: [UInt64: OpenFile] = [:]
+    var handles: [UInt64: OpenHandle] = [:]
+    var nextHandle: UInt64 = 1
+    /// Symlinks are not stored; their numbers come from a range the store never reaches.
+    var nextSymlinkInode: UInt64 = 1 << 62
+    /// Directory times set by utimens (rsync -a, cp -a); the store keeps no directory times, so
+    /// they last for the mount's life.
+    var directoryTimes: [UInt64: MountTime] = [:]
+
+    init(rootTime: MountTime) {
+        table = InodeTable(rootTime: rootTime)
+    }
+
+    mutating func addHandle(_ handle: OpenHandle) -> UInt64 {
+        let number = nextHandle
+        nextHandle += 1
+        handles[number] = handle
+        return number
+    }
+
+    /// The node's attributes as the kernel should see them (an open file's working size).
+    func currentNode(_ ino: UInt64) -> Node? {
+        guard var node = table.node(ino) else { return nil }
+        if let open = openFiles[node.ino], open.loaded, open.dirty {
+            node.size = open.bytes.count
+        }
+        if let time = directoryTimes[node.ino] { node.mtime = time }
+        return node
+    }
+}

@@ -1,0 +1,187 @@
+/// What an inode stands for.
+enum NodeKind: Hashable, Sendable {
+    case root
+    case bucket(name: String)
+    case file(bucket: String, item: MountItemName)
+    /// Kept in memory only: emacs lock links (`.#name`) describe a live editing session.
+    case symlink(bucket: String, name: String, target: String)
+}
+
+/// One inode the file system knows: identity, place in the tree, attributes and kernel references.
+struct Node: Hashable, Sendable {
+    let ino: UInt64
+    var parent: UInt64
+    var fileName: String
+    var kind: NodeKind
+    var size: Int
+    var mtime: MountTime
+    var ctime: MountTime
+    /// How many times the kernel was handed this inode (entry replies) minus what it forgot.
+    var lookups: UInt64 = 0
+    /// False once the name is gone; the record lives on until the kernel forgets it.
+    var linked = true
+    /// After a rename put another inode's bytes under this inode's name, the kernel still holds
+    /// this number for that name until it looks the name up again; it then means `aliasOf`.
+    var aliasOf: UInt64?
+
+    var isDirectory: Bool {
+        switch kind {
+        case .root, .bucket: return true
+        case .file, .symlink: return false
+        }
+    }
+
+    var bucketName: String? {
+        switch kind {
+        case .root: return nil
+        case .bucket(let name): return name
+        case .file(let bucket, _), .symlink(let bucket, _, _): return bucket
+        }
+    }
+}
+
+/// The inode numbers the kernel knows, their names and lookup counts.
+///
+/// Inode numbers are the store's stable ids (root is 1), so they survive remounts. The table is a
+/// value inside `FileSystemState` and is only touched under that state's one lock (see
+/// `BucketFileSystem`: the lock is never held across a backend call, a reply or a notification).
+struct InodeTable: Sendable {
+    static let rootInode: UInt64 = 1
+
+    private(set) var nodes: [UInt64: Node] = [:]
+    private var children: [UInt64: [String: UInt64]] = [:]
+    private var loadedDirectories: Set<UInt64> = []
+
+    init(rootTime: MountTime) {
+        nodes[Self.rootInode] = Node(
+            ino: Self.rootInode, parent: Self.rootInode, fileName: "", kind: .root, size: 0, mtime: rootTime,
+            ctime: rootTime, lookups: 1)
+        children[Self.rootInode] = [:]
+    }
+
+    /// The node the kernel means by `ino` (following a rename alias), if it still exists.
+    func node(_ ino: UInt64) -> Node? {
+        guard let node = nodes[ino] else { return nil }
+        if let target = node.aliasOf { return nodes[target].flatMap { $0.linked ? $0 : nil } }
+        return node
+    }
+
+    /// The node itself, without following aliases (for lookup counts).
+    func record(_ ino: UInt64) -> Node? { nodes[ino] }
+
+    func child(of parent: UInt64, named name: String) -> Node? {
+        guard let ino = children[parent]?[name] else { return nil }
+        return nodes[ino]
+    }
+
+    func childInodes(of parent: UInt64) -> [String: UInt64] { children[parent] ?? [:] }
+
+    func isLoaded(_ directory: UInt64) -> Bool { loadedDirectories.contains(directory) }
+
+    /// Replaces a directory's listing with what the store holds; names that vanished are unlinked.
+    mutating func replaceListing(of directory: UInt64, with listing: [Node]) {
+        let previous = children[directory] ?? [:]
+        var fresh: [String: UInt64] = [:]
+        fresh.reserveCapacity(listing.count)
+        for var node in listing {
+            if let existing = nodes[node.ino] {
+                node.lookups = existing.lookups
+                if existing.parent != directory || existing.fileName != node.fileName {
+                    children[existing.parent]?.removeValue(forKey: existing.fileName)
+                }
+            }
+            node.linked = true
+            node.aliasOf = nil
+            nodes[node.ino] = node
+            fresh[node.fileName] = node.ino
+        }
+        // Symlinks live only in memory: the store's listing does not mention them.
+        for (name, ino) in previous where fresh[name] == nil {
+            if case .symlink = nodes[ino]?.kind {
+                fresh[name] = ino
+            } else {
+                markUnlinked(ino)
+            }
+        }
+        children[directory] = fresh
+        loadedDirectories.insert(directory)
+    }
+
+    /// Records a node under its parent's name, unlinking whatever had that name before.
+    mutating func upsert(_ node: Node) {
+        var node = node
+        if let existing = nodes[node.ino] {
+            node.lookups = existing.lookups
+            if existing.linked, existing.parent != node.parent || existing.fileName != node.fileName,
+                children[existing.parent]?[existing.fileName] == node.ino
+            {
+                children[existing.parent]?.removeValue(forKey: existing.fileName)
+            }
+        }
+        if let displaced = children[node.parent]?[node.fileName], displaced != node.ino {
+            markUnlinked(displaced)
+        }
+        node.linked = true
+        node.aliasOf = nil
+        nodes[node.ino] = node
+        children[node.parent, default: [:]][node.fileName] = node.ino
+        if node.isDirectory, children[node.ino] == nil { children[node.ino] = [:] }
+    }
+
+    /// Updates attributes of a known node (remote change, save result) without moving it.
+    mutating func updateAttributes(of ino: UInt64, size: Int, mtime: MountTime, ctime: MountTime) {
+        guard nodes[ino] != nil else { return }
+        nodes[ino]?.size = size
+        nodes[ino]?.mtime = mtime
+        nodes[ino]?.ctime = ctime
+    }
+
+    /// Removes a name from its directory; the inode stays while the kernel references it.
+    mutating func unlink(parent: UInt64, name: String) {
+        guard let ino = children[parent]?.removeValue(forKey: name) else { return }
+        markUnlinked(ino)
+    }
+
+    /// After a rename moved `source`'s name onto `target`, the kernel keeps `source` for the name.
+    mutating func alias(_ source: UInt64, to target: UInt64) {
+        guard source != target, nodes[source] != nil else { return }
+        if let parent = nodes[source]?.parent, let name = nodes[source]?.fileName, children[parent]?[name] == source {
+            children[parent]?.removeValue(forKey: name)
+        }
+        nodes[source]?.linked = false
+        nodes[source]?.aliasOf = target
+        dropIfUnreferenced(source)
+    }
+
+    /// The kernel was handed this inode in an entry reply (lookup, create, mkdir, readdirplus).
+    mutating func remember(_ ino: UInt64) {
+        nodes[ino]?.lookups += 1
+    }
+
+    /// The kernel dropped `count` references (forget). More than it was given is a kernel or
+    /// bookkeeping bug that would free a live inode: trap rather than corrupt the table.
+    mutating func forget(_ ino: UInt64, count: UInt64) {
+        guard ino != Self.rootInode, let node = nodes[ino] else { return }
+        precondition(node.lookups >= count, "forget(\(ino), \(count)) exceeds lookup count \(node.lookups)")
+        nodes[ino]?.lookups = node.lookups - count
+        dropIfUnreferenced(ino)
+    }
+
+    /// Nodes the kernel holds (lookup count > 0), for invalidation after remote changes.
+    func isReferenced(_ ino: UInt64) -> Bool { (nodes[ino]?.lookups ?? 0) > 0 }
+
+    private mutating func markUnlinked(_ ino: UInt64) {
+        guard nodes[ino] != nil else { return }
+        nodes[ino]?.linked = false
+        if let directory = nodes[ino], directory.isDirectory {
+            children.removeValue(forKey: ino)
+            loadedDirectories.remove(ino)
+        }
+        dropIfUnreferenced(ino)
+    }
+
+    private mutating func dropIfUnreferenced(_ ino: UInt64) {
+        guard let node = nodes[ino], !node.linked, node.lookups == 0 else { return }
+        nodes.removeValue(forKey: ino)
+    }
+}

@@ -1,0 +1,115 @@
+/// Nanoseconds since the Unix epoch (the store's time unit).
+public typealias MountTime = Int64
+
+/// A name inside a bucket directory, as the store knows it: an entity key or a local-only file.
+public enum MountItemName: Hashable, Sendable {
+    /// `<encoded key>.json`: an entity that is synced.
+    case entity(key: String)
+    /// Any other name (editor scratch, non-JSON): kept locally, never sent.
+    case localFile(name: String)
+}
+
+/// A bucket (a directory at the mount root).
+public struct MountBucket: Hashable, Sendable {
+    /// Stable, never reused, >= 2 and distinct from every entry id (it becomes the inode number).
+    public let id: UInt64
+    public let name: String
+    public let ctime: MountTime
+
+    public init(id: UInt64, name: String, ctime: MountTime) {
+        self.id = id
+        self.name = name
+        self.ctime = ctime
+    }
+}
+
+/// A file inside a bucket: its stable id, exact size and times.
+public struct MountEntry: Hashable, Sendable {
+    /// Stable, never reused, >= 2 and distinct across buckets, entities and local files.
+    public let id: UInt64
+    public let bucket: String
+    public let name: MountItemName
+    /// Exactly the number of bytes `read` returns.
+    public let size: Int
+    public let mtime: MountTime
+    public let ctime: MountTime
+
+    public init(id: UInt64, bucket: String, name: MountItemName, size: Int, mtime: MountTime, ctime: MountTime) {
+        self.id = id
+        self.bucket = bucket
+        self.name = name
+        self.size = size
+        self.mtime = mtime
+        self.ctime = ctime
+    }
+}
+
+/// What the read-only xattrs of an entity show.
+public struct MountEntityStatus: Hashable, Sendable {
+    public let key: String
+    /// The server version the client knows; nil before the entity reached the server.
+    public let version: Int?
+    /// `synced`, `pending`, `invalid`, `conflict` or `rejected:<code>`.
+    public let state: String
+
+    public init(key: String, version: Int?, state: String) {
+        self.key = key
+        self.version = version
+        self.state = state
+    }
+}
+
+/// An entity that changed because of the server (after the store committed it).
+public struct MountChange: Hashable, Sendable {
+    public enum Kind: Hashable, Sendable {
+        case created
+        case changed
+        case removed
+    }
+    public let bucket: String
+    public let key: String
+    public let id: UInt64
+    public let kind: Kind
+
+    public init(bucket: String, key: String, id: UInt64, kind: Kind) {
+        self.bucket = bucket
+        self.key = key
+        self.id = id
+        self.kind = kind
+    }
+}
+
+/// Everything the file system needs from the local store; all of it is local (SQLite or memory).
+///
+/// Methods may block on the local disk but must never wait for the network: the file system
+/// calls them from its own work queues (never from a FUSE thread that holds a lock) and replies
+/// to the kernel when they return.
+public protocol MountBackend: Sendable {
+    /// All buckets, by name.
+    func buckets() throws(FSError) -> [MountBucket]
+    /// Adds a bucket (mkdir at the root); returns the existing one if it is already there.
+    func createBucket(named name: String) throws(FSError) -> MountBucket
+    /// Removes an empty bucket directory; `.notEmpty` if it still holds files.
+    func removeBucket(named name: String) throws(FSError)
+    /// The bucket's files: entities that have a file, and local-only files.
+    func entries(bucket: String) throws(FSError) -> [MountEntry]
+    /// One file, or nil if the name does not exist.
+    func entry(bucket: String, name: MountItemName) throws(FSError) -> MountEntry?
+    /// The exact bytes of the file (`.notFound` if it does not exist).
+    func read(bucket: String, name: MountItemName) throws(FSError) -> [UInt8]
+    /// Replaces the file's bytes, creating it if needed; durable in the local store on return.
+    /// An entity whose bytes are not a JSON object is kept as written, state `invalid`, not sent.
+    func save(bucket: String, name: MountItemName, bytes: [UInt8]) throws(FSError) -> MountEntry
+    /// Removes the file (an entity removal is sent; a local file just goes).
+    func delete(bucket: String, name: MountItemName) throws(FSError)
+    /// Moves `source`'s bytes (and modification time) to `destination` in one transaction,
+    /// replacing it and removing `source`. An entity destination is a save of that entity; an
+    /// entity source is a removal. Returns the destination.
+    func rename(bucket: String, from source: MountItemName, to destination: MountItemName) throws(FSError) -> MountEntry
+    /// Sets the file's modification time (touch, rsync -a).
+    func setModificationTime(bucket: String, name: MountItemName, to time: MountTime) throws(FSError) -> MountEntry
+    /// The entity's xattr data; nil for names that are not entities or do not exist.
+    func status(bucket: String, key: String) throws(FSError) -> MountEntityStatus?
+    /// Entities changed by the server, each published after its transaction committed.
+    func remoteChanges() -> AsyncStream<MountChange>
+}

@@ -1,0 +1,203 @@
+import Logging
+import Synchronization
+import SyncStore
+
+/// The mount's backend over the SQLite `SyncStore`: a thin adapter. Saves, deletes and renames
+/// are durable when they return; the changes they make ready are handed to `onOutgoing` (the
+/// sync engine sends them; it also finds them in the store after a restart).
+public final class SyncStoreBackend: MountBackend {
+    public let store: SyncStore
+    private let onOutgoing: @Sendable ([OutgoingChange]) -> Void
+    private let logger: Logger
+    /// Times set by utimens. The store has no column for a user-set mtime yet, so these last for
+    /// the life of the mount (rsync -a compares them within a run and across runs of one mount).
+    private let modificationTimes = Mutex<[UInt64: MountTime]>([:])
+
+    /// An adapter over `store`; `onOutgoing` receives changes ready to send after each local edit.
+    public init(
+        store: SyncStore, logger: Logger = Logger(label: "bucketfs.fuse"),
+        onOutgoing: @escaping @Sendable ([OutgoingChange]) -> Void = { _ in }
+    ) {
+        self.store = store
+        self.logger = logger
+        self.onOutgoing = onOutgoing
+    }
+
+    public func buckets() throws(FSError) -> [MountBucket] {
+        try mapped { () throws(StoreError) in try store.buckets().map(Self.bucket) }
+    }
+
+    public func createBucket(named name: String) throws(FSError) -> MountBucket {
+        // Bucket names on the wire: [A-Za-z0-9._%-]{1,64} (DESIGN.md, protocol facts).
+        guard (1...64).contains(name.utf8.count), name.utf8.allSatisfy(Self.isBucketNameByte) else {
+            throw FSError.invalidArgument
+        }
+        return try mapped { () throws(StoreError) in Self.bucket(try store.ensureBucket(name)) }
+    }
+
+    public func removeBucket(named name: String) throws(FSError) {
+        // The store keeps a bucket's sync state (cv, index) forever; removing it is not supported.
+        throw FSError.notPermitted
+    }
+
+    public func entries(bucket: String) throws(FSError) -> [MountEntry] {
+        try mapped { () throws(StoreError) in try store.entries(bucket: bucket).map { entry(bucket, $0) } }
+    }
+
+    public func entry(bucket: String, name: MountItemName) throws(FSError) -> MountEntry? {
+        try mapped { () throws(StoreError) in
+            try store.lookup(bucket: bucket, name: Self.storeName(name)).map { entry(bucket, $0) }
+        }
+    }
+
+    public func read(bucket: String, name: MountItemName) throws(FSError) -> [UInt8] {
+        let bytes = try mapped { () throws(StoreError) -> [UInt8]? in
+            switch name {
+            case .entity(let key): return try store.readEntity(bucket: bucket, key: key)
+            case .localFile(let fileName): return try store.localFile(bucket: bucket, name: fileName)?.content
+            }
+        }
+        guard let bytes else { throw FSError.notFound }
+        return bytes
+    }
+
+    public func save(bucket: String, name: MountItemName, bytes: [UInt8]) throws(FSError) -> MountEntry {
+        try mapped { () throws(StoreError) -> MountEntry in
+            switch name {
+            case .entity(let key):
+                let result = try store.saveLocal(bucket: bucket, key: key, bytes: bytes)
+                if let change = result.readyToSend { onOutgoing([change]) }
+                if let problem = result.parseError, !bytes.isEmpty {
+                    // DESIGN.md: an invalid write is kept, not sent, and reported (xattr, log, status).
+                    logger.warning("saved locally only: \(problem)", metadata: ["bucket": "\(bucket)", "key": "\(key)"])
+                }
+                let entity = result.entity
+                forgetTime(UInt64(entity.id))
+                return MountEntry(
+                    id: UInt64(entity.id), bucket: bucket, name: name, size: entity.content.count, mtime: entity.mtime,
+                    ctime: entity.ctime)
+            case .localFile(let fileName):
+                let file = try store.writeLocalFile(bucket: bucket, name: fileName, bytes: bytes)
+                forgetTime(UInt64(file.id))
+                return MountEntry(
+                    id: UInt64(file.id), bucket: bucket, name: name, size: file.content.count, mtime: file.mtime,
+                    ctime: file.ctime)
+            }
+        }
+    }
+
+    public func delete(bucket: String, name: MountItemName) throws(FSError) {
+        try mapped { () throws(StoreError) in
+            switch name {
+            case .entity(let key):
+                if let change = try store.deleteLocal(bucket: bucket, key: key) { onOutgoing([change]) }
+            case .localFile(let fileName):
+                try store.removeLocalFile(bucket: bucket, name: fileName)
+            }
+        }
+    }
+
+    public func rename(bucket: String, from source: MountItemName, to destination: MountItemName) throws(FSError) -> MountEntry {
+        try mapped { () throws(StoreError) -> MountEntry in
+            let before = try store.lookup(bucket: bucket, name: Self.storeName(source))
+            let changes = try store.rename(bucket: bucket, from: Self.storeName(source), to: Self.storeName(destination))
+            if !changes.isEmpty { onOutgoing(changes) }
+            guard let after = try store.lookup(bucket: bucket, name: Self.storeName(destination)) else {
+                throw StoreError.unknownLocalFile(bucket: bucket, name: FileNameCodec.fileName(for: destination))
+            }
+            // rsync -a sets the time on its temporary file, then renames it over the target.
+            if let before, let time = modificationTimes.withLock({ $0.removeValue(forKey: UInt64(before.id)) }) {
+                modificationTimes.withLock { $0[UInt64(after.id)] = time }
+            }
+            return entry(bucket, after)
+        }
+    }
+
+    public func setModificationTime(bucket: String, name: MountItemName, to time: MountTime) throws(FSError) -> MountEntry {
+        guard let current = try entry(bucket: bucket, name: name) else { throw FSError.notFound }
+        modificationTimes.withLock { $0[current.id] = time }
+        return MountEntry(id: current.id, bucket: bucket, name: name, size: current.size, mtime: time, ctime: current.ctime)
+    }
+
+    public func status(bucket: String, key: String) throws(FSError) -> MountEntityStatus? {
+        try mapped { () throws(StoreError) -> MountEntityStatus? in
+            guard let entity = try store.entity(bucket: bucket, key: key), !entity.deletedPending else { return nil }
+            return MountEntityStatus(key: entity.key, version: entity.version, state: entity.state.description)
+        }
+    }
+
+    public func remoteChanges() -> AsyncStream<MountChange> {
+        // Unfolding runs in the consumer's task (no task of its own on the shared pool).
+        let source = EventSource(store.remoteEvents())
+        return AsyncStream(unfolding: { await source.next() }, onCancel: nil)
+    }
+
+    private func entry(_ bucket: String, _ entry: DirectoryEntry) -> MountEntry {
+        let id = UInt64(entry.id)
+        let name: MountItemName
+        switch entry.name {
+        case .entity(let key): name = .entity(key: key)
+        case .localFile(let fileName): name = .localFile(name: fileName)
+        }
+        let mtime = modificationTimes.withLock { $0[id] } ?? entry.mtime
+        return MountEntry(id: id, bucket: bucket, name: name, size: entry.size, mtime: mtime, ctime: entry.ctime)
+    }
+
+    private func forgetTime(_ id: UInt64) {
+        _ = modificationTimes.withLock { $0.removeValue(forKey: id) }
+    }
+
+    private static func bucket(_ info: BucketInfo) -> MountBucket {
+        MountBucket(id: UInt64(info.id), name: info.name, ctime: info.ctime)
+    }
+
+    private static func storeName(_ name: MountItemName) -> EntryName {
+        switch name {
+        case .entity(let key): return .entity(key: key)
+        case .localFile(let fileName): return .localFile(name: fileName)
+        }
+    }
+
+    private static func isBucketNameByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "%"),
+            UInt8(ascii: "-"):
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// The one place store errors become file-system errors.
+    private func mapped<T>(_ body: () throws(StoreError) -> T) throws(FSError) -> T {
+        do {
+            return try body()
+        } catch {
+            switch error {
+            case .unknownBucket, .unknownEntity, .unknownLocalFile: throw FSError.notFound
+            default: throw FSError.io(error.description)
+            }
+        }
+    }
+}
+
+/// The store's event iterator, pulled from one consumer task at a time.
+private final class EventSource: @unchecked Sendable {
+    private var iterator: AsyncStream<RemoteEvent>.Iterator
+
+    init(_ events: AsyncStream<RemoteEvent>) {
+        iterator = events.makeAsyncIterator()
+    }
+
+    func next() async -> MountChange? {
+        guard let event = await iterator.next() else { return nil }
+        let kind: MountChange.Kind
+        switch event.kind {
+        case .created: kind = .created
+        case .changed: kind = .changed
+        case .removed: kind = .removed
+        }
+        return MountChange(bucket: event.bucket, key: event.key, id: UInt64(event.entityID), kind: kind)
+    }
+}

@@ -1,0 +1,38 @@
+#ifndef BUCKETFS_CFUSE_SHIM_H
+#define BUCKETFS_CFUSE_SHIM_H
+
+// libfuse 3.14 (Debian bookworm/trixie libfuse3-dev); 312 selects the fuse_loop_config API.
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <stddef.h>
+#include <sys/stat.h>
+#include <errno.h>
+
+// fuse_session_loop_mt is a function-like macro (versioned symbol), which Swift cannot import.
+static inline int cfuse_session_loop_mt(struct fuse_session *session, unsigned int max_idle_threads) {
+    struct fuse_loop_config *config = fuse_loop_cfg_create();
+    if (config == NULL) {
+        return -ENOMEM;
+    }
+    fuse_loop_cfg_set_idle_threads(config, max_idle_threads);
+    int result = fuse_session_loop_mt(session, config);
+    fuse_loop_cfg_destroy(config);
+    return result;
+}
+
+// Bit-fields of struct fuse_file_info, set in C so Swift never depends on their layout.
+static inline void cfuse_file_info_set_keep_cache(struct fuse_file_info *info, int value) {
+    info->keep_cache = value ? 1 : 0;
+}
+
+static inline void cfuse_file_info_set_direct_io(struct fuse_file_info *info, int value) {
+    info->direct_io = value ? 1 : 0;
+}
+
+static inline void cfuse_conn_want(struct fuse_conn_info *conn, unsigned int capability) {
+    if (conn->capable & capability) {
+        conn->want |= capability;
+    }
+}
+
+#endif

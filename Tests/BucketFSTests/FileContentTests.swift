@@ -1,0 +1,119 @@
+import BucketFS
+import Foundation
+import SyncStore
+import Testing
+
+/// Reads and writes through a real mount: exact bytes, exact sizes, what the store keeps.
+@Suite(.serialized, .timeLimit(.minutes(5)))
+struct FileContentTests {
+    @Test func echoCreatesEntityAndReadsBackExactly() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let text = "{\"title\": \"hello\", \"n\": 1}\n"
+        try Tool.shell("echo '{\"title\": \"hello\", \"n\": 1}' > notes/first.json", in: mount.mountPoint)
+        let cat = try Tool.run("/bin/cat", [mount.path("notes/first.json")])
+        #expect(cat.stdout == text)
+        let attributes = try FileManager.default.attributesOfItem(atPath: mount.path("notes/first.json"))
+        #expect((attributes[.size] as? Int) == text.utf8.count)
+        #expect(try mount.store.readEntity(bucket: "notes", key: "first") == Array(text.utf8))
+        let state = try mount.store.entity(bucket: "notes", key: "first")?.state
+        #expect(state == .pending, "state \(String(describing: state))")
+        let listing = try FileManager.default.contentsOfDirectory(atPath: mount.path("notes"))
+        #expect(listing == ["first.json"])
+    }
+
+    @Test func invalidJSONIsKeptAsWrittenAndMarkedInvalid() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        try Tool.shell("printf 'not { json' > notes/bad.json", in: mount.mountPoint)
+        #expect(try Tool.run("/bin/cat", [mount.path("notes/bad.json")]).stdout == "not { json")
+        #expect(try mount.store.entity(bucket: "notes", key: "bad")?.state == .invalid)
+        let state = try Tool.python(
+            "import os; print(os.getxattr('notes/bad.json', 'user.bucketfs.state').decode())", in: mount.mountPoint)
+        #expect(state.stdout == "invalid\n")
+        // A top-level array is JSON but not an object: also kept, also invalid.
+        try Tool.shell("printf '[1, 2]' > notes/bad.json", in: mount.mountPoint)
+        #expect(try Tool.run("/bin/cat", [mount.path("notes/bad.json")]).stdout == "[1, 2]")
+        #expect(try mount.store.entity(bucket: "notes", key: "bad")?.state == .invalid)
+    }
+
+    @Test func overwriteAppendTruncateAndTouch() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let dir = mount.path("notes")
+        try Tool.shell("printf '{\"a\": 1}' > a.json && printf '{\"a\": 22222}' > a.json", in: dir)
+        #expect(try Tool.run("/bin/cat", ["a.json"], directory: dir).stdout == "{\"a\": 22222}")
+        try Tool.shell("printf '\\n' >> a.json", in: dir)
+        #expect(try mount.store.readEntity(bucket: "notes", key: "a") == Array("{\"a\": 22222}\n".utf8))
+        try Tool.shell("truncate -s 4 a.json", in: dir)
+        #expect(try Tool.run("/bin/cat", ["a.json"], directory: dir).stdout == "{\"a\"")
+        #expect(try FileManager.default.attributesOfItem(atPath: dir + "/a.json")[.size] as? Int == 4)
+        try Tool.shell("truncate -s 0 a.json", in: dir)
+        #expect(try mount.store.readEntity(bucket: "notes", key: "a") == [])
+        try Tool.shell("touch -d '2021-03-04 05:06:07 UTC' a.json", in: dir)
+        let stat = try Tool.shell("stat -c %Y a.json", in: dir)
+        #expect(stat.stdout == "1614834367\n")
+        try Tool.shell("touch b.json", in: dir)
+        #expect(try mount.store.lookup(bucket: "notes", name: .entity(key: "b"))?.size == 0)
+    }
+
+    @Test func pythonRewriteAndGrep() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let dir = mount.path("notes")
+        _ = try Tool.python(
+            """
+            import json
+            for i in range(20):
+                with open(f'n{i}.json', 'w') as f:
+                    json.dump({'i': i, 'word': 'needle' if i == 7 else 'hay'}, f)
+            with open('n3.json', 'r+') as f:
+                data = json.load(f); data['i'] = 333; f.seek(0); f.truncate(); json.dump(data, f)
+            """, in: dir)
+        let grep = try Tool.shell("grep -rl needle .", in: dir)
+        #expect(grep.stdout == "./n7.json\n")
+        #expect(try mount.store.readEntity(bucket: "notes", key: "n3") == Array("{\"i\": 333, \"word\": \"hay\"}".utf8))
+        #expect(try mount.store.entries(bucket: "notes").count == 20)
+    }
+
+    @Test func keysArePercentEncodedFileNames() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let dir = mount.path("notes")
+        try Tool.shell("printf '{}' > 'a%2Fb.json' && printf '{}' > '%2Ehidden.json' && printf 'x' > 'plain.txt'", in: dir)
+        #expect(try mount.store.lookup(bucket: "notes", name: .entity(key: "a/b")) != nil)
+        #expect(try mount.store.lookup(bucket: "notes", name: .entity(key: ".hidden")) != nil)
+        #expect(try mount.store.localFile(bucket: "notes", name: "plain.txt")?.content == Array("x".utf8))
+        #expect(try mount.store.entity(bucket: "notes", key: "plain") == nil)
+        // A name that is not the canonical encoding of a key stays a local file.
+        try Tool.shell("printf '{}' > '%61.json'", in: dir)
+        #expect(try mount.store.localFile(bucket: "notes", name: "%61.json") != nil)
+    }
+
+    @Test func concurrentWritersThroughTheMultiThreadedLoop() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let result = try Tool.python(
+            """
+            import json, threading
+            errors = []
+            def work(t):
+                try:
+                    for i in range(25):
+                        name = f'notes/t{t}-{i}.json'
+                        body = json.dumps({'t': t, 'i': i, 'pad': 'x' * (i * 100)})
+                        with open(name, 'w') as f: f.write(body)
+                        with open(name) as f:
+                            if f.read() != body: errors.append(name)
+                except Exception as e:
+                    errors.append(repr(e))
+            threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+            for t in threads: t.start()
+            for t in threads: t.join()
+            print(len(errors), errors[:3])
+            """, in: mount.mountPoint, timeout: 240)
+        #expect(result.stdout == "0 []\n")
+        #expect(try mount.store.entries(bucket: "notes").count == 200)
+        #expect(try mount.store.readEntity(bucket: "notes", key: "t7-24")?.count == "{\"t\": 7, \"i\": 24, \"pad\": \"\"}".utf8.count + 2400)
+    }
+}

@@ -1,0 +1,171 @@
+import BucketFS
+import Foundation
+import SyncStore
+import Testing
+
+/// A real FUSE mount of a real SQLite store in a temp dir. `close()` always unmounts (normal,
+/// then lazy plus connection abort); a watchdog aborts the FUSE connection if a test overruns, so
+/// a hung mount fails the test instead of hanging the suite.
+final class MountFixture: @unchecked Sendable {
+    let directory: URL
+    let mountPoint: String
+    let storePath: String
+    private(set) var store: SyncStore
+    private(set) var fileSystem: BucketFileSystem
+    private let watchdog: DispatchWorkItem
+    private var closed = false
+
+    /// Mounts a store (new, or `storePath` of an earlier fixture) with bucket `notes`.
+    init(
+        storePath existingStore: String? = nil, buckets: [String] = ["notes"], options: MountOptions = MountOptions(),
+        timeLimit: Double = 270
+    ) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-test-\(UUID().uuidString)")
+        let mount = directory.appendingPathComponent("mnt")
+        try FileManager.default.createDirectory(at: mount, withIntermediateDirectories: true)
+        mountPoint = mount.path
+        storePath = existingStore ?? directory.appendingPathComponent("store.sqlite").path
+        store = try SyncStore(path: storePath)
+        for bucket in buckets { _ = try store.ensureBucket(bucket) }
+        fileSystem = BucketFileSystem(backend: SyncStoreBackend(store: store))
+        try fileSystem.mount(at: mountPoint, options: options)
+        fileSystem.start()
+        let mountPoint = self.mountPoint
+        watchdog = DispatchWorkItem {
+            guard let device = Self.fuseDevice(of: mountPoint) else { return }
+            Issue.record("mount at \(mountPoint) exceeded its time limit; detaching and aborting it")
+            // Abort needs fusectl (/sys/fs/fuse/connections); the lazy unmount works everywhere.
+            Self.abort(device: device)
+            _ = try? Tool.run("/usr/bin/fusermount3", ["-uz", mountPoint], timeout: 30)
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeLimit, execute: watchdog)
+    }
+
+    /// Path of a name inside the mount.
+    func path(_ relative: String) -> String { mountPoint + "/" + relative }
+
+    /// Unmounts and waits for the loop to end (flushing saves); keeps the store file.
+    func unmount() {
+        guard !closed else { return }
+        closed = true
+        watchdog.cancel()
+        if !fileSystem.unmount(timeout: 60) {
+            _ = try? Tool.run("/usr/bin/fusermount3", ["-uz", mountPoint], timeout: 30)
+            if let device = Self.fuseDevice(of: mountPoint) { Self.abort(device: device) }
+            Issue.record("file system loop did not end within 60 s of unmount")
+            _ = fileSystem.waitUntilStopped(timeout: 30)
+        }
+        try? store.close()
+    }
+
+    /// Unmounts, then mounts the same store again (stable inodes, persisted bytes).
+    func remount() throws {
+        unmount()
+        store = try SyncStore(path: storePath)
+        fileSystem = BucketFileSystem(backend: SyncStoreBackend(store: store))
+        try fileSystem.mount(at: mountPoint, options: MountOptions())
+        fileSystem.start()
+        closed = false
+    }
+
+    /// Unmounts and removes the temp dir.
+    func close() {
+        unmount()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    static func fuseDevice(of mountPoint: String) -> String? {
+        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            if fields.count > 4, fields[4] == mountPoint { return String(fields[2]) }
+        }
+        return nil
+    }
+
+    static func abort(device: String) {
+        guard let minor = device.split(separator: ":").last,
+            let handle = FileHandle(forWritingAtPath: "/sys/fs/fuse/connections/\(minor)/abort")
+        else { return }
+        try? handle.write(contentsOf: Data("1".utf8))
+        try? handle.close()
+    }
+}
+
+/// Runs real tools with a deadline (a tool stuck on the mount is killed, never waited on forever).
+enum Tool {
+    struct Output {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    struct TimedOut: Error, CustomStringConvertible {
+        let command: String
+        var description: String { "timed out: \(command)" }
+    }
+
+    static func run(_ executable: String, _ arguments: [String], directory: String? = nil, timeout: Double = 120) throws -> Output {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        let stdout = Pipe()
+        let stderr = Pipe()
+        process.standardOutput = stdout
+        process.standardError = stderr
+        process.standardInput = FileHandle.nullDevice
+        let done = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in done.signal() }
+        try process.run()
+        // Read while the process runs so a full pipe cannot block it.
+        let outputs = OutputCollector(stdout: stdout, stderr: stderr)
+        if done.wait(timeout: .now() + timeout) == .timedOut {
+            process.terminate()
+            kill(process.processIdentifier, SIGKILL)
+            throw TimedOut(command: ([executable] + arguments).joined(separator: " "))
+        }
+        let (out, err) = outputs.finish()
+        return Output(status: process.terminationStatus, stdout: out, stderr: err)
+    }
+
+    /// `sh -c script` in `directory`; fails the test with stderr when the status is not 0.
+    @discardableResult
+    static func shell(_ script: String, in directory: String, timeout: Double = 120, expectSuccess: Bool = true) throws -> Output {
+        let output = try run("/bin/sh", ["-c", script], directory: directory, timeout: timeout)
+        if expectSuccess {
+            #expect(output.status == 0, "`\(script)` failed: \(output.stderr)")
+        }
+        return output
+    }
+
+    /// python3 -c `code` in `directory`.
+    static func python(_ code: String, in directory: String, timeout: Double = 120) throws -> Output {
+        let output = try run("/usr/bin/env", ["python3", "-c", code], directory: directory, timeout: timeout)
+        #expect(output.status == 0, "python failed: \(output.stderr)")
+        return output
+    }
+}
+
+private final class OutputCollector: @unchecked Sendable {
+    private var out = Data()
+    private var err = Data()
+    private let group = DispatchGroup()
+
+    init(stdout: Pipe, stderr: Pipe) {
+        for (pipe, isOut) in [(stdout, true), (stderr, false)] {
+            group.enter()
+            // Own threads, not Dispatch's pool: blocked readers there delay other work by seconds.
+            Thread.detachNewThread { [self] in
+                let data = pipe.fileHandleForReading.readDataToEndOfFile()
+                if isOut { out = data } else { err = data }
+                group.leave()
+            }
+        }
+    }
+
+    func finish() -> (String, String) {
+        _ = group.wait(timeout: .now() + 30)
+        return (String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
+    }
+}

@@ -1,0 +1,156 @@
+import BucketFS
+import Foundation
+import SyncStore
+import Testing
+
+/// Directories, rename flags, xattrs, inode stability.
+@Suite(.serialized, .timeLimit(.minutes(5)))
+struct NamespaceTests {
+    @Test func mkdirAtRootAddsBucketAndSubdirectoriesAreRefused() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        try Tool.shell("mkdir journal", in: mount.mountPoint)
+        #expect(try mount.store.bucket(named: "journal") != nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: mount.mountPoint).sorted() == ["journal", "notes"])
+        let nested = try Tool.shell("mkdir notes/sub", in: mount.mountPoint, expectSuccess: false)
+        #expect(nested.stderr.contains("Operation not permitted"))
+        let atRoot = try Tool.shell("printf x > file.json", in: mount.mountPoint, expectSuccess: false)
+        #expect(atRoot.status != 0)
+        let badName = try Tool.shell("mkdir 'has space'", in: mount.mountPoint, expectSuccess: false)
+        #expect(badName.stderr.contains("Invalid argument"))
+        let existing = try Tool.shell("mkdir notes", in: mount.mountPoint, expectSuccess: false)
+        #expect(existing.stderr.contains("File exists"))
+    }
+
+    @Test func renameFlags() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let dir = mount.path("notes")
+        try Tool.shell("printf '{\"x\": 1}' > x.json && printf '{\"y\": 2}' > y.json", in: dir)
+        let result = try Tool.python(
+            """
+            import ctypes, errno, os
+            libc = ctypes.CDLL(None, use_errno=True)
+            AT_FDCWD = -100
+            def renameat2(a, b, flags):
+                r = libc.renameat2(AT_FDCWD, a.encode(), AT_FDCWD, b.encode(), flags)
+                return 0 if r == 0 else ctypes.get_errno()
+            print(errno.errorcode.get(renameat2('x.json', 'y.json', 1), 'OK'))
+            print(errno.errorcode.get(renameat2('x.json', 'y.json', 2), 'OK'))
+            print(errno.errorcode.get(renameat2('x.json', 'z.json', 1), 'OK'))
+            """, in: dir)
+        #expect(result.stdout == "EEXIST\nEINVAL\nOK\n")
+        #expect(try mount.store.readEntity(bucket: "notes", key: "y") == Array("{\"y\": 2}".utf8))
+        #expect(try mount.store.readEntity(bucket: "notes", key: "z") == Array("{\"x\": 1}".utf8))
+        #expect(try mount.store.readEntity(bucket: "notes", key: "x") == nil)
+        // Rename over an existing entity replaces it in one step.
+        try Tool.shell("mv z.json y.json", in: dir)
+        #expect(try Tool.run("/bin/cat", ["y.json"], directory: dir).stdout == "{\"x\": 1}")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == ["y.json"])
+    }
+
+    @Test func xattrsAreReadOnlyAndNeverENOSYS() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let dir = mount.path("notes")
+        try Tool.shell("printf '{\"k\": 1}' > 'a%2Fb.json' && printf 'x' > local.txt", in: dir)
+        let result = try Tool.python(
+            """
+            import errno, os
+            def get(path, name):
+                try: return os.getxattr(path, name).decode()
+                except OSError as e: return errno.errorcode[e.errno]
+            def put(path, name):
+                try: os.setxattr(path, name, b'v'); return 'OK'
+                except OSError as e: return errno.errorcode[e.errno]
+            def rm(path, name):
+                try: os.removexattr(path, name); return 'OK'
+                except OSError as e: return errno.errorcode[e.errno]
+            print(get('a%2Fb.json', 'user.bucketfs.key'))
+            print(get('a%2Fb.json', 'user.bucketfs.state'))
+            print(get('a%2Fb.json', 'user.bucketfs.version'))
+            print(get('a%2Fb.json', 'user.other'))
+            print(sorted(os.listxattr('a%2Fb.json')))
+            print(put('a%2Fb.json', 'user.bucketfs.state'), rm('a%2Fb.json', 'user.bucketfs.state'))
+            print(get('local.txt', 'user.bucketfs.key'), os.listxattr('local.txt'))
+            """, in: dir)
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines == [
+            "a/b", "pending", "ENODATA", "ENODATA", "['user.bucketfs.key', 'user.bucketfs.state']",
+            "ENOTSUP ENOTSUP", "ENODATA []",
+        ])
+    }
+
+    @Test func inodeNumbersAndTimesAreStableAcrossRemount() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let dir = mount.path("notes")
+        try Tool.shell("printf '{\"a\": 1}' > a.json && printf '{\"b\": 2}' > b.json && printf t > t.txt", in: dir)
+        let before = try Tool.shell("stat -c '%n %i %s %Y' notes notes/a.json notes/b.json notes/t.txt", in: mount.mountPoint)
+        let storeID = try mount.store.lookup(bucket: "notes", name: .entity(key: "a"))?.id
+        #expect(before.stdout.contains("notes/a.json \(storeID ?? -1) 8 "))
+        try mount.remount()
+        let after = try Tool.shell("stat -c '%n %i %s %Y' notes notes/a.json notes/b.json notes/t.txt", in: mount.mountPoint)
+        #expect(after.stdout == before.stdout)
+        #expect(try Tool.run("/bin/cat", [mount.path("notes/b.json")]).stdout == "{\"b\": 2}")
+    }
+
+    @Test func largeDirectoryListsQuickly() throws {
+        let mount = try MountFixture(buckets: ["notes", "big"])
+        defer { mount.close() }
+        let count = Int(ProcessInfo.processInfo.environment["BUCKETFS_BIG_DIR"] ?? "") ?? 100_000
+        let clock = ContinuousClock()
+        let seeding = clock.now
+        // The store has no bulk local API (applyIndexPage is far too slow in debug builds for
+        // 100,000 rows), so the fixture writes rows in the store's v1 schema in one transaction.
+        _ = try Tool.python(
+            """
+            import sqlite3, time
+            db = sqlite3.connect('\(mount.storePath)', timeout=30)
+            now = time.time_ns()
+            bucket = db.execute("SELECT id FROM bucket WHERE name = 'big'").fetchone()[0]
+            first = db.execute("SELECT value FROM meta WHERE name = 'next_node_id'").fetchone()[0]
+            rows = [(first + i, bucket, f'k{i}', 1, '{"i":%d}' % i, '{"i":%d}' % i,
+                     ('{\\n  "i": %d\\n}\\n' % i).encode(), now, now, 'synced') for i in range(\(count))]
+            db.executemany(
+                "INSERT INTO entity(id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime, state)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            db.execute("UPDATE meta SET value = ? WHERE name = 'next_node_id'", (first + \(count),))
+            db.commit()
+            """, in: mount.directory.path, timeout: 240)
+        print("seeded \(count) in \(clock.now - seeding)")
+        let start = clock.now
+        let listed = try Tool.shell("ls -f big | wc -l", in: mount.mountPoint, timeout: 240)
+        let elapsed = clock.now - start
+        print("ls -f took \(elapsed)")
+        #expect(listed.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "\(count + 2)")
+        // Speed is scripts/bench-fs's job; here only a generous hang guard (the tool timeouts).
+        let plus = clock.now
+        let detailed = try Tool.shell("ls -l big | wc -l", in: mount.mountPoint, timeout: 240)
+        print("ls -l took \(clock.now - plus)")
+        #expect(detailed.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "\(count + 1)")
+        #expect(try Tool.run("/bin/cat", [mount.path("big/k\(count - 1).json")]).stdout == "{\n  \"i\": \(count - 1)\n}\n")
+    }
+
+    @Test func mknodStatfsAndUnsupportedNodes() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let dir = mount.path("notes")
+        let result = try Tool.python(
+            """
+            import errno, os, stat
+            os.mknod('m.json', 0o644 | stat.S_IFREG)
+            print(os.stat('m.json').st_size, stat.S_ISREG(os.stat('m.json').st_mode))
+            for make in (lambda: os.mkfifo('f'), lambda: os.link('m.json', 'l.json')):
+                try: make(); print('OK')
+                except OSError as e: print(errno.errorcode[e.errno])
+            s = os.statvfs('.')
+            print(s.f_bsize, s.f_namemax)
+            """, in: dir)
+        #expect(result.stdout == "0 True\nEPERM\nEPERM\n4096 255\n")
+        #expect(try mount.store.lookup(bucket: "notes", name: .entity(key: "m")) != nil)
+        #expect(try Tool.shell("stat -f -c %T .", in: dir).stdout.contains("fuse"))
+        let rmdir = try Tool.shell("rmdir notes", in: mount.mountPoint, expectSuccess: false)
+        #expect(rmdir.status != 0)
+    }
+}

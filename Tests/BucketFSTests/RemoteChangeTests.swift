@@ -1,0 +1,100 @@
+import BucketFS
+import Foundation
+import JSONDiff
+import SyncStore
+import Testing
+
+/// Remote changes reach the kernel: cached names, sizes and pages are invalidated.
+@Suite(.serialized, .timeLimit(.minutes(5)))
+struct RemoteChangeTests {
+    /// Polls `condition` for up to `seconds` (invalidation is asynchronous by design); a hang
+    /// guard, not a speed check.
+    func eventually(_ seconds: Double = 60, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while Date() < deadline {
+            if try condition() { return true }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return try condition()
+    }
+
+    @Test func remoteEditCreateAndRemoveShowUpInTheMount() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        _ = try mount.store.applyEntity(bucket: "notes", key: "r", version: 1, data: ["v": .integer(1)])
+        let path = mount.path("notes/r.json")
+        #expect(try Tool.run("/bin/cat", [path]).stdout == "{\n  \"v\": 1\n}\n")
+        let missing = try Tool.run("/bin/cat", [mount.path("notes/later.json")])
+        #expect(missing.status != 0)
+
+        // Kernel caches hold the old size (long attr timeout) and a negative entry for later.json.
+        _ = try mount.store.applyEntity(bucket: "notes", key: "r", version: 2, data: ["v": .string("a much longer value")])
+        _ = try mount.store.applyEntity(bucket: "notes", key: "later", version: 1, data: ["n": .integer(5)])
+        let expected = "{\n  \"v\": \"a much longer value\"\n}\n"
+        #expect(try eventually { try Tool.run("/bin/cat", [path]).stdout == expected })
+        #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == expected.utf8.count)
+        #expect(try eventually { try Tool.run("/bin/cat", [mount.path("notes/later.json")]).stdout == "{\n  \"n\": 5\n}\n" })
+
+        let removal = RemoteChange(key: "later", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "cv9")
+        _ = try mount.store.applyRemote(bucket: "notes", changes: [removal])
+        #expect(try eventually { !FileManager.default.fileExists(atPath: mount.path("notes/later.json")) })
+        #expect(try FileManager.default.contentsOfDirectory(atPath: mount.path("notes")) == ["r.json"])
+    }
+
+    @Test func unmountSavesWhatAnOpenFileStillBuffers() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let path = mount.path("notes/open.json")
+        let descriptor = open(path, O_CREAT | O_WRONLY, 0o644)
+        #expect(descriptor >= 0)
+        let text = "{\"unsaved\": true}"
+        let written = text.withCString { Glibc.write(descriptor, $0, strlen($0)) }
+        #expect(written == text.utf8.count)
+        // The write is only buffered: nothing saved before flush/close.
+        #expect(try mount.store.readEntity(bucket: "notes", key: "open") == [])
+        // Unmounting while the file is open: the buffer is saved to the store right away, even
+        // though the kernel may keep the file system alive until the descriptor is closed.
+        let ended = mount.fileSystem.unmount(timeout: 2)
+        let store = try SyncStore(path: mount.storePath)
+        #expect(try store.readEntity(bucket: "notes", key: "open") == Array(text.utf8))
+        close(descriptor)
+        #expect(ended || mount.fileSystem.waitUntilStopped(timeout: 60))
+        try store.close()
+    }
+
+    /// What the signal handler does, called directly: a real SIGTERM would reach every test in
+    /// this shared runner process (EndToEndTests sends one to a real `bucketfs mount` process).
+    @Test func terminateSavesBuffersAndUnmounts() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let path = mount.path("notes/sig.json")
+        let descriptor = open(path, O_CREAT | O_WRONLY, 0o644)
+        #expect(descriptor >= 0)
+        let text = "{\"signal\": 15}"
+        _ = text.withCString { Glibc.write(descriptor, $0, strlen($0)) }
+        mount.fileSystem.terminate()
+        let reader = try SyncStore(path: mount.storePath)
+        #expect(try reader.readEntity(bucket: "notes", key: "sig") == Array(text.utf8))
+        try reader.close()
+        close(descriptor)
+        #expect(mount.fileSystem.waitUntilStopped(timeout: 60))
+        #expect(MountFixture.fuseDevice(of: mount.mountPoint) == nil)
+    }
+
+    @Test func openCleanFileSeesRemoteChangeOnNextRead() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        _ = try mount.store.applyEntity(bucket: "notes", key: "o", version: 1, data: ["v": .integer(1)])
+        let descriptor = open(mount.path("notes/o.json"), O_RDONLY)
+        #expect(descriptor >= 0)
+        defer { close(descriptor) }
+        func readAll() -> String {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = pread(descriptor, &buffer, buffer.count, 0)
+            return String(decoding: buffer.prefix(max(count, 0)), as: UTF8.self)
+        }
+        #expect(readAll() == "{\n  \"v\": 1\n}\n")
+        _ = try mount.store.applyEntity(bucket: "notes", key: "o", version: 2, data: ["v": .integer(22)])
+        #expect(eventually { readAll() == "{\n  \"v\": 22\n}\n" })
+    }
+}
