@@ -1,0 +1,48 @@
+import Foundation
+
+/// How a sync client connects and paces itself.
+public struct SyncClientConfiguration: Sendable {
+    /// Server base URL, `ws://host:port` or `wss://host` (the `/sock/1/{app}/websocket` path is added).
+    public var serverURL: String
+    /// The Simperium app id.
+    public var appID: String
+    /// Returns the access token; called at each (re)authorization, so it may refresh it (401).
+    public var token: @Sendable () async throws -> String
+    /// The buckets to sync, one channel each (channel number = position).
+    public var buckets: [String]
+    /// Sent as `clientid` in `init`; the server dedups changes by clientid + ccid, so keep it stable.
+    public var clientID: String
+    /// Idle time before a heartbeat is sent (spec: 20 s).
+    public var heartbeatInterval: Duration = .seconds(20)
+    /// How long a heartbeat may go unanswered before the connection counts as dead.
+    public var heartbeatTimeout: Duration = .seconds(10)
+    /// Reconnect delay after the first failure; doubles per failure up to `maximumBackoff`.
+    public var initialBackoff: Duration = .milliseconds(500)
+    public var maximumBackoff: Duration = .seconds(60)
+    /// Index page size for the first sync (`i:1:<mark>::<limit>`).
+    public var indexPageLimit: Int = 500
+    /// Embed the first command in `init` (`cmd`) to save a round trip.
+    public var sendCommandInInit: Bool = false
+    /// Largest message accepted from the server.
+    public var maxMessageBytes: Int = 16 * 1024 * 1024
+    /// Times a change refused with 405 is rebased and resent before it is sent as a whole object.
+    public var badVersionRetries: Int = 1
+
+    public init(
+        serverURL: String, appID: String, buckets: [String], clientID: String,
+        token: @escaping @Sendable () async throws -> String
+    ) {
+        self.serverURL = serverURL
+        self.appID = appID
+        self.buckets = buckets
+        self.clientID = clientID
+        self.token = token
+    }
+
+    /// `ws(s)://host[:port]/sock/1/{app_id}/websocket`.
+    var socketURL: String {
+        var base = serverURL
+        while base.hasSuffix("/") { base.removeLast() }
+        return "\(base)/sock/1/\(appID)/websocket"
+    }
+}

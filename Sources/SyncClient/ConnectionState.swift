@@ -1,0 +1,68 @@
+import Foundation
+import Synchronization
+
+/// What the connection is doing, for `bucketfs status` and the file system.
+public enum ConnectionState: Sendable, Hashable {
+    /// Not started, or stopped.
+    case stopped
+    /// Opening the WebSocket (attempt counts from 1 after the last success).
+    case connecting(attempt: Int)
+    /// The WebSocket is open.
+    case connected
+    /// No connection since `since`; the next attempt is at `retryAt`.
+    case offline(since: Date, retryAt: Date?, reason: String)
+}
+
+/// First-sync progress of one bucket: entities stored / entities the index announced so far.
+public struct SyncProgress: Sendable, Hashable {
+    public let bucket: String
+    public let entitiesDone: Int
+    public let entitiesKnown: Int
+    /// True once the whole index is loaded and the bucket is in sync.
+    public let isReady: Bool
+}
+
+/// A value published to any number of AsyncStream subscribers (new ones get the latest value).
+final class Broadcaster<Value: Sendable>: Sendable {
+    private struct State {
+        var latest: Value?
+        var continuations: [UUID: AsyncStream<Value>.Continuation] = [:]
+    }
+    private let state = Mutex(State())
+
+    init(initial: Value? = nil) {
+        state.withLock { $0.latest = initial }
+    }
+
+    func publish(_ value: Value) {
+        let continuations = state.withLock { state -> [AsyncStream<Value>.Continuation] in
+            state.latest = value
+            return Array(state.continuations.values)
+        }
+        for continuation in continuations { continuation.yield(value) }
+    }
+
+    var latest: Value? { state.withLock { $0.latest } }
+
+    func stream() -> AsyncStream<Value> {
+        let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .bufferingNewest(1000))
+        let id = UUID()
+        let latest = state.withLock { state -> Value? in
+            state.continuations[id] = continuation
+            return state.latest
+        }
+        if let latest { continuation.yield(latest) }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.continuations.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    func finish() {
+        let continuations = state.withLock { state -> [AsyncStream<Value>.Continuation] in
+            defer { state.continuations.removeAll() }
+            return Array(state.continuations.values)
+        }
+        for continuation in continuations { continuation.finish() }
+    }
+}

@@ -1,0 +1,183 @@
+import Foundation
+import HummingbirdWSClient
+import Logging
+import SyncProtocol
+import SyncStore
+
+/// Where outgoing frames go; the real one wraps HummingbirdWSClient's writer.
+protocol WebSocketWriting: Sendable {
+    func write(_ text: String) async throws
+    func close() async
+}
+
+struct HummingbirdWriter: WebSocketWriting {
+    let outbound: WebSocketOutboundWriter
+
+    func write(_ text: String) async throws {
+        try await outbound.write(.text(text))
+    }
+
+    func close() async {
+        try? await outbound.close(.normalClosure, reason: nil)
+    }
+}
+
+extension SyncClient {
+    /// Connect, serve the connection until it ends, wait (exponential backoff + jitter), repeat.
+    func connectionLoop() async {
+        var backoff = Backoff(initial: configuration.initialBackoff, maximum: configuration.maximumBackoff)
+        var generator = SystemRandomNumberGenerator()
+        var attempt = 0
+        var offlineSince = Date()
+        while running && !Task.isCancelled {
+            attempt += 1
+            stateBroadcaster.publish(.connecting(attempt: attempt))
+            var reason = "connection closed"
+            var wasAuthorized = false
+            do {
+                try await WebSocketClient.connect(
+                    url: configuration.socketURL,
+                    // A short close timeout: closing a dead connection must not delay the reconnect.
+                    configuration: WebSocketClientConfiguration(maxFrameSize: configuration.maxMessageBytes, closeTimeout: .seconds(2)),
+                    logger: logger
+                ) { inbound, outbound, _ in
+                    try await self.serve(inbound: inbound, writer: HummingbirdWriter(outbound: outbound))
+                }
+            } catch {
+                reason = String(describing: error)
+                logger.debug("connection ended: \(reason)")
+            }
+            wasAuthorized = connectionEnded()
+            if wasAuthorized {
+                backoff.reset()
+                attempt = 0
+                offlineSince = Date()
+            }
+            guard running && !Task.isCancelled else { break }
+            let delay = backoff.nextDelay(using: &generator)
+            let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+            stateBroadcaster.publish(.offline(since: offlineSince, retryAt: Date().addingTimeInterval(seconds), reason: reason))
+            await sleepUnlessWoken(delay)
+        }
+    }
+
+    /// Serves one open WebSocket: authorize every channel, then read messages in order while a
+    /// side task keeps the heartbeat (and closes a dead connection).
+    func serve(inbound: WebSocketInboundStream, writer: some WebSocketWriting) async throws {
+        let id = await opened(writer: writer)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while !Task.isCancelled {
+                    try await Task.sleep(for: self.configuration.heartbeatInterval / 4)
+                    if await self.heartbeatTick(connectionID: id) == false {
+                        await writer.close()
+                        return
+                    }
+                }
+            }
+            for try await message in inbound.messages(maxSize: configuration.maxMessageBytes) {
+                guard case .text(let text) = message else { continue }
+                await receive(text, connectionID: id)
+            }
+            group.cancelAll()
+        }
+    }
+
+    func opened(writer: some WebSocketWriting) async -> Int {
+        connectionCounter += 1
+        let id = connectionCounter
+        connection = OpenConnection(id: id, writer: writer, heartbeat: Heartbeat(
+            interval: configuration.heartbeatInterval, timeout: configuration.heartbeatTimeout, now: .now))
+        sentOnConnection.removeAll()
+        stateBroadcaster.publish(.connected)
+        for channel in machines.indices where !machines[channel].isUnauthorized {
+            await authorize(channel: channel)
+        }
+        return id
+    }
+
+    /// Sends `init` on a channel with a fresh token (optionally with the first command as `cmd`).
+    func authorize(channel: Int) async {
+        let token: String
+        do {
+            token = try await configuration.token()
+        } catch {
+            logger.error("no token for \(machines[channel].bucket): \(error)")
+            return
+        }
+        let bucket = machines[channel].bucket
+        var request = InitRequest(
+            clientID: configuration.clientID, api: "1.1", token: token, appID: configuration.appID, name: bucket,
+            library: "bucketfs", version: "1")
+        if configuration.sendCommandInInit {
+            let cv = try? store.bucket(named: bucket)?.cv
+            let command = machines[channel].firstCommand(cv: cv ?? nil)
+            request.cmd = "\(command.command.rawValue):\(command.renderPayload())"
+        }
+        let actions = machines[channel].connected(initRequest: request)
+        await perform(actions, channel: channel)
+    }
+
+    /// Returns whether any channel was authorized on the connection that ended.
+    func connectionEnded() -> Bool {
+        let authorized = connection?.authorizedAny ?? false
+        connection = nil
+        sentOnConnection.removeAll()
+        for channel in machines.indices { machines[channel].disconnected() }
+        return authorized
+    }
+
+    /// False when the connection is dead (heartbeat unanswered).
+    func heartbeatTick(connectionID: Int) async -> Bool {
+        guard var open = connection, open.id == connectionID else { return false }
+        let action = open.heartbeat.tick(now: .now)
+        connection = open
+        switch action {
+        case .none:
+            return true
+        case .send(let count):
+            await write(ClientMessage.heartbeat(count).render())
+            return true
+        case .connectionDead:
+            logger.warning("heartbeat unanswered; reconnecting")
+            return false
+        }
+    }
+
+    func sleepUnlessWoken(_ delay: Duration) async {
+        let sleeper = Task { try? await Task.sleep(for: delay); self.wake() }
+        await withCheckedContinuation { continuation in
+            if !running {
+                continuation.resume()
+            } else {
+                wakeUp = continuation
+            }
+        }
+        sleeper.cancel()
+    }
+
+    /// Writes a frame on the open connection; a failed write ends the connection.
+    func write(_ text: String) async {
+        guard let connection else { return }
+        logger.trace("send \(text)")
+        if remoteLogLevel >= 2, !text.hasPrefix("log:") { await remoteLog("send \(text.prefix(200))") }
+        do {
+            try await connection.writer.write(text)
+        } catch {
+            logger.debug("write failed: \(error)")
+            await connection.writer.close()
+        }
+    }
+
+    /// `log:{"log": ...}` to the server when it asked for remote logging (spec "Remote logging").
+    func remoteLog(_ message: String) async {
+        guard remoteLogLevel > 0, let connection else { return }
+        let text = ClientMessage.log(.object(["log": .string(message)])).render()
+        try? await connection.writer.write(text)
+    }
+}
+
+extension ChannelClientMessage {
+    /// The frame text on a channel.
+    func frameText(channel: Int) -> String { ClientMessage.channel(channel, self).render() }
+}

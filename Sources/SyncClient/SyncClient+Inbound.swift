@@ -1,0 +1,216 @@
+import Foundation
+import JSONDiff
+import Logging
+import SyncProtocol
+import SyncStore
+
+extension SyncClient {
+    /// One server frame, in arrival order.
+    func receive(_ text: String, connectionID: Int) async {
+        guard var open = connection, open.id == connectionID else { return }
+        open.heartbeat.received(at: .now)
+        connection = open
+        logger.trace("recv \(text)")
+        if remoteLogLevel >= 2 { await remoteLog("recv \(text.prefix(200))") }
+        let message: ServerMessage
+        do {
+            message = try ServerMessage.parse(text, maxBytes: configuration.maxMessageBytes)
+        } catch {
+            logger.warning("ignoring unreadable server message: \(error)")
+            await remoteLog("unreadable server message: \(error)")
+            return
+        }
+        switch message {
+        case .heartbeat(let count):
+            connection?.heartbeat.receivedHeartbeat(count, at: .now)
+        case .log(let level):
+            remoteLogLevel = level
+            if level > 0 { await remoteLog("remote logging level \(level)") }
+        case .channel(let channel, let channelMessage):
+            guard machines.indices.contains(channel) else {
+                logger.warning("message for unknown channel \(channel)")
+                return
+            }
+            await handle(channelMessage, channel: channel)
+        }
+    }
+
+    func handle(_ message: ChannelServerMessage, channel: Int) async {
+        let bucket = machines[channel].bucket
+        switch message {
+        case .authOK:
+            connection?.authorizedAny = true
+            let cv = (try? store.bucket(named: bucket))??.cv
+            let actions = machines[channel].authorized(cv: cv, commandSent: configuration.sendCommandInInit)
+            await perform(actions, channel: channel)
+            publishProgress(channel: channel)
+        case .authError(let code, let text):
+            logger.error("authorization of \(bucket) failed: \(code) \(text)")
+            await perform(machines[channel].authorizationFailed(code: code, message: text), channel: channel)
+        case .index(let page):
+            await perform(machines[channel].indexPage(page), channel: channel)
+            publishProgress(channel: channel)
+        case .entity(let key, let version, let reply):
+            machines[channel].entityReceived(key: key, version: version)
+            let data: JSONObject? = if case .data(let object) = reply { object } else { nil }
+            do {
+                let outcome = try store.applyEntity(bucket: bucket, key: key, version: version, data: data)
+                await follow(outcome, channel: channel)
+            } catch {
+                logger.error("storing \(bucket)/\(key).\(version) failed: \(error)")
+            }
+            publishProgress(channel: channel)
+        case .changeVersionUnknown:
+            await perform(machines[channel].changeVersionUnknown(), channel: channel)
+        case .changes(let changes):
+            await perform(machines[channel].changes(changes), channel: channel)
+        case .indexRequest:
+            do {
+                let snapshot = try store.localIndex(bucket: bucket)
+                await write(ChannelClientMessage.indexReply(Conversions.localIndex(snapshot)).frameText(channel: channel))
+            } catch {
+                logger.error("local index of \(bucket) failed: \(error)")
+            }
+        }
+    }
+
+    /// Carries out a machine's actions in order.
+    func perform(_ actions: [BucketMachine.Action], channel: Int) async {
+        let bucket = machines[channel].bucket
+        for action in actions {
+            do {
+                switch action {
+                case .send(let message):
+                    await write(message.frameText(channel: channel))
+                case .beginIndex:
+                    try store.beginIndex(bucket: bucket)
+                case .applyIndexPage(let page, let isLast):
+                    let outcome = try store.applyIndexPage(
+                        bucket: bucket, entries: Conversions.indexEntries(page), current: page.current, isLast: isLast)
+                    await follow(outcome, channel: channel)
+                    if isLast { await fetch(try store.pendingReloads(bucket: bucket), channel: channel) }
+                case .applyChanges(let changes):
+                    await apply(changes, channel: channel)
+                case .finishCatchUp:
+                    await send(try store.finishCatchUp(bucket: bucket))
+                    await fetch(try store.pendingReloads(bucket: bucket), channel: channel)
+                case .sendOwed:
+                    await send(try store.outgoingChanges(bucket: bucket))
+                case .sendCatchUp:
+                    if let cv = try store.bucket(named: bucket)?.cv {
+                        await write(ChannelClientMessage.changeVersion(cv).frameText(channel: channel))
+                    } else {
+                        await perform(machines[channel].changeVersionUnknown(), channel: channel)
+                    }
+                case .reportAuthFailure(let failure):
+                    authFailureBroadcaster.publish(BucketAuthFailure(bucket: bucket, failure: failure))
+                }
+            } catch {
+                logger.error("\(bucket): \(action) failed: \(error)")
+                await remoteLog("\(bucket): store error \(error)")
+            }
+        }
+    }
+
+    /// A `c` message: applied changes go to the store in runs; each error is handled per code.
+    func apply(_ changes: [Change], channel: Int) async {
+        var run: [RemoteChange] = []
+        for change in changes {
+            switch change {
+            case .applied(let applied):
+                run.append(Conversions.remoteChange(applied))
+            case .rejected(let rejection):
+                let batch = run
+                run = []
+                await applyRemote(batch, channel: channel)
+                for ccid in rejection.ccids {
+                    await handleError(code: rejection.code, ccid: ccid, key: rejection.id, channel: channel)
+                }
+            }
+        }
+        await applyRemote(run, channel: channel)
+    }
+
+    func applyRemote(_ batch: [RemoteChange], channel: Int) async {
+        guard !batch.isEmpty else { return }
+        let bucket = machines[channel].bucket
+        do {
+            let outcome = try store.applyRemote(bucket: bucket, changes: batch)
+            for ccid in outcome.acknowledged {
+                sentOnConnection.remove(ccid)
+                badVersionCounts[ccid] = nil
+            }
+            await follow(outcome, channel: channel)
+        } catch {
+            logger.error("applying changes to \(bucket) failed: \(error)")
+        }
+    }
+
+    /// Spec "Handling Change Errors", with the store deciding and recording state + reason.
+    func handleError(code: Int, ccid: String, key: String, channel: Int) async {
+        let bucket = machines[channel].bucket
+        logger.notice("change \(ccid) to \(bucket)/\(key) refused: \(code)")
+        await remoteLog("change \(ccid) refused with \(code)")
+        sentOnConnection.remove(ccid)
+        do {
+            switch try store.reject(bucket: bucket, ccid: ccid, code: code) {
+            case .none:
+                break
+            case .resend(let change):
+                await send([change])
+            case .catchUp:
+                if code == 405 {
+                    let count = (badVersionCounts[ccid] ?? 0) + 1
+                    badVersionCounts[ccid] = count
+                    if count > configuration.badVersionRetries, let whole = try store.sendWholeObject(ccid: ccid) {
+                        await send([whole])
+                        return
+                    }
+                }
+                await perform(machines[channel].catchUp(), channel: channel)
+            case .reauthorize:
+                await authorize(channel: channel)
+            }
+        } catch {
+            logger.error("recording error \(code) for \(ccid) failed: \(error)")
+        }
+    }
+
+    /// What the store decided after applying something remote: fetch, send, nothing.
+    func follow(_ outcome: RemoteOutcome, channel: Int) async {
+        await fetch(outcome.reloads, channel: channel)
+        await send(outcome.readyToSend)
+    }
+
+    func fetch(_ reloads: [ReloadRequest], channel: Int) async {
+        await perform(machines[channel].fetch(reloads), channel: channel)
+    }
+
+    /// Writes changes on their bucket's channel if it is in sync; otherwise they wait in the
+    /// store and go out with the rest when it is. A sent change is not repeated on the same
+    /// connection unless it was requeued (error handling).
+    public func send(_ changes: [OutgoingChange]) async {
+        var sent: [String] = []
+        for change in changes {
+            guard let channel = channelsByBucket[change.bucket], machines[channel].isReady, connection != nil else { continue }
+            if change.state == .sent && sentOnConnection.contains(change.ccid) { continue }
+            do {
+                let request = try Conversions.request(change, clientID: configuration.clientID)
+                await write(ChannelClientMessage.changes([request]).frameText(channel: channel))
+                sentOnConnection.insert(change.ccid)
+                sent.append(change.ccid)
+            } catch {
+                logger.error("cannot encode change \(change.ccid): \(error)")
+            }
+        }
+        do { try store.markSent(ccids: sent) } catch { logger.error("marking sent failed: \(error)") }
+    }
+
+    func publishProgress(channel: Int) {
+        let machine = machines[channel]
+        progressBroadcaster.publish(
+            SyncProgress(
+                bucket: machine.bucket, entitiesDone: machine.entitiesDone, entitiesKnown: machine.entitiesKnown,
+                isReady: machine.isReady))
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+import JSONDiff
+import Logging
+import SyncProtocol
+import SyncStore
+
+/// The sync engine: one WebSocket, one channel per bucket, the store as the source of truth.
+/// Local saves are durable before they return and are sent when the channel is in sync;
+/// remote changes are applied to the store and published as events. Works fully offline.
+public actor SyncClient {
+    let configuration: SyncClientConfiguration
+    /// The local store (reads for the file system go straight to it: no actor hop).
+    public nonisolated let store: SyncStore
+    let logger: Logger
+
+    var machines: [BucketMachine]
+    var channelsByBucket: [String: Int] = [:]
+    var connection: OpenConnection?
+    var connectionCounter = 0
+    var loopTask: Task<Void, Never>?
+    var wakeUp: CheckedContinuation<Void, Never>?
+    var running = false
+    var remoteLogLevel = 0
+    /// 405 refusals per ccid, to fall back to sending the whole object (spec 405, option 2).
+    var badVersionCounts: [String: Int] = [:]
+    /// ccids written on the current connection (a sent change is not resent on it unless requeued).
+    var sentOnConnection: Set<String> = []
+
+    let stateBroadcaster = Broadcaster<ConnectionState>(initial: .stopped)
+    let progressBroadcaster = Broadcaster<SyncProgress>()
+    let authFailureBroadcaster = Broadcaster<BucketAuthFailure>()
+
+    /// A channel the server refused to authorize.
+    public struct BucketAuthFailure: Sendable, Hashable {
+        public let bucket: String
+        public let failure: AuthFailure
+    }
+
+    /// An open WebSocket: its writer and heartbeat state.
+    struct OpenConnection {
+        let id: Int
+        let writer: WebSocketWriting
+        var heartbeat: Heartbeat
+        var authorizedAny = false
+    }
+
+    /// Creates the engine over `store`; every configured bucket is added to the store.
+    public init(configuration: SyncClientConfiguration, store: SyncStore, logger: Logger = Logger(label: "bucketfs.sync")) throws(SyncClientError) {
+        guard configuration.serverURL.hasPrefix("ws://") || configuration.serverURL.hasPrefix("wss://") else {
+            throw .invalidConfiguration("server URL must start with ws:// or wss://")
+        }
+        var machines: [BucketMachine] = []
+        for (channel, bucket) in configuration.buckets.enumerated() {
+            guard BucketName.isValid(bucket) else { throw .invalidConfiguration("invalid bucket name \(bucket)") }
+            do { _ = try store.ensureBucket(bucket) } catch { throw .store(error) }
+            machines.append(BucketMachine(channel: channel, bucket: bucket, pageLimit: configuration.indexPageLimit))
+        }
+        self.configuration = configuration
+        self.store = store
+        self.logger = logger
+        self.machines = machines
+        for machine in machines { channelsByBucket[machine.bucket] = machine.channel }
+    }
+
+    // MARK: - Lifecycle
+
+    /// Starts connecting (and reconnecting) in the background; idempotent.
+    public func start() {
+        guard !running else { return }
+        running = true
+        loopTask = Task { await self.connectionLoop() }
+    }
+
+    /// Closes the connection and stops reconnecting. Local saves keep working (store only).
+    public func stop() async {
+        running = false
+        let task = loopTask
+        loopTask = nil
+        if let connection { await connection.writer.close() }
+        wake()
+        task?.cancel()
+        await task?.value
+        stateBroadcaster.publish(.stopped)
+    }
+
+    /// Skips the current reconnect delay (e.g. the network came back).
+    public func reconnectNow() {
+        wake()
+    }
+
+    // MARK: - File system API
+
+    /// The bytes of an entity's file, from the store (never the network).
+    public nonisolated func read(bucket: String, key: String) throws(SyncClientError) -> [UInt8]? {
+        do { return try store.readEntity(bucket: bucket, key: key) } catch { throw .store(error) }
+    }
+
+    /// The bucket's directory listing, from the store.
+    public nonisolated func list(bucket: String) throws(SyncClientError) -> [DirectoryEntry] {
+        do { return try store.entries(bucket: bucket) } catch { throw .store(error) }
+    }
+
+    /// Saves new file bytes; returns once durable in the store (the send happens after).
+    public func save(bucket: String, key: String, bytes: [UInt8]) async throws(SyncClientError) -> SaveResult {
+        let result: SaveResult
+        do { result = try store.saveLocal(bucket: bucket, key: key, bytes: bytes) } catch { throw .store(error) }
+        if let change = result.readyToSend { await send([change]) }
+        return result
+    }
+
+    /// Saves a JSON object (rendered as the file format); returns once durable.
+    public func save(bucket: String, key: String, value: JSONObject) async throws(SyncClientError) -> SaveResult {
+        try await save(bucket: bucket, key: key, bytes: Array(JSONValue.object(value).prettyRendered().utf8))
+    }
+
+    /// Edits an entity's value atomically against what the store holds now (no stale read).
+    public func modify(bucket: String, key: String, _ edit: (JSONObject?) throws -> JSONObject) async throws(SyncClientError) -> SaveResult {
+        let result: SaveResult
+        do { result = try store.modifyLocal(bucket: bucket, key: key, edit) } catch { throw .store(error) }
+        if let change = result.readyToSend { await send([change]) }
+        return result
+    }
+
+    /// Deletes an entity; returns once durable (the removal is sent after).
+    public func delete(bucket: String, key: String) async throws(SyncClientError) {
+        let change: OutgoingChange?
+        do { change = try store.deleteLocal(bucket: bucket, key: key) } catch { throw .store(error) }
+        if let change { await send([change]) }
+    }
+
+    /// Renames within a bucket (see `SyncStore.rename`); returns once durable.
+    public func rename(bucket: String, from source: EntryName, to target: EntryName) async throws(SyncClientError) {
+        let changes: [OutgoingChange]
+        do { changes = try store.rename(bucket: bucket, from: source, to: target) } catch { throw .store(error) }
+        await send(changes)
+    }
+
+    /// Entities changed by the server, after the store committed them.
+    public nonisolated func remoteEvents() -> AsyncStream<RemoteEvent> { store.remoteEvents() }
+
+    /// The connection state now and on every change.
+    public nonisolated func connectionStates() -> AsyncStream<ConnectionState> { stateBroadcaster.stream() }
+
+    /// The current connection state.
+    public nonisolated var connectionState: ConnectionState { stateBroadcaster.latest ?? .stopped }
+
+    /// First-sync progress per bucket.
+    public nonisolated func progress() -> AsyncStream<SyncProgress> { progressBroadcaster.stream() }
+
+    /// Channels the server refused to authorize (bad token vs other causes).
+    public nonisolated func authFailures() -> AsyncStream<BucketAuthFailure> { authFailureBroadcaster.stream() }
+
+    /// Whether every bucket is in sync with nothing owed to the server.
+    public func isIdle() -> Bool {
+        guard connection != nil, machines.allSatisfy(\.isReady) else { return false }
+        for machine in machines {
+            guard let owed = try? store.outgoingChanges(bucket: machine.bucket), owed.isEmpty,
+                let reloads = try? store.pendingReloads(bucket: machine.bucket), reloads.isEmpty,
+                machine.requestedEntities.isEmpty
+            else { return false }
+        }
+        return true
+    }
+
+    /// Waits until `isIdle()` (or the timeout); true if idle.
+    public func waitUntilIdle(timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if isIdle() { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return isIdle()
+    }
+
+    /// The phase of a bucket's channel, for status and tests.
+    public func phaseDescription(bucket: String) -> String? {
+        guard let channel = channelsByBucket[bucket] else { return nil }
+        return String(describing: machines[channel].phase)
+    }
+
+    func wake() {
+        let continuation = wakeUp
+        wakeUp = nil
+        continuation?.resume()
+    }
+}

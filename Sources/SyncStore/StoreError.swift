@@ -1,0 +1,26 @@
+/// Why a store operation failed.
+public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The SQLite file could not be opened, migrated or written (message from SQLite).
+    case database(String)
+    /// No bucket with this name exists in the store.
+    case unknownBucket(String)
+    /// No entity with this key exists in the bucket (or it is deleted locally).
+    case unknownEntity(bucket: String, key: String)
+    /// No local-only file with this name exists in the bucket.
+    case unknownLocalFile(bucket: String, name: String)
+    /// No pending change carries this ccid.
+    case unknownChange(ccid: String)
+    /// A value stored in the database could not be decoded (corrupt row).
+    case corruptRow(String)
+
+    public var description: String {
+        switch self {
+        case .database(let message): return "database error: \(message)"
+        case .unknownBucket(let name): return "unknown bucket \(name)"
+        case .unknownEntity(let bucket, let key): return "unknown entity \(bucket)/\(key)"
+        case .unknownLocalFile(let bucket, let name): return "unknown local file \(bucket)/\(name)"
+        case .unknownChange(let ccid): return "unknown change \(ccid)"
+        case .corruptRow(let message): return "corrupt row: \(message)"
+        }
+    }
+}

@@ -1,0 +1,171 @@
+import GRDB
+import JSONDiff
+
+/// What the engine does after the store recorded a change error (spec "Handling Change Errors").
+public enum ChangeErrorFollowUp: Hashable, Sendable {
+    /// Nothing more to send for this change (400, 413, 412 handled by a reload, unknown ccid).
+    case none
+    /// Send this change again (same ccid): 404 as full object, 440 with `d`, 401 after re-auth, 5xx.
+    case resend(OutgoingChange)
+    /// Ask for the changes since the stored cv (`cv:`), then send what is owed: 405 (the
+    /// entity is rebased over the newer versions and the change resent with the same ccid),
+    /// 409 (the server already applied it; its echo acknowledges it), 412 (dropped; the ghost
+    /// catches up to what the server holds).
+    case catchUp
+    /// Authorize the channel again (new token), then resend.
+    case reauthorize
+}
+
+extension SyncStore {
+    /// Records that these changes were written to a connection (they keep their ccid from now on).
+    public func markSent(ccids: [String]) throws(StoreError) {
+        guard !ccids.isEmpty else { return }
+        try write { db in
+            for ccid in ccids {
+                try db.execute(
+                    sql: "UPDATE pending_change SET state = 'sent' WHERE ccid = ? AND state = 'queued'",
+                    arguments: [ccid])
+            }
+        }
+    }
+
+    /// Records a change error and decides the follow-up, per the spec's "Handling Change Errors":
+    /// 400/413 stop and keep the local value (`rejected:<code>`); 401 re-authorize and resend;
+    /// 404 resend as a full object (re-create); 405 reload, rebase, resend; 409 already applied,
+    /// catch up via cv; 412 drop; 440 resend with the whole object in `d`; 5xx resend later.
+    public func reject(bucket: String, ccid: String, code: Int) throws(StoreError) -> ChangeErrorFollowUp {
+        try write { db in
+            guard var change = try ChangeRow.filter(Column("ccid") == ccid).fetchOne(db),
+                var entity = try EntityRow.fetchOne(db, key: change.entityID)
+            else { return .none }
+            let now = Self.now()
+            entity.ctime = now
+            defer { _ = try? entity.update(db) }
+            switch code {
+            case 400, 413:
+                change.state = "rejected:\(code)"
+                try change.update(db)
+                entity.state = EntityState.rejected(code: code).description
+                entity.reason = code == 413
+                    ? "server refused the change: document too large (413); kept locally"
+                    : "server refused the change: invalid id or schema (400); kept locally"
+                return .none
+            case 401:
+                change.state = "queued"
+                try change.update(db)
+                entity.reason = "server refused permission (401); re-authorizing"
+                return .reauthorize
+            case 404:
+                // The server lost the entity: re-create it from the whole local value.
+                let local = try entity.local() ?? [:]
+                if change.op == "-" {
+                    try change.delete(db)
+                    try entity.delete(db)
+                    return .none
+                }
+                entity.setGhost([:], version: nil)
+                change.sv = nil
+                change.diff = StoredJSON.text(try Merge.diff(from: [:], to: local))
+                change.fullData = StoredJSON.text(local)
+                change.state = "queued"
+                try change.update(db)
+                entity.reason = "server did not have the entity (404); re-creating it"
+                return .resend(try change.outgoing(bucket: bucket, key: entity.key))
+            case 405:
+                change.state = "queued"
+                try change.update(db)
+                entity.reason = "server rejected the source version (405); catching up and rebasing"
+                return .catchUp
+            case 409:
+                change.state = "applied"
+                try change.update(db)
+                return .catchUp
+            case 412:
+                try change.delete(db)
+                entity.reason = nil
+                if try ChangeRow.open(entityID: entity.id, db) == nil {
+                    entity.state = EntityState.synced.description
+                }
+                return .catchUp
+            case 440:
+                if change.op == "-" {
+                    change.state = "queued"
+                    try change.update(db)
+                    return .resend(try change.outgoing(bucket: bucket, key: entity.key))
+                }
+                change.fullData = StoredJSON.text(try entity.local() ?? [:])
+                change.state = "queued"
+                try change.update(db)
+                entity.reason = "server could not apply the diff (440); resending with the whole object"
+                return .resend(try change.outgoing(bucket: bucket, key: entity.key))
+            default:
+                change.state = "queued"
+                try change.update(db)
+                entity.reason = "server error \(code); will retry"
+                return .resend(try change.outgoing(bucket: bucket, key: entity.key))
+            }
+        }
+    }
+
+    /// Second and later 405s for the same change: the spec's other option, send the whole
+    /// object over the current `sv` (remote edits stay in the server's history).
+    public func sendWholeObject(ccid: String) throws(StoreError) -> OutgoingChange? {
+        try write { db in
+            guard var change = try ChangeRow.filter(Column("ccid") == ccid).fetchOne(db),
+                let entity = try EntityRow.fetchOne(db, key: change.entityID),
+                let bucket = try BucketRow.fetchOne(db, key: entity.bucketID),
+                change.op == "M"
+            else { return nil }
+            change.fullData = StoredJSON.text(try entity.local() ?? [:])
+            change.state = "queued"
+            try change.update(db)
+            return try change.outgoing(bucket: bucket.name, key: entity.key)
+        }
+    }
+
+    /// After a cv catch-up: a change the server called a duplicate (409) whose echo did not
+    /// arrive is applied already; drop it and queue whatever local edit remains (spec, 409).
+    /// Returns everything owed to the server for the bucket.
+    public func finishCatchUp(bucket: String) throws(StoreError) -> [OutgoingChange] {
+        try write { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT c.seq AS seq, e.id AS entity_id FROM pending_change c JOIN entity e ON e.id = c.entity_id
+                    WHERE e.bucket_id = ? AND c.state = 'applied'
+                    """,
+                arguments: [bucketRow.id])
+            for row in rows {
+                let seq: Int64 = row["seq"]
+                try db.execute(sql: "DELETE FROM pending_change WHERE seq = ?", arguments: [seq])
+            }
+            // Any local edit not covered by an open change (after a 409 or 412 was dropped) is
+            // queued again: the ghost is now current, so an edit the server already has diffs empty.
+            let uncovered = try EntityRow.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM entity WHERE bucket_id = ? AND local_value IS NOT NULL AND state NOT IN ('invalid')
+                    AND state NOT LIKE 'rejected:%'
+                    AND NOT EXISTS (SELECT 1 FROM pending_change c WHERE c.entity_id = entity.id)
+                    """,
+                arguments: [bucketRow.id])
+            for var entity in uncovered where try entity.local() != entity.ghost() || entity.ghostVersion == nil {
+                _ = try Self.reconcileQueue(&entity, bucket: bucket, db)
+                try entity.update(db)
+            }
+            return try Self.owed(bucket: bucketRow, db)
+        }
+    }
+
+    static func owed(bucket: BucketRow, _ db: Database) throws -> [OutgoingChange] {
+        let rows = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT c.*, e.key AS entity_key FROM pending_change c JOIN entity e ON e.id = c.entity_id
+                WHERE e.bucket_id = ? AND c.state IN ('queued', 'sent') AND e.needs_reload = 0 ORDER BY c.seq
+                """,
+            arguments: [bucket.id])
+        return try rows.map { row in try ChangeRow(row: row).outgoing(bucket: bucket.name, key: row["entity_key"]) }
+    }
+}

@@ -1,0 +1,245 @@
+import Foundation
+import GRDB
+import JSONDiff
+
+/// What a local save did.
+public struct SaveResult: Hashable, Sendable {
+    /// The entity after the save.
+    public let entity: EntityInfo
+    /// Set when the bytes are not a JSON object: they are kept, but nothing is sent.
+    public let parseError: String?
+    /// The change to send now, if the entity has none in flight.
+    public let readyToSend: OutgoingChange?
+}
+
+extension SyncStore {
+    /// Saves the file's new bytes durably and queues the change (coalesced with any unsent one).
+    /// The bytes are kept exactly; if they are not a JSON object the entity becomes `invalid`.
+    public func saveLocal(bucket: String, key: String, bytes: [UInt8]) throws(StoreError) -> SaveResult {
+        try write { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            return try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: Self.now(), db)
+        }
+    }
+
+    /// Edits the local value atomically: `edit` gets the current value (nil if none) and returns
+    /// the new one, in the same transaction as the save, so a remote change applied meanwhile
+    /// is never overwritten by a stale read.
+    public func modifyLocal(
+        bucket: String, key: String, _ edit: (JSONObject?) throws -> JSONObject
+    ) throws(StoreError) -> SaveResult {
+        try write { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            let current = try EntityRow.find(bucketID: bucketRow.id, key: key, db).flatMap { $0.content == nil ? nil : try $0.local() }
+            let value = try edit(current)
+            return try Self.save(bytes: Array(JSONValue.object(value).prettyRendered().utf8), key: key, bucket: bucketRow, now: Self.now(), db)
+        }
+    }
+
+    /// Saves a JSON object (rendered in the file format) durably and queues the change.
+    public func saveLocal(bucket: String, key: String, value: JSONObject) throws(StoreError) -> SaveResult {
+        try saveLocal(bucket: bucket, key: key, bytes: Array(JSONValue.object(value).prettyRendered().utf8))
+    }
+
+    /// Deletes the entity's file durably; the removal is queued for the server (an entity that
+    /// never reached the server is simply forgotten).
+    public func deleteLocal(bucket: String, key: String) throws(StoreError) -> OutgoingChange? {
+        try write { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            return try Self.delete(key: key, bucket: bucketRow, now: Self.now(), db)
+        }
+    }
+
+    /// Creates or replaces a local-only file (editor scratch names); never sent.
+    public func writeLocalFile(bucket: String, name: String, bytes: [UInt8]) throws(StoreError) -> LocalFileInfo {
+        try write { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            let now = Self.now()
+            var row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db)
+                ?? LocalFileRow(
+                    id: try Schema.allocateNodeID(db), bucketID: bucketRow.id, name: name, content: Data(),
+                    mtime: now, ctime: now)
+            row.content = Data(bytes)
+            row.mtime = now
+            row.ctime = now
+            try row.save(db)
+            return row.info(bucket: bucket)
+        }
+    }
+
+    /// Removes a local-only file.
+    public func removeLocalFile(bucket: String, name: String) throws(StoreError) {
+        try write { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db) else {
+                throw StoreError.unknownLocalFile(bucket: bucket, name: name)
+            }
+            try row.delete(db)
+        }
+    }
+
+    /// Renames within a bucket as one atomic replace: a scratch file renamed onto `key` is a save
+    /// of that entity; `a` renamed to `b` is a save of `b` plus a delete of `a`; a local file
+    /// renamed to another local name keeps its id. Returns the changes ready to send.
+    public func rename(bucket: String, from source: EntryName, to target: EntryName) throws(StoreError) -> [OutgoingChange] {
+        try write { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            let now = Self.now()
+            var ready: [OutgoingChange] = []
+            let bytes: [UInt8]
+            switch source {
+            case .entity(let key):
+                guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let content = row.content else {
+                    throw StoreError.unknownEntity(bucket: bucket, key: key)
+                }
+                bytes = [UInt8](content)
+            case .localFile(let name):
+                guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db) else {
+                    throw StoreError.unknownLocalFile(bucket: bucket, name: name)
+                }
+                bytes = [UInt8](row.content)
+            }
+            guard source != target else { return [] }
+            switch (source, target) {
+            case (.localFile(let from), .localFile(let to)):
+                try db.execute(
+                    sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ?", arguments: [bucketRow.id, to])
+                try db.execute(
+                    sql: "UPDATE local_file SET name = ?, ctime = ? WHERE bucket_id = ? AND name = ?",
+                    arguments: [to, now, bucketRow.id, from])
+            case (.localFile(let from), .entity(let key)):
+                if let change = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, db).readyToSend {
+                    ready.append(change)
+                }
+                try db.execute(
+                    sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ?", arguments: [bucketRow.id, from])
+            case (.entity(let from), .entity(let key)):
+                if let change = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, db).readyToSend {
+                    ready.append(change)
+                }
+                if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
+            case (.entity(let from), .localFile(let name)):
+                var row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db)
+                    ?? LocalFileRow(
+                        id: try Schema.allocateNodeID(db), bucketID: bucketRow.id, name: name, content: Data(),
+                        mtime: now, ctime: now)
+                row.content = Data(bytes)
+                row.ctime = now
+                try row.save(db)
+                if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
+            }
+            return ready
+        }
+    }
+
+    static func save(bytes: [UInt8], key: String, bucket: BucketRow, now: Int64, _ db: Database) throws -> SaveResult {
+        var row = try EntityRow.find(bucketID: bucket.id, key: key, db)
+            ?? EntityRow.new(bucketID: bucket.id, key: key, now: now, db)
+        row.content = Data(bytes)
+        row.mtime = now
+        row.ctime = now
+        row.deletedPending = false
+        var parseError: String?
+        do {
+            let value = try JSONValue(parsing: bytes)
+            if let object = value.objectValue {
+                row.localValue = StoredJSON.text(object)
+            } else {
+                parseError = "not a JSON object (top-level \(value.typeName))"
+            }
+        } catch {
+            parseError = "invalid JSON: \(error)"
+        }
+        // A new save supersedes an earlier refusal: the user changed something, so try again.
+        try db.execute(
+            sql: "DELETE FROM pending_change WHERE entity_id = ? AND state LIKE 'rejected:%'", arguments: [row.id])
+        let ready: OutgoingChange?
+        if let parseError {
+            // The last valid value may still have a change owed; keep it, but show `invalid`.
+            try row.save(db)
+            ready = nil
+            row.state = EntityState.invalid.description
+            row.reason = parseError
+            try row.update(db)
+        } else {
+            row.reason = nil
+            row.state = EntityState.synced.description
+            try row.save(db)
+            ready = try reconcileQueue(&row, bucket: bucket.name, db)
+            try row.update(db)
+        }
+        return SaveResult(entity: try row.info(bucket: bucket.name), parseError: parseError, readyToSend: ready)
+    }
+
+    static func delete(key: String, bucket: BucketRow, now: Int64, _ db: Database) throws -> OutgoingChange? {
+        guard var row = try EntityRow.find(bucketID: bucket.id, key: key, db), row.content != nil else {
+            throw StoreError.unknownEntity(bucket: bucket.name, key: key)
+        }
+        let inFlight = try ChangeRow.open(entityID: row.id, db).map { $0.state != "queued" } ?? false
+        if row.ghostVersion == nil && !inFlight {
+            // Never reached the server: nothing to tell it.
+            try row.delete(db)
+            return nil
+        }
+        row.content = nil
+        row.localValue = nil
+        row.deletedPending = true
+        row.ctime = now
+        row.reason = nil
+        let ready = try reconcileQueue(&row, bucket: bucket.name, db)
+        try row.update(db)
+        return ready
+    }
+
+    /// Brings the entity's unsent change in line with its local value (coalescing saves: one
+    /// change in flight per entity, the next one computed when it is acknowledged), and sets
+    /// the entity's state. Returns the change if one is ready to send now.
+    static func reconcileQueue(_ row: inout EntityRow, bucket: String, _ db: Database) throws -> OutgoingChange? {
+        let open = try ChangeRow.open(entityID: row.id, db)
+        if row.needsReload && row.ghostVersion != nil {
+            // The ghost is not a server version until the reload arrives; a diff against it
+            // could not be applied by the server. The reload recomputes the change.
+            if row.state != EntityState.invalid.description { row.state = EntityState.pending.description }
+            return nil
+        }
+        if let open, open.state != "queued" {
+            // In flight: the next change is computed when it is acknowledged. A sent change is
+            // returned so that one held back (reload, reconnect) goes out; the engine does not
+            // repeat it on the connection that already carried it. A 409'd one waits for its echo.
+            row.state = EntityState.pending.description
+            return open.state == "sent" ? try open.outgoing(bucket: bucket, key: row.key) : nil
+        }
+        var op = "M"
+        var diffText: String?
+        if row.deletedPending {
+            if row.ghostVersion == nil {
+                // Removal of something the server never had: drop the queued change, keep nothing.
+                if let open { try open.delete(db) }
+                row.state = EntityState.synced.description
+                return nil
+            }
+            op = "-"
+        } else if let local = try row.local() {
+            let diff = try Merge.diff(from: try row.ghost(), to: local)
+            if diff.isEmpty && row.ghostVersion != nil {
+                if let open { try open.delete(db) }
+                if row.state != EntityState.invalid.description { row.state = EntityState.synced.description }
+                return nil
+            }
+            diffText = StoredJSON.text(diff)
+        } else {
+            if let open { try open.delete(db) }
+            return nil
+        }
+        var change = open ?? ChangeRow(
+            seq: nil, entityID: row.id, ccid: newCCID(), sv: nil, op: op, diff: nil, fullData: nil,
+            state: "queued", created: now())
+        change.op = op
+        change.diff = diffText
+        change.sv = row.ghostVersion
+        change.fullData = nil
+        try change.save(db)
+        if row.state != EntityState.invalid.description { row.state = EntityState.pending.description }
+        return try change.outgoing(bucket: bucket, key: row.key)
+    }
+}

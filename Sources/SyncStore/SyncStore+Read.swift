@@ -1,0 +1,195 @@
+import GRDB
+import JSONDiff
+
+/// A node of the mount found by its stable id.
+public enum StoreNode: Hashable, Sendable {
+    case bucket(BucketInfo)
+    case entity(EntityInfo)
+    case localFile(LocalFileInfo)
+}
+
+extension SyncStore {
+    /// Adds the bucket if it is new (mkdir at the mount root); returns it either way.
+    public func ensureBucket(_ name: String) throws(StoreError) -> BucketInfo {
+        try write { db in
+            if let row = try BucketRow.filter(Column("name") == name).fetchOne(db) { return row.info }
+            let row = BucketRow(
+                id: try Schema.allocateNodeID(db), name: name, cv: nil, indexCV: nil, indexGeneration: 0,
+                ctime: Self.now())
+            try row.insert(db)
+            return row.info
+        }
+    }
+
+    /// All buckets, by name.
+    public func buckets() throws(StoreError) -> [BucketInfo] {
+        try read { db in try BucketRow.order(Column("name")).fetchAll(db).map(\.info) }
+    }
+
+    /// The bucket with this name, if known.
+    public func bucket(named name: String) throws(StoreError) -> BucketInfo? {
+        try read { db in try BucketRow.filter(Column("name") == name).fetchOne(db)?.info }
+    }
+
+    /// The bucket's directory: entities that have a file, and local-only files.
+    public func entries(bucket: String) throws(StoreError) -> [DirectoryEntry] {
+        try read { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            var result: [DirectoryEntry] = []
+            let entities = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, key, length(content) AS size, mtime, ctime FROM entity
+                    WHERE bucket_id = ? AND content IS NOT NULL ORDER BY key
+                    """,
+                arguments: [bucketRow.id])
+            for row in entities {
+                result.append(
+                    DirectoryEntry(
+                        id: row["id"], name: .entity(key: row["key"]), size: row["size"], mtime: row["mtime"],
+                        ctime: row["ctime"]))
+            }
+            let files = try Row.fetchAll(
+                db,
+                sql: "SELECT id, name, length(content) AS size, mtime, ctime FROM local_file WHERE bucket_id = ? ORDER BY name",
+                arguments: [bucketRow.id])
+            for row in files {
+                result.append(
+                    DirectoryEntry(
+                        id: row["id"], name: .localFile(name: row["name"]), size: row["size"], mtime: row["mtime"],
+                        ctime: row["ctime"]))
+            }
+            return result
+        }
+    }
+
+    /// The directory entry for one name, if it exists (lookup).
+    public func lookup(bucket: String, name: EntryName) throws(StoreError) -> DirectoryEntry? {
+        try read { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            switch name {
+            case .entity(let key):
+                guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let content = row.content else {
+                    return nil
+                }
+                return DirectoryEntry(id: row.id, name: name, size: content.count, mtime: row.mtime, ctime: row.ctime)
+            case .localFile(let fileName):
+                guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: fileName, db) else { return nil }
+                return DirectoryEntry(id: row.id, name: name, size: row.content.count, mtime: row.mtime, ctime: row.ctime)
+            }
+        }
+    }
+
+    /// Everything the store holds about an entity (also deleted-pending ones); nil if unknown.
+    public func entity(bucket: String, key: String) throws(StoreError) -> EntityInfo? {
+        try read { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            return try EntityRow.find(bucketID: bucketRow.id, key: key, db)?.info(bucket: bucket)
+        }
+    }
+
+    /// The bytes the entity's file shows; nil if it has no file.
+    public func readEntity(bucket: String, key: String) throws(StoreError) -> [UInt8]? {
+        try read { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            return try EntityRow.find(bucketID: bucketRow.id, key: key, db)?.content.map { [UInt8]($0) }
+        }
+    }
+
+    /// A local-only file, if it exists.
+    public func localFile(bucket: String, name: String) throws(StoreError) -> LocalFileInfo? {
+        try read { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            return try LocalFileRow.find(bucketID: bucketRow.id, name: name, db)?.info(bucket: bucket)
+        }
+    }
+
+    /// The node with this stable id (inode number), if it still exists.
+    public func node(id: Int64) throws(StoreError) -> StoreNode? {
+        try read { db in
+            if let bucket = try BucketRow.fetchOne(db, key: id) { return .bucket(bucket.info) }
+            if let entity = try EntityRow.fetchOne(db, key: id) {
+                guard let bucket = try BucketRow.fetchOne(db, key: entity.bucketID) else { return nil }
+                return .entity(try entity.info(bucket: bucket.name))
+            }
+            if let file = try LocalFileRow.fetchOne(db, key: id) {
+                guard let bucket = try BucketRow.fetchOne(db, key: file.bucketID) else { return nil }
+                return .localFile(file.info(bucket: bucket.name))
+            }
+            return nil
+        }
+    }
+
+    /// Entities whose state is not `synced` (for `bucketfs status`).
+    public func unsyncedEntities() throws(StoreError) -> [EntityInfo] {
+        try read { db in
+            let buckets = Dictionary(uniqueKeysWithValues: try BucketRow.fetchAll(db).map { ($0.id, $0.name) })
+            return try EntityRow.filter(Column("state") != "synced" || Column("deleted_pending") == true)
+                .order(Column("id")).fetchAll(db)
+                .map { row in try row.info(bucket: buckets[row.bucketID] ?? "") }
+        }
+    }
+
+    /// Counts by kind and state.
+    public func stats() throws(StoreError) -> StoreStats {
+        try read { db in
+            var stats = StoreStats()
+            stats.buckets = try BucketRow.fetchCount(db)
+            stats.entities = try EntityRow.filter(Column("content") != nil).fetchCount(db)
+            stats.localFiles = try LocalFileRow.fetchCount(db)
+            for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM entity WHERE content IS NOT NULL GROUP BY state") {
+                stats.byState[row["state"]] = row["n"]
+            }
+            for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM pending_change GROUP BY state") {
+                let state: String = row["state"]
+                let count: Int = row["n"]
+                switch state {
+                case "queued": stats.queuedChanges += count
+                case "sent": stats.sentChanges += count
+                default: stats.rejectedChanges += count
+                }
+            }
+            return stats
+        }
+    }
+
+    /// The answer to a server `index` request: what this client holds and what it owes.
+    public func localIndex(bucket: String) throws(StoreError) -> IndexSnapshot {
+        try read { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            let items = try EntityRow
+                .filter(Column("bucket_id") == bucketRow.id && Column("ghost_version") != nil)
+                .order(Column("key")).fetchAll(db)
+                .compactMap { row in row.ghostVersion.map { IndexSnapshot.Item(key: row.key, version: $0) } }
+            let pending = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT e.key AS key, c.sv AS sv, c.ccid AS ccid FROM pending_change c
+                    JOIN entity e ON e.id = c.entity_id
+                    WHERE e.bucket_id = ? AND c.state IN ('queued', 'sent') ORDER BY c.seq
+                    """,
+                arguments: [bucketRow.id]
+            ).map { row in IndexSnapshot.Pending(key: row["key"], sourceVersion: row["sv"], ccid: row["ccid"]) }
+            return IndexSnapshot(cv: bucketRow.cv, index: items, pending: pending)
+        }
+    }
+
+    /// Every change still owed to the server for this bucket, oldest first (sent ones are resent
+    /// with their ccid after a reconnect or restart).
+    public func outgoingChanges(bucket: String) throws(StoreError) -> [OutgoingChange] {
+        try read { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            return try Self.owed(bucket: bucketRow, db)
+        }
+    }
+
+    /// Entities waiting for an `e` fetch (missing data, version mismatch), persisted so a restart asks again.
+    public func pendingReloads(bucket: String) throws(StoreError) -> [ReloadRequest] {
+        try read { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            return try EntityRow.filter(Column("bucket_id") == bucketRow.id && Column("needs_reload") == true)
+                .order(Column("key")).fetchAll(db)
+                .map { ReloadRequest(key: $0.key, version: $0.reloadVersion) }
+        }
+    }
+}

@@ -1,0 +1,309 @@
+import Foundation
+import GRDB
+import JSONDiff
+
+extension SyncStore {
+    /// Applies a `c` message's changes (spec "Receiving Remote Changes"): our own changes are
+    /// acknowledged by ccid; others are applied when `sv` matches the ghost, and any local edit
+    /// is rebased over them (jsondiff transform) so both survive. A version mismatch or an
+    /// unknown entity asks for a reload; `-` removes only an entity with no local edit. The
+    /// last change's cv is saved in the same transaction.
+    public func applyRemote(bucket: String, changes: [RemoteChange]) throws(StoreError) -> RemoteOutcome {
+        let outcome = try write { db in
+            var bucketRow = try BucketRow.named(bucket, db)
+            var outcome = RemoteOutcome()
+            let now = Self.now()
+            for change in changes {
+                try Self.apply(change, bucket: bucketRow, now: now, outcome: &outcome, db)
+            }
+            // While an index is being loaded its `current` becomes the cv at the end; changes
+            // arriving meanwhile are replayed (and skipped by version) on the next catch-up.
+            if bucketRow.indexCV == nil, let cv = changes.last(where: { $0.cv != nil })?.cv {
+                bucketRow.cv = cv
+                try bucketRow.update(db)
+            }
+            return outcome
+        }
+        publish(outcome.events)
+        return outcome
+    }
+
+    /// Applies an `e` response (a reload, or data missing from an index page); `data` nil means
+    /// the server answered `?`. Local edits are rebased over the difference to the new version.
+    public func applyEntity(bucket: String, key: String, version: Int, data: JSONObject?) throws(StoreError) -> RemoteOutcome {
+        let outcome = try write { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            var outcome = RemoteOutcome()
+            // Every `e` this client sends is for a row it keeps (a placeholder or a real entity);
+            // no row means the entity was removed meanwhile, so a late answer must not revive it.
+            guard try EntityRow.find(bucketID: bucketRow.id, key: key, db) != nil else { return outcome }
+            try Self.load(key: key, version: version, data: data, bucket: bucketRow, now: Self.now(), outcome: &outcome, db)
+            return outcome
+        }
+        publish(outcome.events)
+        return outcome
+    }
+
+    /// Starts loading the whole index (first sync, or after `cv:?`): entities not seen by the
+    /// end are treated as removed on the server. Local pending changes are kept.
+    public func beginIndex(bucket: String) throws(StoreError) {
+        try write { db in
+            var bucketRow = try BucketRow.named(bucket, db)
+            bucketRow.indexGeneration += 1
+            bucketRow.indexCV = nil
+            try bucketRow.update(db)
+        }
+    }
+
+    /// Applies one `i` page. With data the entities are stored at once, without it they are
+    /// marked for `e`. `isLast` (no `mark`) promotes the index's `current` to the bucket's cv.
+    public func applyIndexPage(bucket: String, entries: [IndexEntry], current: String?, isLast: Bool) throws(StoreError) -> RemoteOutcome {
+        let outcome = try write { db in
+            var bucketRow = try BucketRow.named(bucket, db)
+            var outcome = RemoteOutcome()
+            let now = Self.now()
+            if bucketRow.indexCV == nil, let current {
+                bucketRow.indexCV = current
+            }
+            for entry in entries {
+                if var row = try EntityRow.find(bucketID: bucketRow.id, key: entry.key, db) {
+                    row.seenGeneration = bucketRow.indexGeneration
+                    try row.update(db)
+                    if row.ghostVersion == entry.version && !row.needsReload { continue }
+                }
+                if let data = entry.data {
+                    try Self.load(key: entry.key, version: entry.version, data: data, bucket: bucketRow, now: now, outcome: &outcome, db)
+                } else {
+                    try Self.markForReload(key: entry.key, version: entry.version, bucket: bucketRow, now: now, outcome: &outcome, db)
+                }
+                if var row = try EntityRow.find(bucketID: bucketRow.id, key: entry.key, db) {
+                    row.seenGeneration = bucketRow.indexGeneration
+                    try row.update(db)
+                }
+            }
+            if isLast {
+                let unseen = try EntityRow
+                    .filter(Column("bucket_id") == bucketRow.id && Column("seen_generation") < bucketRow.indexGeneration
+                        && Column("ghost_version") != nil)
+                    .fetchAll(db)
+                for row in unseen {
+                    try Self.removeFromServerSide(row, bucket: bucketRow, now: now, outcome: &outcome, db)
+                }
+                bucketRow.cv = bucketRow.indexCV ?? current ?? bucketRow.cv
+                bucketRow.indexCV = nil
+            }
+            try bucketRow.update(db)
+            return outcome
+        }
+        publish(outcome.events)
+        return outcome
+    }
+
+    /// Whether the bucket has a complete index (so a reconnect sends `cv:` instead of `i`).
+    public func hasIndex(bucket: String) throws(StoreError) -> Bool {
+        try read { db in try BucketRow.named(bucket, db).cv != nil }
+    }
+
+    // MARK: - Transaction bodies
+
+    static func apply(_ change: RemoteChange, bucket: BucketRow, now: Int64, outcome: inout RemoteOutcome, _ db: Database) throws {
+        var row = try EntityRow.find(bucketID: bucket.id, key: change.key, db)
+        if var existing = row, let open = try ChangeRow.open(entityID: existing.id, db), change.ccids.contains(open.ccid) {
+            try acknowledge(open, change: change, row: &existing, bucket: bucket, now: now, outcome: &outcome, db)
+            return
+        }
+        switch change.operation {
+        case .remove:
+            guard let existing = row else { return }
+            if let ev = change.endVersion, let known = existing.ghostVersion, known > ev { return }
+            try removeFromServerSide(existing, bucket: bucket, now: now, outcome: &outcome, db)
+        case .modify(let diff):
+            let endVersion = change.endVersion ?? (change.sourceVersion ?? 0) + 1
+            let sourceMatches: Bool
+            if let existing = row {
+                if let known = existing.ghostVersion, known >= endVersion { return }  // already have it
+                sourceMatches = existing.ghostVersion == change.sourceVersion && !existing.needsReload
+            } else {
+                sourceMatches = change.sourceVersion == nil
+            }
+            guard sourceMatches else {
+                try markForReload(key: change.key, version: endVersion, bucket: bucket, now: now, outcome: &outcome, db)
+                return
+            }
+            if row == nil {
+                row = try EntityRow.new(bucketID: bucket.id, key: change.key, now: now, db)
+            }
+            guard var target = row else { return }
+            let oldGhost = try target.ghost()
+            guard let newGhost = try? Merge.apply(diff, to: oldGhost) else {
+                // Spec: a change that cannot be applied means the object is reloaded.
+                try target.save(db)
+                try markForReload(key: change.key, version: endVersion, bucket: bucket, now: now, outcome: &outcome, db)
+                return
+            }
+            try adopt(newGhost, version: endVersion, oldGhost: oldGhost, remoteDiff: diff, row: &target, bucket: bucket, now: now, outcome: &outcome, db)
+        }
+    }
+
+    /// Our change came back: the ghost moves to the server's result (the diff as the server
+    /// applied it), and the next coalesced edit, if any, becomes ready.
+    static func acknowledge(
+        _ open: ChangeRow, change: RemoteChange, row: inout EntityRow, bucket: BucketRow, now: Int64,
+        outcome: inout RemoteOutcome, _ db: Database
+    ) throws {
+        try open.delete(db)
+        outcome.acknowledged.append(open.ccid)
+        row.ctime = now
+        if open.op == "-" || change.operation == .remove {
+            if row.deletedPending || row.localValue == nil {
+                try row.delete(db)
+                return
+            }
+            // Re-created locally after the removal was sent: send it as a new entity.
+            row.setGhost([:], version: nil)
+        } else if case .modify(let diff) = change.operation {
+            let endVersion = change.endVersion ?? (change.sourceVersion ?? 0) + 1
+            if row.ghostVersion == change.sourceVersion, let ghost = try? Merge.apply(diff, to: try row.ghost()) {
+                row.setGhost(ghost, version: endVersion)
+            } else if let known = row.ghostVersion, known >= endVersion {
+                // A reload already brought a version that includes this change.
+            } else {
+                // We missed versions in between. The server's version includes our change, so
+                // count it into the base the reload rebases from: only later local edits are
+                // then replayed over the reloaded data (never our acknowledged edit twice).
+                if let sent = open.diff, let base = try? Merge.apply(try StoredJSON.object(sent, column: "pending_change.diff"), to: try row.ghost()) {
+                    row.ghostData = StoredJSON.text(base)
+                } else if let full = open.fullData {
+                    row.ghostData = full
+                }
+                row.needsReload = true
+                row.reloadVersion = endVersion
+                outcome.reloads.append(ReloadRequest(key: row.key, version: endVersion))
+            }
+        }
+        if row.state == EntityState.conflict.description { row.state = EntityState.pending.description }
+        row.reason = nil
+        if let next = try reconcileQueue(&row, bucket: bucket.name, db) { outcome.ready(next) }
+        try row.update(db)
+    }
+
+    /// The server's version is now `newGhost`; rebase the local edit over it and show the result.
+    static func adopt(
+        _ newGhost: JSONObject, version: Int, oldGhost: JSONObject, remoteDiff: JSONObject?, row: inout EntityRow,
+        bucket: BucketRow, now: Int64, outcome: inout RemoteOutcome, _ db: Database
+    ) throws {
+        let isNew = row.content == nil && !row.deletedPending
+        let wasNeedingReload = row.needsReload
+        row.needsReload = false
+        row.reloadVersion = nil
+        row.setGhost(newGhost, version: version)
+        if row.deletedPending {
+            // The local delete still wins; its change now refers to the new version.
+            if let next = try reconcileQueue(&row, bucket: bucket.name, db) { outcome.ready(next) }
+            try row.update(db)
+            return
+        }
+        var merged = newGhost
+        if let local = try row.local() {
+            do {
+                merged = try Merge.rebase(local: local, oldGhost: oldGhost, newGhost: newGhost, remoteDiff: remoteDiff)
+            } catch {
+                // Could not merge: keep the local value whole (nothing lost), send it over the new version.
+                merged = local
+                row.state = EntityState.conflict.description
+                row.reason = "local and remote edits could not be merged (\(error)); local value kept"
+            }
+        }
+        if row.state == EntityState.invalid.description {
+            // The file holds bytes that are not JSON; keep them (the user is mid-edit), track the value.
+            row.localValue = StoredJSON.text(merged)
+            row.ctime = now
+        } else {
+            row.render(merged, now: now)
+        }
+        let conflict = row.state == EntityState.conflict.description
+        if let next = try reconcileQueue(&row, bucket: bucket.name, db) { outcome.ready(next) }
+        if conflict && row.state == EntityState.pending.description { row.state = EntityState.conflict.description }
+        try row.save(db)
+        if wasNeedingReload && isNew || isNew {
+            outcome.events.append(RemoteEvent(bucket: bucket.name, key: row.key, entityID: row.id, kind: .created))
+        } else {
+            outcome.events.append(RemoteEvent(bucket: bucket.name, key: row.key, entityID: row.id, kind: .changed))
+        }
+    }
+
+    static func load(
+        key: String, version: Int, data: JSONObject?, bucket: BucketRow, now: Int64, outcome: inout RemoteOutcome,
+        _ db: Database
+    ) throws {
+        guard var row = try EntityRow.find(bucketID: bucket.id, key: key, db) else {
+            guard let data else { return }
+            var row = try EntityRow.new(bucketID: bucket.id, key: key, now: now, db)
+            try adopt(data, version: version, oldGhost: [:], remoteDiff: nil, row: &row, bucket: bucket, now: now, outcome: &outcome, db)
+            return
+        }
+        guard let data else {
+            // `?`: the server has no such entity/version.
+            row.needsReload = false
+            row.reloadVersion = nil
+            if row.localValue == nil {
+                try row.delete(db)
+                if row.content != nil {
+                    outcome.events.append(RemoteEvent(bucket: bucket.name, key: key, entityID: row.id, kind: .removed))
+                }
+                return
+            }
+            row.setGhost([:], version: nil)
+            if let next = try reconcileQueue(&row, bucket: bucket.name, db) { outcome.ready(next) }
+            try row.update(db)
+            return
+        }
+        if let known = row.ghostVersion, known > version {
+            // A stale answer: we already hold a newer version.
+            row.needsReload = false
+            row.reloadVersion = nil
+            try row.update(db)
+            return
+        }
+        // Rebase relative to what the local edit was made against: the current ghost.
+        let oldGhost = try row.ghost()
+        try adopt(data, version: version, oldGhost: oldGhost, remoteDiff: nil, row: &row, bucket: bucket, now: now, outcome: &outcome, db)
+    }
+
+    static func markForReload(
+        key: String, version: Int?, bucket: BucketRow, now: Int64, outcome: inout RemoteOutcome, _ db: Database
+    ) throws {
+        var row = try EntityRow.find(bucketID: bucket.id, key: key, db)
+            ?? EntityRow.new(bucketID: bucket.id, key: key, now: now, db)
+        row.needsReload = true
+        row.reloadVersion = version
+        try row.save(db)
+        outcome.reloads.append(ReloadRequest(key: key, version: version))
+    }
+
+    /// The server no longer has the entity: forget it unless there is a local edit, which is
+    /// kept and re-created on the server (spec: `-` only when no local change is pending).
+    static func removeFromServerSide(_ existing: EntityRow, bucket: BucketRow, now: Int64, outcome: inout RemoteOutcome, _ db: Database) throws {
+        var row = existing
+        let ghost = try row.ghost()
+        let local = try row.local()
+        let open = try ChangeRow.open(entityID: row.id, db)
+        let hasLocalEdit = !row.deletedPending && local != nil && (local != ghost || open != nil || row.ghostVersion == nil)
+        if !hasLocalEdit {
+            try row.delete(db)
+            if row.content != nil {
+                outcome.events.append(RemoteEvent(bucket: bucket.name, key: row.key, entityID: row.id, kind: .removed))
+            }
+            return
+        }
+        if let open, open.state != "queued" { try open.delete(db) }
+        row.setGhost([:], version: nil)
+        row.needsReload = false
+        row.state = EntityState.conflict.description
+        row.reason = "removed on the server while edited locally; local value kept and re-created"
+        row.ctime = now
+        _ = try reconcileQueue(&row, bucket: bucket.name, db).map { outcome.ready($0) }
+        row.state = EntityState.conflict.description
+        try row.update(db)
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import GRDB
+import JSONDiff
+import Synchronization
+
+/// The client's durable state for one mount: buckets, entities (ghost + local value + file
+/// bytes), the outgoing change queue and local-only files, in one SQLite file (WAL).
+///
+/// Every public method is one transaction. Writes use `synchronous=FULL`, so a method that
+/// returned has its effect on disk even if the process is killed or the machine loses power.
+public final class SyncStore: Sendable {
+    let pool: DatabasePool
+    let path: String
+    private let subscribers = Mutex<[UUID: AsyncStream<RemoteEvent>.Continuation]>([:])
+
+    /// Opens (creating and migrating if needed) the store at `path`.
+    public init(path: String) throws(StoreError) {
+        var configuration = Configuration()
+        configuration.label = "SyncStore"
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            // WAL + FULL: each commit fsyncs the WAL, so a returned save survives power loss too.
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            try Schema.migrator.migrate(pool)
+        } catch {
+            throw StoreError.database(String(describing: error))
+        }
+        self.path = path
+    }
+
+    deinit {
+        for continuation in subscribers.withLock({ $0.values }) { continuation.finish() }
+    }
+
+    /// Closes the database; further calls fail.
+    public func close() throws(StoreError) {
+        for continuation in subscribers.withLock({ $0.values }) { continuation.finish() }
+        do { try pool.close() } catch { throw StoreError.database(String(describing: error)) }
+    }
+
+    /// Entities changed by the server, published after their transaction committed.
+    public func remoteEvents() -> AsyncStream<RemoteEvent> {
+        let (stream, continuation) = AsyncStream<RemoteEvent>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+        let id = UUID()
+        subscribers.withLock { $0[id] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    func publish(_ events: [RemoteEvent]) {
+        guard !events.isEmpty else { return }
+        let continuations = subscribers.withLock { Array($0.values) }
+        for continuation in continuations {
+            for event in events { continuation.yield(event) }
+        }
+    }
+
+    /// One write transaction; GRDB errors become `StoreError.database`.
+    func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do {
+            return try pool.write { db in try body(db) }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError.database(String(describing: error))
+        }
+    }
+
+    /// One read from a WAL snapshot.
+    func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do {
+            return try pool.read { db in try body(db) }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError.database(String(describing: error))
+        }
+    }
+
+    static func now() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
+    }
+
+    /// A new change id: 32 lowercase hex digits (the reference clients send uuid4 hex).
+    static func newCCID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let high = generator.next() as UInt64
+        let low = generator.next() as UInt64
+        return hex(high) + hex(low)
+    }
+
+    private static func hex(_ value: UInt64) -> String {
+        let text = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - text.count) + text
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import JSONDiff
+import SyncStore
+import Testing
+@testable import SyncClient
+
+/// Every change error code, forced by the server's fault-injection hook on a real connection.
+@Suite("change error paths against the real server", .serialized, .timeLimit(.minutes(2)))
+struct ChangeErrorPathTests {
+    /// a and b are in sync on `doc` = {"n": 0}; the next change to `doc` is refused with `code`;
+    /// then a saves {"n": 1}.
+    func scenario(code: Int, check: (TestClient, TestClient, TestServer) async throws -> Void) async throws {
+        let server = try TestServer()
+        try await server.start()
+        let directory = try TemporaryDirectory()
+        let token = try await server.makeToken()
+        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
+        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
+        do {
+            await a.client.start()
+            await b.client.start()
+            _ = try await a.client.save(bucket: "notes", key: "doc", value: ["n": 0])
+            #expect(try await eventually { try b.value("doc") == ["n": 0] })
+            try await a.idle()
+            server.faults.fail(key: "doc", with: code)
+            _ = try await a.client.save(bucket: "notes", key: "doc", value: ["n": 1])
+            #expect(try await eventually { server.faults.isExhausted })
+            try await check(a, b, server)
+        }
+        await a.shutdown()
+        await b.shutdown()
+        await server.cleanup()
+        directory.remove()
+    }
+
+    /// The change goes through after the error is handled; both clients end equal and synced.
+    func recovers(code: Int) async throws {
+        try await scenario(code: code) { a, b, _ in
+            #expect(try await eventually { try b.value("doc") == ["n": 1] })
+            try await a.idle()
+            let entity = try #require(try a.store.entity(bucket: "notes", key: "doc"))
+            #expect(entity.state == .synced)
+            #expect(entity.value == ["n": 1])
+            #expect(entity.ghost == ["n": 1])
+        }
+    }
+
+    @Test func unauthorizedReauthorizesAndResends() async throws { try await recovers(code: 401) }
+    @Test func notFoundResendsFullObject() async throws { try await recovers(code: 404) }
+    @Test func badVersionCatchesUpAndResends() async throws { try await recovers(code: 405) }
+    @Test func duplicateCatchesUpAndTheEditIsNotLost() async throws { try await recovers(code: 409) }
+    @Test func emptyChangeIsDroppedButTheEditIsNotLost() async throws { try await recovers(code: 412) }
+    @Test func invalidDiffResendsWithWholeObject() async throws { try await recovers(code: 440) }
+    @Test func serverErrorRetries() async throws { try await recovers(code: 500) }
+
+    @Test(arguments: [400, 413]) func refusedChangeIsKeptLocallyAndMarked(code: Int) async throws {
+        try await scenario(code: code) { a, b, _ in
+            #expect(try await eventually { try a.store.entity(bucket: "notes", key: "doc")?.state == .rejected(code: code) })
+            let entity = try #require(try a.store.entity(bucket: "notes", key: "doc"))
+            #expect(entity.value == ["n": 1])
+            #expect(entity.reason?.contains(String(code)) == true)
+            #expect(try a.store.outgoingChanges(bucket: "notes").isEmpty)
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(try b.value("doc") == ["n": 0])
+            // A later save is tried again and goes through.
+            _ = try await a.client.save(bucket: "notes", key: "doc", value: ["n": 2])
+            #expect(try await eventually { try b.value("doc") == ["n": 2] })
+        }
+    }
+
+    @Test func repeatedBadVersionFallsBackToWholeObject() async throws {
+        let server = try TestServer()
+        try await server.start()
+        let directory = try TemporaryDirectory()
+        let token = try await server.makeToken()
+        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
+        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
+        do {
+            await a.client.start()
+            await b.client.start()
+            _ = try await a.client.save(bucket: "notes", key: "doc", value: ["n": 0])
+            #expect(try await eventually { try b.value("doc") == ["n": 0] })
+            try await a.idle()
+            server.faults.fail(key: "doc", with: 405, times: 2)
+            _ = try await a.client.save(bucket: "notes", key: "doc", value: ["n": 5])
+            #expect(try await eventually { try b.value("doc") == ["n": 5] })
+            try await a.idle()
+        }
+        await a.shutdown()
+        await b.shutdown()
+        await server.cleanup()
+        directory.remove()
+    }
+}

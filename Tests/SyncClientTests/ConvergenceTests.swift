@@ -1,0 +1,213 @@
+import Foundation
+import JSONDiff
+import SyncStore
+import Testing
+@testable import SyncClient
+
+@Suite("SyncClient against the real server", .serialized, .timeLimit(.minutes(2)))
+struct ConvergenceTests {
+    @Test func twoClientsConverge() async throws {
+        let server = try TestServer()
+        try await server.start()
+        let directory = try TemporaryDirectory()
+        let token = try await server.makeToken()
+        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
+        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
+        do {
+            await a.client.start()
+            await b.client.start()
+            try await a.idle()
+            try await b.idle()
+            let events = b.client.remoteEvents()
+            let saved = try await a.client.save(bucket: "notes", key: "hello", value: ["title": "from a"])
+            #expect(saved.entity.state == .pending)
+            #expect(try await eventually { try b.value("hello") == ["title": "from a"] })
+            var iterator = events.makeAsyncIterator()
+            let event = await iterator.next()
+            #expect(event?.key == "hello")
+            // The file on b is the rendered object.
+            #expect(try b.client.read(bucket: "notes", key: "hello") == Array("{\n  \"title\": \"from a\"\n}\n".utf8))
+            _ = try await b.client.save(bucket: "notes", key: "hello", value: ["title": "from b", "n": 1])
+            #expect(try await eventually { try a.value("hello") == ["title": "from b", "n": 1] })
+            try await a.idle()
+            #expect(try a.store.entity(bucket: "notes", key: "hello")?.state == .synced)
+            try await b.client.delete(bucket: "notes", key: "hello")
+            #expect(try await eventually { try a.store.entity(bucket: "notes", key: "hello") == nil })
+            #expect(a.client.connectionState == .connected)
+        }
+        await a.shutdown()
+        await b.shutdown()
+        await server.cleanup()
+        directory.remove()
+    }
+
+    @Test func firstSyncPagesTheIndexAndReportsProgress() async throws {
+        let server = try TestServer()
+        try await server.start()
+        let directory = try TemporaryDirectory()
+        let token = try await server.makeToken()
+        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
+        let b = try await TestClient.make("b", server: server, token: token, directory: directory) { $0.indexPageLimit = 7 }
+        do {
+            await a.client.start()
+            try await a.idle()
+            for index in 0..<25 {
+                _ = try await a.client.save(bucket: "notes", key: "item\(index)", value: ["i": .integer(Int64(index))])
+            }
+            try await a.idle(.seconds(20))
+            let progress = b.client.progress()
+            await b.client.start()
+            try await b.idle(.seconds(20))
+            #expect(try b.client.list(bucket: "notes").count == 25)
+            #expect(try b.value("item17") == ["i": 17])
+            var last: SyncProgress?
+            for await update in progress {
+                last = update
+                if update.isReady { break }
+            }
+            #expect(last?.entitiesKnown == 25)
+            #expect(last?.entitiesDone == 25)
+            // A restart with a stored cv catches up instead of reloading the index.
+            await b.client.stop()
+            _ = try await a.client.save(bucket: "notes", key: "item3", value: ["i": 333])
+            try await a.idle()
+            await b.client.start()
+            #expect(try await eventually { try b.value("item3") == ["i": 333] })
+        }
+        await a.shutdown()
+        await b.shutdown()
+        await server.cleanup()
+        directory.remove()
+    }
+
+    @Test func offlineEditsOnDifferentFieldsMerge() async throws {
+        try await offlineMerge(
+            base: ["a": "1", "b": "1"], editA: ["a": "A", "b": "1"], editB: ["a": "1", "b": "B"],
+            expected: ["a": "A", "b": "B"])
+    }
+
+    @Test func offlineEditsOnTheSameStringFieldMerge() async throws {
+        try await offlineMerge(
+            base: ["text": "hello world"], editA: ["text": "hello brave world"], editB: ["text": "hello world!"],
+            expected: ["text": "hello brave world!"])
+    }
+
+    func offlineMerge(base: JSONObject, editA: JSONObject, editB: JSONObject, expected: JSONObject) async throws {
+        let server = try TestServer()
+        try await server.start()
+        let directory = try TemporaryDirectory()
+        let token = try await server.makeToken()
+        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
+        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
+        do {
+            await a.client.start()
+            await b.client.start()
+            _ = try await a.client.save(bucket: "notes", key: "doc", value: base)
+            #expect(try await eventually { try b.value("doc") == base })
+            try await a.idle()
+            try await b.idle()
+            await a.client.stop()
+            await b.client.stop()
+            _ = try await a.client.save(bucket: "notes", key: "doc", value: editA)
+            _ = try await b.client.save(bucket: "notes", key: "doc", value: editB)
+            await a.client.start()
+            try await a.idle()
+            await b.client.start()
+            try await b.idle()
+            #expect(try await eventually { try a.value("doc") == expected && b.value("doc") == expected })
+            #expect(try a.store.entity(bucket: "notes", key: "doc")?.state == .synced)
+            #expect(try b.store.entity(bucket: "notes", key: "doc")?.state == .synced)
+        }
+        await a.shutdown()
+        await b.shutdown()
+        await server.cleanup()
+        directory.remove()
+    }
+
+    @Test func serverRestartMidChange() async throws {
+        let server = try TestServer()
+        try await server.start()
+        let directory = try TemporaryDirectory()
+        let token = try await server.makeToken()
+        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
+        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
+        do {
+            await a.client.start()
+            await b.client.start()
+            try await a.idle()
+            try await b.idle()
+            // A save races the server going down; another is made while it is down.
+            _ = try await a.client.save(bucket: "notes", key: "racing", value: ["v": 1])
+            await server.stop()
+            _ = try await a.client.save(bucket: "notes", key: "offline", value: ["v": 2])
+            #expect(try await eventually {
+                if case .offline = a.client.connectionState { return true } else { return false }
+            })
+            try await server.start()
+            await a.client.reconnectNow()
+            await b.client.reconnectNow()
+            #expect(try await eventually(.seconds(20)) {
+                try b.value("racing") == ["v": 1] && b.value("offline") == ["v": 2]
+            })
+            try await a.idle()
+            #expect(try a.store.outgoingChanges(bucket: "notes").isEmpty)
+        }
+        await a.shutdown()
+        await b.shutdown()
+        await server.cleanup()
+        directory.remove()
+    }
+
+    @Test func restartedClientResendsPendingChangeWithItsCCID() async throws {
+        let server = try TestServer()
+        try await server.start()
+        let directory = try TemporaryDirectory()
+        let token = try await server.makeToken()
+        var a = try await TestClient.make("a", server: server, token: token, directory: directory)
+        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
+        do {
+            // Saved while never connected, the store closed ("process exit"), then reopened.
+            let saved = try await a.client.save(bucket: "notes", key: "k", value: ["x": 1])
+            let ccid = try #require(saved.readyToSend?.ccid)
+            await a.shutdown()
+            a = try await TestClient.make("a", server: server, token: token, directory: directory)
+            #expect(try a.store.outgoingChanges(bucket: "notes").map(\.ccid) == [ccid])
+            await a.client.start()
+            await b.client.start()
+            #expect(try await eventually { try b.value("k") == ["x": 1] })
+            try await a.idle()
+        }
+        await a.shutdown()
+        await b.shutdown()
+        await server.cleanup()
+        directory.remove()
+    }
+
+    @Test func badTokenIsAClearAuthFailure() async throws {
+        let server = try TestServer()
+        try await server.start()
+        let directory = try TemporaryDirectory()
+        let bad = try await TestClient.make("bad", server: server, token: String(repeating: "z", count: 40), directory: directory)
+        let malformed = try await TestClient.make("malformed", server: server, token: "short", directory: directory)
+        do {
+            let badFailures = bad.client.authFailures()
+            let malformedFailures = malformed.client.authFailures()
+            await bad.client.start()
+            await malformed.client.start()
+            var iterator = badFailures.makeAsyncIterator()
+            let failure = await iterator.next()
+            if case .invalidToken? = failure?.failure {} else { Issue.record("expected invalidToken, got \(String(describing: failure))") }
+            var other = malformedFailures.makeAsyncIterator()
+            let second = await other.next()
+            #expect(second?.failure != nil)
+            if case .invalidToken? = second?.failure { Issue.record("a malformed token is not reported as a bad token") }
+            // Local work continues offline.
+            _ = try await bad.client.save(bucket: "notes", key: "k", value: ["ok": true])
+            #expect(try bad.value("k") == ["ok": true])
+        }
+        await bad.shutdown()
+        await malformed.shutdown()
+        await server.cleanup()
+        directory.remove()
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+import JSONDiff
+import Logging
+import Synchronization
+import SyncProtocol
+import SyncStore
+import Testing
+@testable import SyncClient
+
+/// Collects what the engine writes, instead of a socket.
+final class RecordingWriter: WebSocketWriting {
+    private let frames = Mutex<[String]>([])
+    private let closed = Mutex(false)
+
+    func write(_ text: String) async throws { frames.withLock { $0.append(text) } }
+    func close() async { closed.withLock { $0 = true } }
+
+    var written: [String] { frames.withLock { $0 } }
+    var isClosed: Bool { closed.withLock { $0 } }
+    func take() -> [String] { frames.withLock { frames in defer { frames.removeAll() }; return frames } }
+}
+
+/// The engine's message handling driven frame by frame (server frames in, client frames out),
+/// covering the server-to-client commands our own server never sends (`index`, `log`).
+@Suite("SyncClient driver with a recording writer", .timeLimit(.minutes(1)))
+struct DriverTests {
+    func makeClient(_ directory: TemporaryDirectory, configure: (inout SyncClientConfiguration) -> Void = { _ in }) throws -> (SyncClient, SyncStore) {
+        let store = try SyncStore(path: directory.file("driver.sqlite"))
+        var configuration = SyncClientConfiguration(
+            serverURL: "ws://127.0.0.1:9", appID: "app", buckets: ["notes"], clientID: "driver-test",
+            token: { String(repeating: "t", count: 32) })
+        configure(&configuration)
+        var logger = Logger(label: "driver")
+        logger.logLevel = .critical
+        return (try SyncClient(configuration: configuration, store: store, logger: logger), store)
+    }
+
+    @Test func firstSyncThenOwedChangeThenRemoteIndexAndLogging() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let (client, store) = try makeClient(directory)
+        defer { try? store.close() }
+        _ = try await client.save(bucket: "notes", key: "mine", value: ["x": 1])
+        let writer = RecordingWriter()
+        let id = await client.opened(writer: writer)
+        let initFrame = try #require(writer.take().first)
+        #expect(initFrame.hasPrefix("0:init:"))
+        #expect(initFrame.contains("\"name\":\"notes\""))
+        #expect(initFrame.contains("\"clientid\":\"driver-test\""))
+        await client.receive("0:auth:alice@example.com", connectionID: id)
+        #expect(writer.take() == ["0:i:1:::500"])
+        await client.receive(#"0:i:{"current":"cv1","index":[{"id":"a","v":3,"d":{"t":"x"}},{"id":"b","v":1}]}"#, connectionID: id)
+        let afterIndex = writer.take()
+        #expect(afterIndex.contains("0:e:b.1"))
+        let change = try #require(afterIndex.first { $0.hasPrefix("0:c:") })
+        #expect(change.contains("\"id\":\"mine\""))
+        await client.receive("0:e:b.1\n{\"data\":{\"y\":2}}", connectionID: id)
+        #expect(try store.entity(bucket: "notes", key: "b")?.value == ["y": 2])
+        #expect(try store.bucket(named: "notes")?.cv == "cv1")
+
+        // The server asks for the local index: versions plus the pending change.
+        await client.receive("0:index", connectionID: id)
+        let reply = try #require(writer.take().first)
+        #expect(reply.hasPrefix("0:index:"))
+        let index = try SyncProtocol.LocalIndex(payload: String(reply.dropFirst("0:index:".count)))
+        #expect(index.current == "cv1")
+        #expect(Set(index.index.map(\.id)) == ["a", "b"])
+        #expect(index.pending.map(\.id) == ["mine"])
+
+        // Remote logging on: messages are mirrored as log:{"log":...}; off again: silence.
+        await client.receive("log:2", connectionID: id)
+        _ = writer.take()
+        await client.receive("0:c:[]", connectionID: id)
+        #expect(writer.take().contains { $0.hasPrefix("log:{\"log\":") })
+        await client.receive("log:0", connectionID: id)
+        _ = writer.take()
+        await client.receive("0:c:[]", connectionID: id)
+        #expect(writer.take().isEmpty)
+    }
+
+    @Test func ackMatchesByCCIDAndHeartbeatCountsFollowServer() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let (client, store) = try makeClient(directory) { $0.heartbeatInterval = .milliseconds(40); $0.heartbeatTimeout = .milliseconds(80) }
+        defer { try? store.close() }
+        let writer = RecordingWriter()
+        let id = await client.opened(writer: writer)
+        await client.receive("0:auth:alice@example.com", connectionID: id)
+        await client.receive(#"0:i:{"current":"cv1","index":[]}"#, connectionID: id)
+        _ = writer.take()
+        let saved = try await client.save(bucket: "notes", key: "k", value: ["n": 1])
+        let ccid = try #require(saved.readyToSend?.ccid)
+        #expect(writer.take().first?.contains(ccid) == true)
+        await client.receive(#"0:c:[{"clientid":"driver-test","id":"k","o":"M","v":{"n":{"o":"+","v":1}},"ev":1,"cv":"cv2","ccids":[""# + ccid + #""]}]"#, connectionID: id)
+        #expect(try store.entity(bucket: "notes", key: "k")?.state == .synced)
+        #expect(try store.bucket(named: "notes")?.cv == "cv2")
+
+        try await Task.sleep(for: .milliseconds(60))
+        #expect(await client.heartbeatTick(connectionID: id))
+        #expect(writer.take() == ["h:0"])
+        await client.receive("h:1", connectionID: id)
+        try await Task.sleep(for: .milliseconds(60))
+        #expect(await client.heartbeatTick(connectionID: id))
+        #expect(writer.take() == ["h:2"])
+        // No answer: the connection is declared dead.
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(await client.heartbeatTick(connectionID: id) == false)
+    }
+
+    @Test func initCanCarryTheFirstCommand() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let (client, store) = try makeClient(directory) { $0.sendCommandInInit = true }
+        defer { try? store.close() }
+        let writer = RecordingWriter()
+        let id = await client.opened(writer: writer)
+        let initFrame = try #require(writer.take().first)
+        #expect(initFrame.contains("\"cmd\":\"i:1:::500\""))
+        await client.receive("0:auth:alice@example.com", connectionID: id)
+        #expect(writer.take().isEmpty)
+    }
+
+    @Test func unreadableServerFramesAreIgnored() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let (client, store) = try makeClient(directory)
+        defer { try? store.close() }
+        let writer = RecordingWriter()
+        let id = await client.opened(writer: writer)
+        _ = writer.take()
+        await client.receive("garbage", connectionID: id)
+        await client.receive("7:auth:x@y.z", connectionID: id)
+        await client.receive("0:c:{not json", connectionID: id)
+        await client.receive("0:auth:alice@example.com", connectionID: id)
+        #expect(writer.take() == ["0:i:1:::500"])
+    }
+}

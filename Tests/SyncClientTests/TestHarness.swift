@@ -1,0 +1,169 @@
+import Foundation
+import Hummingbird
+import JSONDiff
+import Logging
+import Synchronization
+import SyncProtocol
+import SyncServer
+import SyncStore
+import Testing
+@testable import SyncClient
+
+/// A fresh directory under the system temp dir.
+struct TemporaryDirectory: Sendable {
+    let path: String
+
+    init() throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("syncclient-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+        path = base.path
+    }
+
+    func file(_ name: String) -> String { path + "/" + name }
+
+    func remove() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Which change error the server should force next (fault injection), per key.
+final class FaultPlan: Sendable {
+    private let plan = Mutex<[String: [Int]]>([:])
+
+    /// The next `count` changes to `key` are refused with `code`.
+    func fail(key: String, with code: Int, times count: Int = 1) {
+        plan.withLock { $0[key, default: []].append(contentsOf: Array(repeating: code, count: count)) }
+    }
+
+    func next(for request: ChangeRequest) -> Int? {
+        plan.withLock { plan in
+            guard var codes = plan[request.id], !codes.isEmpty else { return nil }
+            let code = codes.removeFirst()
+            plan[request.id] = codes
+            return code
+        }
+    }
+
+    var isExhausted: Bool { plan.withLock { $0.values.allSatisfy(\.isEmpty) } }
+}
+
+/// The real sync server in-process on 127.0.0.1; restartable on the same port.
+actor TestServer {
+    let directory: TemporaryDirectory
+    let faults = FaultPlan()
+    private(set) var port = 0
+    private(set) var store: ServerStore?
+    private var task: Task<Void, any Error>?
+
+    init() throws {
+        directory = try TemporaryDirectory()
+    }
+
+    /// Starts listening (port 0 the first time, the same port after a restart).
+    func start() async throws {
+        let store = try ServerStore(directory: directory.path, passwordIterations: 1_000)
+        self.store = store
+        let (portStream, portContinuation) = AsyncStream<Int>.makeStream()
+        let faults = self.faults
+        var configuration = ServerConfiguration(host: "127.0.0.1", port: port)
+        configuration.onServerRunning = { port in portContinuation.yield(port); portContinuation.finish() }
+        configuration.forcedChangeError = { request in faults.next(for: request) }
+        var logger = Logger(label: "test-server")
+        logger.logLevel = .critical
+        let app = try buildServerApplication(configuration: configuration, store: store, logger: logger)
+        task = Task { try await app.run() }
+        let bound = try await withTimeout(.seconds(10)) { () async -> Int? in
+            for await port in portStream { return port }
+            return nil
+        }
+        guard let bound else { throw TestFailure("server did not start") }
+        port = bound
+    }
+
+    /// Stops listening and drops every connection.
+    func stop() async {
+        task?.cancel()
+        _ = try? await task?.value
+        task = nil
+        store = nil
+    }
+
+    func makeToken(_ user: String = "alice@example.com") async throws -> String {
+        guard let store else { throw TestFailure("server not running") }
+        return try await store.createUser(username: user, password: "secret-\(user)").accessToken
+    }
+
+    var url: String { "ws://127.0.0.1:\(port)" }
+
+    func cleanup() async {
+        await stop()
+        directory.remove()
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Runs `body` with a time bound; nil-returning bodies signal "not found".
+func withTimeout<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: limit)
+            throw TestFailure("timed out after \(limit)")
+        }
+        guard let first = try await group.next() else { throw TestFailure("no result") }
+        group.cancelAll()
+        return first
+    }
+}
+
+/// One client: its own store file and engine.
+struct TestClient: Sendable {
+    let name: String
+    let client: SyncClient
+    let store: SyncStore
+
+    static func make(
+        _ name: String, server: TestServer, token: String, directory: TemporaryDirectory, buckets: [String] = ["notes"],
+        configure: (inout SyncClientConfiguration) -> Void = { _ in }
+    ) async throws -> TestClient {
+        let store = try SyncStore(path: directory.file("\(name).sqlite"))
+        var configuration = SyncClientConfiguration(
+            serverURL: await server.url, appID: "test-app", buckets: buckets, clientID: "bucketfs-\(name)",
+            token: { token })
+        configuration.initialBackoff = .milliseconds(50)
+        configuration.maximumBackoff = .milliseconds(400)
+        configuration.heartbeatInterval = .seconds(2)
+        configuration.heartbeatTimeout = .seconds(2)
+        configure(&configuration)
+        var logger = Logger(label: "client-\(name)")
+        logger.logLevel = ProcessInfo.processInfo.environment["SYNC_TRACE"] != nil ? .trace : .critical
+        let client = try SyncClient(configuration: configuration, store: store, logger: logger)
+        return TestClient(name: name, client: client, store: store)
+    }
+
+    func value(_ key: String, bucket: String = "notes") throws -> JSONObject? {
+        try store.entity(bucket: bucket, key: key)?.value
+    }
+
+    func idle(_ limit: Duration = .seconds(10)) async throws {
+        let idle = await client.waitUntilIdle(timeout: limit)
+        if !idle { throw TestFailure("\(name) not idle after \(limit): \(await client.phaseDescription(bucket: "notes") ?? "?")") }
+    }
+
+    func shutdown() async {
+        await client.stop()
+        try? store.close()
+    }
+}
+
+/// Polls `condition` until true or the limit passes.
+func eventually(_ limit: Duration = .seconds(10), _ condition: @Sendable () async throws -> Bool) async throws -> Bool {
+    let deadline = ContinuousClock.now + limit
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(25))
+    }
+    return try await condition()
+}

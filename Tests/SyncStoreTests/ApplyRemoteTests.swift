@@ -1,0 +1,202 @@
+import Foundation
+import JSONDiff
+import Testing
+@testable import SyncStore
+
+@Suite("applyRemote / applyEntity / index", .timeLimit(.minutes(1)))
+struct ApplyRemoteTests {
+    @Test func remoteCreateShowsRenderedFileAndEmitsEvent() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let store = try SyncStore(path: directory.storePath)
+        _ = try store.ensureBucket("notes")
+        do {
+            let events = store.remoteEvents()
+            let outcome = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff([:], ["b": 1, "a": "x"])), sourceVersion: nil, endVersion: 1, cv: "c1", clientID: "other", ccids: ["ff"])])
+            #expect(outcome.events.map(\.kind) == [.created])
+            #expect(try store.readEntity(bucket: "notes", key: "k") == bytes("{\n  \"a\": \"x\",\n  \"b\": 1\n}\n"))
+            var iterator = events.makeAsyncIterator()
+            let event = await iterator.next()
+            #expect(event?.key == "k")
+            #expect(try store.entity(bucket: "notes", key: "k")?.state == .synced)
+            #expect(try store.bucket(named: "notes")?.cv == "c1")
+        }
+        try store.close()
+    }
+
+    @Test func remoteChangeRebasesPendingLocalEditSoBothSurvive() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["title": "t", "body": "b"])
+            _ = try store.saveLocal(bucket: "notes", key: "k", value: ["title": "local", "body": "b"])
+            let outcome = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(["title": "t", "body": "b"], ["title": "t", "body": "remote"])), sourceVersion: 1, endVersion: 2, cv: "c2", ccids: ["aa"])])
+            #expect(outcome.reloads.isEmpty)
+            let entity = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(entity.value == ["title": "local", "body": "remote"])
+            #expect(entity.ghost == ["title": "t", "body": "remote"])
+            #expect(entity.version == 2)
+            #expect(entity.state == .pending)
+            // The queued change was recomputed against the new ghost.
+            let change = try #require(try store.outgoingChanges(bucket: "notes").first)
+            #expect(change.sourceVersion == 2)
+            #expect(change.operation == .modify(diff: wireDiff(["title": "t", "body": "remote"], ["title": "local", "body": "remote"])))
+        }
+    }
+
+    @Test func sameStringFieldEditsMergeAsText() throws {
+        try withStore { store, _ in
+            let base: JSONObject = ["text": "hello world"]
+            _ = try seed(store, key: "k", version: 1, data: base)
+            _ = try store.saveLocal(bucket: "notes", key: "k", value: ["text": "hello brave world"])
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(base, ["text": "hello world!"])), sourceVersion: 1, endVersion: 2, cv: "c2")])
+            #expect(try store.entity(bucket: "notes", key: "k")?.value == ["text": "hello brave world!"])
+        }
+    }
+
+    @Test func versionMismatchAsksForReloadAndReloadRebases() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["a": 1, "b": 1])
+            _ = try store.saveLocal(bucket: "notes", key: "k", value: ["a": 2, "b": 1])
+            let outcome = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .modify(diff: ["b": ["o": "r", "v": 5]]), sourceVersion: 4, endVersion: 5, cv: "c5")])
+            #expect(outcome.reloads == [ReloadRequest(key: "k", version: 5)])
+            #expect(try store.pendingReloads(bucket: "notes") == [ReloadRequest(key: "k", version: 5)])
+            _ = try seed(store, key: "k", version: 5, data: ["a": 1, "b": 5])
+            let entity = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(entity.value == ["a": 2, "b": 5])
+            #expect(entity.version == 5)
+            #expect(try store.pendingReloads(bucket: "notes").isEmpty)
+        }
+    }
+
+    @Test func changeForUnknownEntityWithSourceVersionIsReloaded() throws {
+        try withStore { store, _ in
+            let outcome = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "ghost", operation: .modify(diff: ["a": ["o": "r", "v": 1]]), sourceVersion: 2, endVersion: 3, cv: "c3")])
+            #expect(outcome.reloads == [ReloadRequest(key: "ghost", version: 3)])
+            // A placeholder has no file until the data arrives.
+            #expect(try store.entries(bucket: "notes").isEmpty)
+            let loaded = try store.applyEntity(bucket: "notes", key: "ghost", version: 3, data: ["a": 1])
+            #expect(loaded.events.map(\.kind) == [.created])
+            #expect(try store.entries(bucket: "notes").count == 1)
+        }
+    }
+
+    @Test func lateEntityReplyDoesNotReviveARemovedEntity() throws {
+        try withStore { store, _ in
+            try seed(store, key: "k", version: 1, data: ["a": 1])
+            _ = try store.applyRemote(
+                bucket: "notes", changes: [RemoteChange(key: "k", operation: .modify(diff: ["a": ["o": "r", "v": 3]]), sourceVersion: 2, endVersion: 3, cv: "c3")])
+            _ = try store.applyRemote(
+                bucket: "notes", changes: [RemoteChange(key: "k", operation: .remove, sourceVersion: 3, endVersion: 4, cv: "c4")])
+            #expect(try store.entity(bucket: "notes", key: "k") == nil)
+            let late = try store.applyEntity(bucket: "notes", key: "k", version: 3, data: ["a": 3])
+            #expect(late.events.isEmpty)
+            #expect(try store.entity(bucket: "notes", key: "k") == nil)
+        }
+    }
+
+    @Test func unapplicableDiffAsksForReload() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["a": 1])
+            let outcome = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .modify(diff: ["zzz": ["o": "-"]]), sourceVersion: 1, endVersion: 2, cv: "c2")])
+            #expect(outcome.reloads == [ReloadRequest(key: "k", version: 2)])
+            #expect(try store.entity(bucket: "notes", key: "k")?.value == ["a": 1])
+        }
+    }
+
+    @Test func remoteRemoveDeletesCleanEntity() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["a": 1])
+            let outcome = try store.applyRemote(
+                bucket: "notes", changes: [RemoteChange(key: "k", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c2")])
+            #expect(outcome.events.map(\.kind) == [.removed])
+            #expect(try store.entity(bucket: "notes", key: "k") == nil)
+        }
+    }
+
+    @Test func remoteRemoveKeepsLocallyEditedEntityAndRecreatesIt() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["a": 1])
+            _ = try store.saveLocal(bucket: "notes", key: "k", value: ["a": 2])
+            let outcome = try store.applyRemote(
+                bucket: "notes", changes: [RemoteChange(key: "k", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c2")])
+            let entity = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(entity.value == ["a": 2])
+            #expect(entity.state == .conflict)
+            let change = try #require(try store.outgoingChanges(bucket: "notes").first)
+            #expect(change.sourceVersion == nil)
+            #expect(change.operation == .modify(diff: wireDiff([:], ["a": 2])))
+            #expect(outcome.events.isEmpty)
+        }
+    }
+
+    @Test func indexWithAndWithoutDataThenCompletionSetsCV() throws {
+        try withStore { store, _ in
+            try store.beginIndex(bucket: "notes")
+            let first = try store.applyIndexPage(
+                bucket: "notes", entries: [IndexEntry(key: "a", version: 1, data: ["x": 1]), IndexEntry(key: "b", version: 2, data: nil)],
+                current: "cv9", isLast: false)
+            #expect(first.reloads == [ReloadRequest(key: "b", version: 2)])
+            #expect(try store.bucket(named: "notes")?.cv == nil)
+            _ = try store.applyIndexPage(bucket: "notes", entries: [IndexEntry(key: "c", version: 1, data: ["y": 2])], current: "cv9", isLast: true)
+            #expect(try store.bucket(named: "notes")?.cv == "cv9")
+            #expect(try store.hasIndex(bucket: "notes"))
+            _ = try seed(store, key: "b", version: 2, data: ["z": 3])
+            #expect(try store.entries(bucket: "notes").map(\.name) == [.entity(key: "a"), .entity(key: "b"), .entity(key: "c")])
+        }
+    }
+
+    @Test func reindexRemovesEntitiesGoneFromServerButKeepsPendingOnes() throws {
+        try withStore { store, _ in
+            try store.beginIndex(bucket: "notes")
+            _ = try store.applyIndexPage(
+                bucket: "notes",
+                entries: [IndexEntry(key: "a", version: 1, data: ["x": 1]), IndexEntry(key: "b", version: 1, data: ["x": 1]), IndexEntry(key: "c", version: 1, data: ["x": 1])],
+                current: "cv1", isLast: true)
+            _ = try store.saveLocal(bucket: "notes", key: "b", value: ["x": 2])
+            _ = try store.saveLocal(bucket: "notes", key: "new", value: ["n": 1])
+            // cv:? -> reload the index; only "c" is still on the server.
+            try store.beginIndex(bucket: "notes")
+            let outcome = try store.applyIndexPage(bucket: "notes", entries: [IndexEntry(key: "c", version: 1, data: ["x": 1])], current: "cv2", isLast: true)
+            #expect(outcome.events.map(\.key) == ["a"])
+            #expect(try store.entity(bucket: "notes", key: "a") == nil)
+            #expect(try store.entity(bucket: "notes", key: "b")?.value == ["x": 2])
+            #expect(try store.entity(bucket: "notes", key: "new")?.value == ["n": 1])
+            #expect(Set(try store.outgoingChanges(bucket: "notes").map(\.key)) == ["b", "new"])
+            #expect(try store.bucket(named: "notes")?.cv == "cv2")
+        }
+    }
+
+    @Test func localIndexListsVersionsAndPending() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "a", version: 4, data: ["x": 1])
+            let change = try #require(try store.saveLocal(bucket: "notes", key: "a", value: ["x": 2]).readyToSend)
+            let index = try store.localIndex(bucket: "notes")
+            #expect(index.index == [IndexSnapshot.Item(key: "a", version: 4)])
+            #expect(index.pending == [IndexSnapshot.Pending(key: "a", sourceVersion: 4, ccid: change.ccid)])
+        }
+    }
+
+    @Test func invalidFileKeepsItsBytesWhenRemoteChangeArrives() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["a": 1])
+            _ = try store.saveLocal(bucket: "notes", key: "k", bytes: bytes("{oops"))
+            _ = try store.applyRemote(
+                bucket: "notes", changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(["a": 1], ["a": 2])), sourceVersion: 1, endVersion: 2, cv: "c2")])
+            let entity = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(entity.content == bytes("{oops"))
+            #expect(entity.state == .invalid)
+            #expect(entity.value == ["a": 2])
+        }
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import JSONDiff
+import Testing
+@testable import SyncStore
+
+@Suite("reject: change error codes", .timeLimit(.minutes(1)))
+struct ChangeErrorTests {
+    /// An entity at version 1 with a sent local edit.
+    func sentEdit(_ store: SyncStore) throws -> OutgoingChange {
+        _ = try seed(store, key: "k", version: 1, data: ["a": 1])
+        let change = try #require(try store.saveLocal(bucket: "notes", key: "k", value: ["a": 2]).readyToSend)
+        try store.markSent(ccids: [change.ccid])
+        return change
+    }
+
+    @Test(arguments: [400, 413]) func refusedChangesStopAndKeepLocalValue(code: Int) throws {
+        try withStore { store, _ in
+            let change = try sentEdit(store)
+            let followUp = try store.reject(bucket: "notes", ccid: change.ccid, code: code)
+            #expect(followUp == ChangeErrorFollowUp.none)
+            let entity = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(entity.state == .rejected(code: code))
+            #expect(entity.reason?.contains(String(code)) == true)
+            #expect(entity.value == ["a": 2])
+            #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+            #expect(try store.stats().rejectedChanges == 1)
+            // A new save tries again.
+            #expect(try store.saveLocal(bucket: "notes", key: "k", value: ["a": 3]).readyToSend != nil)
+            #expect(try store.stats().rejectedChanges == 0)
+        }
+    }
+
+    @Test func notFoundResendsAsFullObject() throws {
+        try withStore { store, _ in
+            let change = try sentEdit(store)
+            guard case .resend(let resend) = try store.reject(bucket: "notes", ccid: change.ccid, code: 404) else {
+                Issue.record("expected resend"); return
+            }
+            #expect(resend.ccid == change.ccid)
+            #expect(resend.sourceVersion == nil)
+            #expect(resend.fullData == ["a": 2])
+            #expect(resend.operation == .modify(diff: wireDiff([:], ["a": 2])))
+        }
+    }
+
+    @Test func invalidDiffResendsWithWholeObject() throws {
+        try withStore { store, _ in
+            let change = try sentEdit(store)
+            guard case .resend(let resend) = try store.reject(bucket: "notes", ccid: change.ccid, code: 440) else {
+                Issue.record("expected resend"); return
+            }
+            #expect(resend.ccid == change.ccid)
+            #expect(resend.sourceVersion == 1)
+            #expect(resend.fullData == ["a": 2])
+        }
+    }
+
+    @Test func badVersionCatchesUpRebasesAndResendsWithSameCCID() throws {
+        try withStore { store, _ in
+            let change = try sentEdit(store)
+            #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: 405) == .catchUp)
+            // The catch-up brings the newer version; the local edit is rebased over it.
+            let outcome = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(["a": 1], ["a": 1, "b": 9])), sourceVersion: 1, endVersion: 2, cv: "c2")])
+            let resend = try #require(outcome.readyToSend.first)
+            #expect(resend.ccid == change.ccid)
+            #expect(resend.sourceVersion == 2)
+            #expect(try store.entity(bucket: "notes", key: "k")?.value == ["a": 2, "b": 9])
+            #expect(try store.finishCatchUp(bucket: "notes").map(\.ccid) == [change.ccid])
+            // A repeated 405 escalates to the whole object.
+            let whole = try #require(try store.sendWholeObject(ccid: change.ccid))
+            #expect(whole.fullData == ["a": 2, "b": 9])
+            #expect(whole.ccid == change.ccid)
+        }
+    }
+
+    @Test func duplicateIsTreatedAsAppliedAndCaughtUp() throws {
+        try withStore { store, _ in
+            let change = try sentEdit(store)
+            #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: 409) == .catchUp)
+            #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+            // The catch-up contains our change: it acknowledges it.
+            let outcome = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(["a": 1], ["a": 2])), sourceVersion: 1, endVersion: 2, cv: "c2", ccids: [change.ccid])])
+            #expect(outcome.acknowledged == [change.ccid])
+            #expect(try store.entity(bucket: "notes", key: "k")?.state == .synced)
+            #expect(try store.finishCatchUp(bucket: "notes").isEmpty)
+        }
+    }
+
+    @Test func duplicateWithoutEchoIsDroppedAfterCatchUp() throws {
+        try withStore { store, _ in
+            let change = try sentEdit(store)
+            _ = try store.reject(bucket: "notes", ccid: change.ccid, code: 409)
+            let owed = try store.finishCatchUp(bucket: "notes")
+            // The local edit is still not in the ghost, so it is queued again under a new ccid.
+            #expect(owed.count == 1)
+            #expect(owed.first?.ccid != change.ccid)
+        }
+    }
+
+    @Test func emptyChangeIsDroppedAndCaughtUp() throws {
+        try withStore { store, _ in
+            let change = try sentEdit(store)
+            #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: 412) == .catchUp)
+            #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+        }
+    }
+
+    @Test func unauthorizedAsksForReauthorization() throws {
+        try withStore { store, _ in
+            let change = try sentEdit(store)
+            #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: 401) == .reauthorize)
+            #expect(try store.outgoingChanges(bucket: "notes").map(\.ccid) == [change.ccid])
+        }
+    }
+
+    @Test func serverErrorRetriesSameChange() throws {
+        try withStore { store, _ in
+            let change = try sentEdit(store)
+            guard case .resend(let resend) = try store.reject(bucket: "notes", ccid: change.ccid, code: 503) else {
+                Issue.record("expected resend"); return
+            }
+            #expect(resend.ccid == change.ccid)
+        }
+    }
+
+    @Test func unknownCCIDIsIgnored() throws {
+        try withStore { store, _ in
+            let followUp = try store.reject(bucket: "notes", ccid: "abc", code: 400)
+            #expect(followUp == ChangeErrorFollowUp.none)
+        }
+    }
+}
