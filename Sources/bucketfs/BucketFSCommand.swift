@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 /// The `bucketfs` command line: one subcommand per file in this folder.
 @main
@@ -11,6 +12,27 @@ struct BucketFSCommand: AsyncParsableCommand {
             sends a jsondiff change through the sync engine; changes made elsewhere appear in the \
             files. bucketfs also ships a Simperium-compatible server (`bucketfs serve`).
             """,
-        subcommands: [JSONDiffCommand.self]
+        subcommands: [
+            Mount.self, Unmount.self, Status.self, Watch.self, Login.self, Install.self,
+            Serve.self, User.self, JSONDiffCommand.self,
+        ]
     )
+
+    /// The arguments this run was given, after the mount-helper translation (the background
+    /// mount process is started with them).
+    nonisolated(unsafe) static var arguments = Array(CommandLine.arguments.dropFirst())
+
+    static func main() async {
+        let invokedAs = (CommandLine.arguments.first as NSString?)?.lastPathComponent ?? ""
+        if invokedAs.hasPrefix("mount.") {
+            // mount(8) runs /sbin/mount.fuse.bucketfs SOURCE DIR [-o OPTIONS] for fstab lines.
+            do {
+                arguments = try MountHelper.translate(Array(CommandLine.arguments.dropFirst()))
+            } catch {
+                FileHandle.standardError.write(Data("\(invokedAs): \(error)\n".utf8))
+                Foundation.exit(1)
+            }
+        }
+        await main(arguments)
+    }
 }

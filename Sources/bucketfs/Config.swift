@@ -1,0 +1,94 @@
+import Foundation
+
+/// The user's configuration: named remotes (and optional per-directory mount settings) in
+/// `$XDG_CONFIG_HOME/bucketfs/config.json`; tokens live apart in `credentials.json`, readable
+/// only by its owner, so the config can be shared or shown without leaking them.
+///
+///     {
+///       "remotes": { "work": { "server": "wss://sync.example.com", "appID": "my-app" } },
+///       "mounts": { "/home/me/work": { "remote": "work", "buckets": ["notes", "todo"] } }
+///     }
+struct Config: Codable {
+    struct Remote: Codable {
+        var server: String
+        var appID: String
+        var apiKey: String?
+        var user: String?
+    }
+
+    struct MountSettings: Codable {
+        var remote: String?
+        var buckets: [String]?
+        var readOnly: Bool?
+    }
+
+    var remotes: [String: Remote] = [:]
+    var mounts: [String: MountSettings] = [:]
+
+    static var directory: String {
+        let environment = ProcessInfo.processInfo.environment
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return (environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? home + "/.config") + "/bucketfs"
+    }
+
+    static var path: String { directory + "/config.json" }
+    static var credentialsPath: String { directory + "/credentials.json" }
+
+    static func load() throws -> Config {
+        guard let data = FileManager.default.contents(atPath: path) else { return Config() }
+        do {
+            return try JSONDecoder().decode(Config.self, from: data)
+        } catch {
+            throw CommandError("\(path) is not a valid bucketfs config: \(error)")
+        }
+    }
+
+    func save() throws {
+        try Paths.createDirectory(Self.directory)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        try encoder.encode(self).write(to: URL(fileURLWithPath: Self.path), options: .atomic)
+    }
+
+    func remote(named name: String) throws -> Remote {
+        guard let remote = remotes[name] else {
+            let known = remotes.keys.sorted().joined(separator: ", ")
+            throw CommandError("no remote named \(name) in \(Self.path)\(known.isEmpty ? "; add one with bucketfs login" : " (known: \(known))")")
+        }
+        return remote
+    }
+}
+
+/// Access tokens by remote name, in a file only its owner can read (mode 0600).
+enum CredentialStore {
+    static func token(forRemote name: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: Config.credentialsPath),
+              let tokens = try? JSONDecoder().decode([String: String].self, from: data),
+              let token = tokens[name] else {
+            throw CommandError("no stored token for remote \(name): run bucketfs login \(name)")
+        }
+        return token
+    }
+
+    static func store(token: String, forRemote name: String) throws {
+        try Paths.createDirectory(Config.directory)
+        var tokens: [String: String] = [:]
+        if let data = FileManager.default.contents(atPath: Config.credentialsPath) {
+            tokens = (try? JSONDecoder().decode([String: String].self, from: data)) ?? [:]
+        }
+        tokens[name] = token
+        let data = try JSONEncoder().encode(tokens)
+        // Created 0600 before any byte is written, so the token is never readable by others.
+        let path = Config.credentialsPath
+        let temporary = path + ".tmp"
+        unlink(temporary)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard fd >= 0 else { throw CommandError("cannot write \(temporary): \(String(cString: strerror(errno)))") }
+        let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        fsync(fd)
+        close(fd)
+        guard written == data.count, rename(temporary, path) == 0 else {
+            throw CommandError("cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+}

@@ -1,0 +1,312 @@
+import ArgumentParser
+import BucketFS
+import Foundation
+import JSONDiff
+import Logging
+import SyncClient
+import SyncStore
+
+/// `bucketfs mount`: buckets as directories, entities as JSON files.
+struct Mount: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Mount sync buckets at a directory (a local demo server when no --server is given).",
+        discussion: """
+            With no --server, bucketfs starts its own sync server on loopback, keeps its data under \
+            $XDG_DATA_HOME/bucketfs/demo-server, and mounts the bucket `notes` (holding a few sample \
+            notes on the first run). With --server it syncs with a Simperium-style server: give \
+            --app-id and either --token or --user (the password is read from $BUCKETFS_PASSWORD or \
+            standard input).
+
+            Each mount keeps a local SQLite store ($XDG_DATA_HOME/bucketfs/stores), so it works \
+            offline and resumes after a crash. Without --foreground the command returns once the \
+            file system is mounted and logs to $XDG_STATE_HOME/bucketfs/<name>.log. Unmount with \
+            `bucketfs unmount DIR` or `fusermount3 -u DIR`: pending saves are stored first.
+            """
+    )
+
+    @Argument(help: "An existing, empty directory to mount at.")
+    var mountpoint: String
+
+    @Option(help: "A remote saved by `bucketfs login NAME` (server, app id and token).")
+    var remote: String?
+
+    @Option(help: "Sync server base URL, ws://host:port or wss://host (default: a local demo server).")
+    var server: String?
+
+    @Option(name: .customLong("app-id"), help: "The Simperium app id (with --server).")
+    var appID: String?
+
+    @Option(help: "An access token for --server.")
+    var token: String?
+
+    @Option(help: "Log in to --server as this user through its auth API (with --api-key).")
+    var user: String?
+
+    @Option(name: .customLong("api-key"), help: "The X-Simperium-API-Key for --user.")
+    var apiKey: String?
+
+    @Option(name: .customLong("bucket"), help: "A bucket to mount (repeatable). Default: the buckets mounted here before, or `notes` for the demo.")
+    var buckets: [String] = []
+
+    @Option(help: "The local store file (default: one per mount point under $XDG_DATA_HOME/bucketfs/stores).")
+    var store: String?
+
+    @Flag(name: .customLong("read-only"), help: "Mount read-only: files can be read, nothing is saved.")
+    var readOnly = false
+
+    @Flag(help: "Stay in the foreground and log to standard error.")
+    var foreground = false
+
+    @Flag(name: .customLong("allow-other"), help: "Let other users access the mount (needs user_allow_other in /etc/fuse.conf).")
+    var allowOther = false
+
+    @Flag(name: .shortAndLong, help: "Log more (sync and file-system details).")
+    var verbose = false
+
+    @Option(name: .customLong("log-file"), help: "Append the log to this file (default: standard error in the foreground, $XDG_STATE_HOME/bucketfs/<name>.log otherwise).")
+    var logFile: String?
+
+    func validate() throws {
+        if remote != nil, server != nil || token != nil || user != nil || appID != nil {
+            throw ValidationError("--remote replaces --server, --app-id, --token and --user")
+        }
+        if server != nil {
+            guard appID != nil else { throw ValidationError("--server needs --app-id") }
+            guard (token == nil) != (user == nil) else { throw ValidationError("--server needs exactly one of --token and --user") }
+        } else if token != nil || user != nil || appID != nil {
+            throw ValidationError("--token, --user and --app-id go with --server")
+        }
+    }
+
+    func run() async throws {
+        let mountpoint = Paths.absolute(self.mountpoint)
+        try checkMountpoint(mountpoint)
+        if !foreground {
+            try Daemon.startInBackground(mountpoint: mountpoint, logFile: logFile.map(Paths.absolute))
+            return
+        }
+        if let logFile {
+            // swift-log's default handler writes to standard error: point it at the file.
+            let fd = open(logFile, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+            guard fd >= 0, dup2(fd, STDERR_FILENO) >= 0 else { throw CommandError("cannot write the log file \(logFile)") }
+            close(fd)
+        }
+        var logger = Logger(label: "bucketfs")
+        logger.logLevel = verbose ? .debug : .info
+        try await MountSession(command: self, mountpoint: mountpoint, logger: logger).run()
+    }
+
+    private func checkMountpoint(_ path: String) throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw CommandError("\(path) is not a directory: create it first (mkdir -p \(path))")
+        }
+        if isMounted(path) {
+            throw CommandError("\(path) is busy: something is already mounted there (bucketfs unmount \(path))")
+        }
+        if let contents = try? FileManager.default.contentsOfDirectory(atPath: path), !contents.isEmpty {
+            throw CommandError("\(path) is not empty: mount on an empty directory so no files are hidden")
+        }
+        guard FileManager.default.fileExists(atPath: "/dev/fuse") else {
+            throw CommandError("/dev/fuse is missing: load the fuse module (modprobe fuse) or install fuse3")
+        }
+        guard ["/bin/fusermount3", "/usr/bin/fusermount3"].contains(where: FileManager.default.fileExists(atPath:)) else {
+            throw CommandError("fusermount3 is missing: install the fuse3 package (apt-get install fuse3)")
+        }
+    }
+}
+
+/// One running mount: the store, the sync engine (and the demo server), and the file system.
+private struct MountSession {
+    let command: Mount
+    let mountpoint: String
+    let logger: Logger
+
+    func run() async throws {
+        let config = try Config.load()
+        let settings = config.mounts[mountpoint]
+        let remoteName = command.remote ?? (command.server == nil ? settings?.remote : nil)
+        let server: EmbeddedServer?
+        let serverURL: String
+        let appID: String
+        let token: @Sendable () async throws -> String
+        if let remoteName {
+            let remote = try config.remote(named: remoteName)
+            server = nil
+            (serverURL, appID) = (remote.server, remote.appID)
+            let stored = try CredentialStore.token(forRemote: remoteName)
+            token = { stored }
+        } else if let url = command.server, let app = command.appID {
+            server = nil
+            (serverURL, appID) = (url, app)
+            token = try await remoteToken(serverURL: url, appID: app)
+        } else {
+            let started = try await EmbeddedServer.start(dataDirectory: Paths.dataDirectory + "/demo-server", logger: logger)
+            server = started
+            (serverURL, appID) = (started.url, EmbeddedServer.appID)
+            let demoToken = started.token
+            token = { demoToken }
+        }
+
+        let storePath = command.store.map(Paths.absolute) ?? Paths.dataDirectory + "/stores/\(Paths.mountName(for: mountpoint)).sqlite"
+        try Paths.createDirectory((storePath as NSString).deletingLastPathComponent)
+        let store: SyncStore
+        do { store = try SyncStore(path: storePath) } catch { throw CommandError("cannot open the store \(storePath): \(error)") }
+
+        var buckets = command.buckets
+        if buckets.isEmpty { buckets = settings?.buckets ?? [] }
+        if buckets.isEmpty { buckets = (try? store.buckets().map(\.name)) ?? [] }
+        if buckets.isEmpty && server != nil { buckets = ["notes"] }
+        guard !buckets.isEmpty else { throw CommandError("name the buckets to mount with --bucket NAME") }
+
+        let configuration = SyncClientConfiguration(
+            serverURL: serverURL, appID: appID, buckets: buckets,
+            clientID: "bucketfs-\(Paths.mountName(for: mountpoint))", token: token)
+        let client = try SyncClient(configuration: configuration, store: store, logger: logger)
+        if let server, server.isNew, buckets.contains("notes") {
+            for (key, note) in SampleNotes.all {
+                _ = try await client.save(bucket: "notes", key: key, value: note)
+            }
+        }
+        try? Paths.createDirectory(Paths.stateDirectory)
+        let record = MountRecord(
+            mountpoint: mountpoint, server: serverURL, appID: appID, store: storePath, buckets: buckets,
+            pid: getpid(), startedAt: Date(), connection: .init(state: "starting"))
+        let feed = FeedWriter(path: MountRecord.feedPath(for: mountpoint))
+        await client.start()
+        let reporters = [
+            Task { await reportConnection(client, record: record) },
+            Task { await reportRemoteChanges(store, feed: feed) },
+            Task { await reportProgress(client) },
+            Task { await reportAuthFailures(client, record: record) },
+        ]
+
+        let backend = SyncStoreBackend(store: store, logger: logger) { changes in
+            for change in changes {
+                let kind = if case .remove = change.operation { "removed" } else { change.sourceVersion == nil ? "created" : "changed" }
+                feed.append(FeedEvent(
+                    time: Date(), bucket: change.bucket, key: change.key, version: change.sourceVersion,
+                    origin: "local", kind: kind))
+            }
+            Task { await client.send(changes) }
+        }
+        let fileSystem = BucketFileSystem(backend: backend, logger: logger)
+        var fuseOptions = ["fsname=bucketfs", "subtype=bucketfs"]
+        if command.readOnly || settings?.readOnly == true { fuseOptions.append("ro") }
+        if command.allowOther { fuseOptions.append("allow_other") }
+        do {
+            try fileSystem.mount(at: mountpoint, options: MountOptions(handleSignals: true, fuseOptions: fuseOptions))
+        } catch {
+            throw CommandError("cannot mount at \(mountpoint): \(error)")
+        }
+        let pidFile = Paths.pidFile(for: mountpoint)
+        try? "\(getpid())\n".write(toFile: pidFile, atomically: true, encoding: .utf8)
+        logger.info("mounted \(buckets.joined(separator: ", ")) at \(mountpoint) (server \(serverURL), store \(storePath))")
+
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            // The FUSE loop blocks its thread until unmount; it gets one of its own.
+            Thread.detachNewThread {
+                fileSystem.run()
+                done.resume()
+            }
+        }
+        logger.info("unmounted \(mountpoint); sending what is pending")
+        if !(await client.waitUntilIdle(timeout: .seconds(5))) {
+            logger.notice("some saves are still pending: they are stored and are sent at the next mount")
+        }
+        for reporter in reporters { reporter.cancel() }
+        await client.stop()
+        await server?.stop()
+        try? FileManager.default.removeItem(atPath: pidFile)
+        var stopped = record
+        stopped.connection = .init(state: "unmounted", since: Date())
+        stopped.save()
+    }
+
+    private func remoteToken(serverURL: String, appID: String) async throws -> @Sendable () async throws -> String {
+        if let token = command.token { return { token } }
+        guard let user = command.user else { throw CommandError("--server needs --token or --user") }
+        let password = try Credentials.readPassword(prompt: "Password for \(user): ")
+        let token = try await AuthAPI(serverURL: serverURL, appID: appID, apiKey: command.apiKey ?? appID)
+            .authorize(username: user, password: password)
+        return { token }
+    }
+
+    /// Logs connection changes and keeps the mount record (for `bucketfs status`) current.
+    private func reportConnection(_ client: SyncClient, record: MountRecord) async {
+        var record = record
+        for await state in client.connectionStates() {
+            switch state {
+            case .stopped: record.connection = .init(state: "stopped", since: Date())
+            case .connecting(let attempt): record.connection = .init(state: "connecting", since: Date(), reason: "attempt \(attempt)")
+            case .connected:
+                record.connection = .init(state: "connected", since: Date())
+                logger.info("connected to \(record.server)")
+            case .offline(let since, let retryAt, let reason):
+                record.connection = .init(state: "offline", since: since, retryAt: retryAt, reason: reason)
+                logger.warning("offline: \(reason)")
+            }
+            record.save()
+        }
+    }
+
+    /// A refused token is the one failure that needs the user: say what to do, in the log and status.
+    private func reportAuthFailures(_ client: SyncClient, record: MountRecord) async {
+        var record = record
+        for await failure in client.authFailures() {
+            let message = "the server refused access to bucket \(failure.bucket): \(failure.failure); "
+                + "mount again with a fresh --token (or bucketfs login)"
+            logger.error("\(message)")
+            record.connection = .init(state: "unauthorized", since: Date(), reason: message)
+            record.save()
+        }
+    }
+
+    /// Feeds `bucketfs watch` with every change the server makes to the store.
+    private func reportRemoteChanges(_ store: SyncStore, feed: FeedWriter) async {
+        for await event in store.remoteEvents() {
+            let version = (try? store.entity(bucket: event.bucket, key: event.key))??.version
+            let kind = switch event.kind {
+            case .created: "created"
+            case .changed: "changed"
+            case .removed: "removed"
+            }
+            feed.append(FeedEvent(time: Date(), bucket: event.bucket, key: event.key, version: version, origin: "remote", kind: kind))
+        }
+    }
+
+    /// First-sync progress: a live line on a terminal, a log line per bucket otherwise.
+    private func reportProgress(_ client: SyncClient) async {
+        let bar = ProgressBar(enabled: isatty(STDERR_FILENO) == 1)
+        for await progress in client.progress() {
+            if progress.isReady {
+                bar.finish("\(progress.bucket): \(progress.entitiesDone) entities in sync")
+                logger.info("\(progress.bucket): in sync (\(progress.entitiesDone) entities)")
+            } else {
+                bar.update(label: progress.bucket, done: progress.entitiesDone, total: progress.entitiesKnown)
+            }
+        }
+    }
+}
+
+/// The notes a newcomer finds in the demo, in Simplenote's note shape.
+enum SampleNotes {
+    static var all: [(String, JSONObject)] {
+        let now = Date().timeIntervalSince1970
+        func note(_ content: String, tags: [String]) -> JSONObject {
+            [
+                "content": .string(content),
+                "tags": .array(tags.map(JSONValue.string)),
+                "systemTags": .array([]),
+                "creationDate": .double(now),
+                "modificationDate": .double(now),
+                "deleted": .bool(false),
+            ]
+        }
+        return [
+            ("welcome", note("Welcome to bucketfs\n\nEvery note is a JSON file. Edit the \"content\" with any editor; saving sends the change to the sync server.\n", tags: ["bucketfs"])),
+            ("shopping-list", note("Shopping\n\n- oat milk\n- coffee\n- apples\n", tags: ["home"])),
+            ("ideas", note("Ideas\n\ngrep -r across every note, rsync them for backups, and watch changes arrive from other machines.\n", tags: ["work", "ideas"])),
+        ]
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+
+/// What a running mount tells `bucketfs status` and `bucketfs watch`: a small JSON file in the
+/// state directory, rewritten when the connection changes, beside an append-only change feed.
+/// Files, not a socket, so status keeps working (from the store) when the mount is gone.
+struct MountRecord: Codable, Sendable {
+    struct Connection: Codable, Sendable {
+        var state: String
+        var since: Date?
+        var retryAt: Date?
+        var reason: String?
+    }
+
+    var mountpoint: String
+    var server: String
+    var appID: String
+    var store: String
+    var buckets: [String]
+    var pid: Int32
+    var startedAt: Date
+    var connection: Connection
+
+    static func path(for mountpoint: String) -> String {
+        Paths.stateDirectory + "/\(Paths.mountName(for: mountpoint)).json"
+    }
+
+    static func feedPath(for mountpoint: String) -> String {
+        Paths.stateDirectory + "/\(Paths.mountName(for: mountpoint)).feed.jsonl"
+    }
+
+    static func load(path: String) -> MountRecord? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        return try? JSONDecoder.bucketfs.decode(MountRecord.self, from: data)
+    }
+
+    /// Every record in the state directory, newest first.
+    static func all() -> [MountRecord] {
+        let directory = Paths.stateDirectory
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.filter { $0.hasSuffix(".json") }
+            .compactMap { load(path: directory + "/" + $0) }
+            .sorted { $0.startedAt > $1.startedAt }
+    }
+
+    /// Whether the process that wrote the record still runs (and so the mount is live).
+    var isRunning: Bool { kill(pid, 0) == 0 && isMounted(mountpoint) }
+
+    func save() {
+        guard let data = try? JSONEncoder.bucketfs.encode(self) else { return }
+        try? data.write(to: URL(fileURLWithPath: Self.path(for: mountpoint)), options: .atomic)
+    }
+}
+
+/// One line of the change feed (`bucketfs watch`).
+struct FeedEvent: Codable, Sendable {
+    var time: Date
+    var bucket: String
+    var key: String
+    var version: Int?
+    /// `local` (saved through this mount) or `remote` (arrived from the server).
+    var origin: String
+    /// `created`, `changed` or `removed`.
+    var kind: String
+}
+
+/// Appends feed events to the mount's feed file, one JSON object per line.
+final class FeedWriter: @unchecked Sendable {
+    private let handle: FileHandle?
+    private let lock = NSLock()
+
+    init(path: String) {
+        if !FileManager.default.fileExists(atPath: path) {
+            FileManager.default.createFile(atPath: path, contents: nil)
+        }
+        handle = FileHandle(forWritingAtPath: path)
+        _ = try? handle?.seekToEnd()
+    }
+
+    func append(_ event: FeedEvent) {
+        guard var line = try? JSONEncoder.bucketfs.encode(event) else { return }
+        line.append(UInt8(ascii: "\n"))
+        lock.lock()
+        defer { lock.unlock() }
+        try? handle?.write(contentsOf: line)
+    }
+}
+
+extension JSONEncoder {
+    static var bucketfs: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }
+}
+
+extension JSONDecoder {
+    static var bucketfs: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return decoder
+    }
+}

@@ -1,0 +1,151 @@
+import ArgumentParser
+import BucketFS
+import Foundation
+import SyncStore
+
+/// `bucketfs status`: what each mount is doing and what needs the user's attention.
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show mounts: connection, buckets, pending saves and files that need attention.",
+        discussion: """
+            Works while a mount runs and after it stopped (it then reads the mount's store). \
+            Files that need attention: invalid JSON (kept locally, not sent until it parses), \
+            changes the server rejected (with its error code), and merged conflicts.
+            """
+    )
+
+    @Argument(help: "A mount point (default: every mount bucketfs knows of).")
+    var mountpoint: String?
+
+    @Flag(help: "Print JSON for scripts.")
+    var json = false
+
+    func run() async throws {
+        let records: [MountRecord]
+        if let mountpoint {
+            let path = Paths.absolute(mountpoint)
+            guard let record = MountRecord.load(path: MountRecord.path(for: path)) else {
+                throw CommandError("bucketfs has never mounted \(path) (no record in \(Paths.stateDirectory))")
+            }
+            records = [record]
+        } else {
+            records = MountRecord.all()
+        }
+        let reports = records.map(MountReport.init(record:))
+        if json {
+            let encoder = JSONEncoder.bucketfs
+            encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+            print(String(decoding: try encoder.encode(["mounts": reports]), as: UTF8.self))
+        } else if reports.isEmpty {
+            print("No bucketfs mounts. Mount with: bucketfs mount DIR")
+        } else {
+            print(reports.map(\.text).joined(separator: "\n"))
+        }
+    }
+}
+
+/// One mount's status, from its record and its store.
+struct MountReport: Codable {
+    struct Bucket: Codable {
+        var name: String
+        var entities: Int
+        var cv: String?
+    }
+
+    struct Attention: Codable {
+        var bucket: String
+        var key: String
+        var file: String
+        var state: String
+        var reason: String?
+        var advice: String
+    }
+
+    var mountpoint: String
+    var running: Bool
+    var pid: Int32?
+    var server: String
+    var appID: String
+    var store: String
+    var connection: MountRecord.Connection
+    var buckets: [Bucket] = []
+    var pendingSaves = 0
+    var attention: [Attention] = []
+    var storeError: String?
+
+    init(record: MountRecord) {
+        running = record.isRunning
+        mountpoint = record.mountpoint
+        pid = running ? record.pid : nil
+        server = record.server
+        appID = record.appID
+        store = record.store
+        connection = running ? record.connection : .init(state: "not mounted")
+        do {
+            let store = try SyncStore(path: record.store)
+            defer { try? store.close() }
+            for bucket in try store.buckets() {
+                let entities = try store.entries(bucket: bucket.name).filter {
+                    if case .entity = $0.name { true } else { false }
+                }
+                buckets.append(Bucket(name: bucket.name, entities: entities.count, cv: bucket.cv))
+            }
+            let stats = try store.stats()
+            pendingSaves = stats.queuedChanges + stats.sentChanges
+            attention = try store.unsyncedEntities().compactMap(Self.attention)
+        } catch {
+            storeError = "\(error)"
+        }
+    }
+
+    private static func attention(_ entity: EntityInfo) -> Attention? {
+        let advice: String
+        switch entity.state {
+        case .synced, .pending: return nil
+        case .invalid: advice = "fix the JSON; the file syncs once it parses as an object"
+        case .conflict: advice = "both edits were kept as well as they could be merged; check the file"
+        case .rejected(let code):
+            switch code {
+            case 413: advice = "the server refused it as too large: make the document smaller"
+            case 400: advice = "the server refused the change as invalid; edit the file to retry"
+            case 401: advice = "the token was refused: mount again with a fresh --token or --user"
+            default: advice = "the server refused the change (\(code)); edit the file to retry"
+            }
+        }
+        return Attention(
+            bucket: entity.bucket, key: entity.key, file: "\(entity.bucket)/\(FileNameCodec.encode(entity.key)).json",
+            state: entity.state.description, reason: entity.reason, advice: advice)
+    }
+
+    var text: String {
+        var lines = ["\(mountpoint)  \(running ? "mounted (pid \(pid ?? 0))" : "not mounted")"]
+        lines.append("  server      \(server) (app \(appID))")
+        var connectionLine = "  connection  \(connection.state)"
+        if let since = connection.since { connectionLine += " since \(Self.time(since))" }
+        if let retryAt = connection.retryAt {
+            connectionLine += ", retrying in \(max(0, Int(retryAt.timeIntervalSinceNow.rounded(.up)))) s"
+        }
+        if let reason = connection.reason { connectionLine += " (\(reason))" }
+        lines.append(connectionLine)
+        lines.append("  store       \(store)")
+        if let storeError { lines.append("  store error \(storeError)") }
+        for bucket in buckets { lines.append("  bucket      \(bucket.name): \(bucket.entities) entities") }
+        lines.append("  pending     \(pendingSaves) save\(pendingSaves == 1 ? "" : "s") waiting for the server")
+        if attention.isEmpty {
+            lines.append("  attention   nothing needs attention")
+        } else {
+            lines.append("  attention   \(attention.count) file\(attention.count == 1 ? "" : "s"):")
+            for item in attention {
+                lines.append("    \(item.file)  \(item.state)\(item.reason.map { ": \($0)" } ?? "")")
+                lines.append("      -> \(item.advice)")
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    private static func time(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        return formatter.string(from: date)
+    }
+}

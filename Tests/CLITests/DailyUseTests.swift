@@ -1,0 +1,212 @@
+import Foundation
+import Testing
+
+/// Issue 6: status, watch, mount at login (fstab helper, systemd unit), login, clear failures.
+/// Every test drives the real binary against a real server and real FUSE mounts.
+@Suite("daily use: status, watch, fstab, systemd, login", .serialized, .timeLimit(.minutes(5)))
+struct DailyUseTests {
+    /// A server with one user; returns its port and a token.
+    private func serverWithUser(_ cli: CLIHarness, data: String) throws -> (Process, Int, String) {
+        let token = try cli.bucketfs(["user", "add", "--data", data, "alice@example.com"], stdin: "secret-password\n")
+        #expect(token.status == 0, "user add failed: \(token.stderr)")
+        let (server, port) = try cli.startServer(data: data)
+        return (server, port, token.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    private func mount(_ cli: CLIHarness, _ mountpoint: String, port: Int, token: String, store: String? = nil) throws {
+        var arguments = ["mount", mountpoint, "--server", "ws://localhost:\(port)", "--app-id", "test-app", "--token", token, "--bucket", "notes"]
+        if let store { arguments += ["--store", store] }
+        let result = try cli.bucketfs(arguments)
+        #expect(result.status == 0, "mount failed: \(result.stderr)")
+        #expect(result.stdout.contains("mounted at \(mountpoint)"))
+    }
+
+    private func statusJSON(_ cli: CLIHarness, _ mountpoint: String) throws -> [String: Any] {
+        let result = try cli.bucketfs(["status", mountpoint, "--json"])
+        #expect(result.status == 0, "status failed: \(result.stderr)")
+        let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+        let mounts = try #require(object?["mounts"] as? [[String: Any]])
+        return try #require(mounts.first)
+    }
+
+    @Test func demoMountHasSampleNotesAndStatusReportsIt() throws {
+        let cli = try CLIHarness()
+        let mountpoint = try cli.directory("demo")
+        let mounted = try cli.bucketfs(["mount", mountpoint])
+        #expect(mounted.status == 0, "\(mounted.stderr)")
+        let notes = try FileManager.default.contentsOfDirectory(atPath: mountpoint + "/notes").sorted()
+        #expect(notes == ["ideas.json", "shopping-list.json", "welcome.json"])
+        let welcome = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: mountpoint + "/notes/welcome.json"))) as? [String: Any]
+        #expect(Set(welcome?.keys.map { $0 } ?? []) == ["content", "tags", "systemTags", "creationDate", "modificationDate", "deleted"])
+
+        try Data("{\"broken\": ".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/broken.json"))
+        let text = try cli.bucketfs(["status", mountpoint])
+        #expect(text.stdout.contains("mounted (pid"))
+        #expect(text.stdout.contains("notes/broken.json  invalid"))
+        #expect(text.stdout.contains("line 1, column 12: expected a value"))
+        let status = try statusJSON(cli, mountpoint)
+        #expect(status["running"] as? Bool == true)
+        let attention = status["attention"] as? [[String: Any]] ?? []
+        #expect(attention.map { $0["key"] as? String } == ["broken"])
+
+        let unmounted = try cli.bucketfs(["unmount", mountpoint])
+        #expect(unmounted.status == 0, "\(unmounted.stderr)")
+        #expect(!isMounted(mountpoint))
+        // After the mount is gone, status reads the store.
+        let after = try statusJSON(cli, mountpoint)
+        #expect(after["running"] as? Bool == false)
+        #expect((after["attention"] as? [[String: Any]])?.count == 1)
+    }
+
+    @Test func statusShowsPendingSaveWhileServerIsDownAndClearsWhenItReturns() throws {
+        let cli = try CLIHarness()
+        let data = try cli.directory("server")
+        var (server, port, token) = try serverWithUser(cli, data: data)
+        let mountpoint = try cli.directory("m")
+        try mount(cli, mountpoint, port: port, token: token)
+        try Data("{\"a\": 1}\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/first.json"))
+        try eventually { (try statusJSON(cli, mountpoint)["pendingSaves"] as? Int) == 0 }
+
+        cli.stop(server)
+        try Data("{\"a\": 2}\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/first.json"))
+        try eventually {
+            let status = try statusJSON(cli, mountpoint)
+            let connection = status["connection"] as? [String: Any]
+            return (status["pendingSaves"] as? Int ?? 0) >= 1 && connection?["state"] as? String != "connected"
+        }
+        let text = try cli.bucketfs(["status", mountpoint]).stdout
+        #expect(text.contains("waiting for the server"))
+
+        (server, _) = try cli.startServer(data: data, port: port)
+        try eventually(timeout: 90) { (try statusJSON(cli, mountpoint)["pendingSaves"] as? Int) == 0 }
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+        cli.stop(server)
+    }
+
+    @Test func watchPrintsAChangeMadeThroughASecondMount() throws {
+        let cli = try CLIHarness()
+        let (server, port, token) = try serverWithUser(cli, data: try cli.directory("server"))
+        let first = try cli.directory("one")
+        let second = try cli.directory("two")
+        try mount(cli, first, port: port, token: token)
+        try mount(cli, second, port: port, token: token)
+        let (watch, output) = try cli.start(["watch", first, "--json"])
+        Thread.sleep(forTimeInterval: 0.5)
+        try Data("{\"from\": \"two\"}\n".utf8).write(to: URL(fileURLWithPath: second + "/notes/shared.json"))
+        try eventually {
+            let lines = ((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n")
+            return lines.contains { $0.contains("\"key\":\"shared\"") && $0.contains("\"origin\":\"remote\"") }
+        }
+        // The second mount's file shows up in the first one too.
+        let seen = try String(contentsOfFile: first + "/notes/shared.json", encoding: .utf8)
+        #expect(seen.contains("\"from\": \"two\""))
+        cli.stop(watch)
+        #expect(try cli.bucketfs(["unmount", first]).status == 0)
+        #expect(try cli.bucketfs(["unmount", second]).status == 0)
+        cli.stop(server)
+    }
+
+    @Test func fstabStyleMountThroughMountHelper() throws {
+        let cli = try CLIHarness()
+        // mount(8) looks for helpers in /sbin only; this needs root, as CI has.
+        guard getuid() == 0 else {
+            Issue.record("this test installs /sbin/mount.fuse.bucketfs and needs root")
+            return
+        }
+        let link = "/sbin/mount.fuse.bucketfs"
+        let existed = FileManager.default.fileExists(atPath: link)
+        let installed = try cli.bucketfs(["install", "--mount-helper"])
+        #expect(installed.status == 0, "\(installed.stderr)")
+        defer { if !existed { try? FileManager.default.removeItem(atPath: link) } }
+        let mountpoint = try cli.directory("fstab")
+        let mounted = try cli.run(["/usr/bin/env", "mount", "-t", "fuse.bucketfs", "demo", mountpoint, "-o", "bucket=notes,noauto"], timeout: 60)
+        #expect(mounted.status == 0, "mount -t fuse.bucketfs failed: \(mounted.stderr)")
+        #expect(isMounted(mountpoint))
+        #expect(FileManager.default.fileExists(atPath: mountpoint + "/notes/welcome.json"))
+        let unmounted = try cli.run(["/usr/bin/env", "umount", mountpoint], timeout: 30)
+        #expect(unmounted.status == 0, "\(unmounted.stderr)")
+        #expect(!isMounted(mountpoint))
+        // An unknown option is refused with a message that names it.
+        let bad = try cli.run(["/usr/bin/env", "mount", "-t", "fuse.bucketfs", "demo", mountpoint, "-o", "colour=blue"], timeout: 30)
+        #expect(bad.status != 0)
+        #expect((bad.stderr + bad.stdout).contains("unknown mount option colour=blue"))
+    }
+
+    @Test func systemdUserUnitIsValid() throws {
+        let cli = try CLIHarness()
+        let directory = try cli.directory("units")
+        let result = try cli.bucketfs(["install", "--systemd-unit", "--unit-directory", directory])
+        #expect(result.status == 0, "\(result.stderr)")
+        let unit = try String(contentsOfFile: directory + "/bucketfs@.service", encoding: .utf8)
+        #expect(unit.contains("ExecStart=\(URL(fileURLWithPath: CLIHarness.binary).resolvingSymlinksInPath().path) mount %f --foreground"))
+        #expect(unit.contains("ExecStop="))
+        #expect(unit.contains("WantedBy=default.target"))
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze") {
+            let instance = directory + "/bucketfs@home-me-buckets.service"
+            try unit.write(toFile: instance, atomically: true, encoding: .utf8)
+            let verify = try cli.run(["/usr/bin/systemd-analyze", "verify", instance], timeout: 60)
+            #expect(verify.status == 0, "systemd-analyze verify: \(verify.stderr)")
+        }
+    }
+
+    @Test func loginStoresTheTokenPrivatelyAndMountUsesTheRemote() throws {
+        let cli = try CLIHarness()
+        let (server, port, _) = try serverWithUser(cli, data: try cli.directory("server"))
+        let login = try cli.bucketfs(
+            ["login", "work", "--server", "ws://localhost:\(port)", "--app-id", "test-app", "--user", "alice@example.com"],
+            stdin: "secret-password\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        let credentials = cli.path("config/bucketfs/credentials.json")
+        let attributes = try FileManager.default.attributesOfItem(atPath: credentials)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        let token = (try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: credentials))) as? [String: String])?["work"]
+        #expect(token?.count ?? 0 >= 32)
+        #expect(!(login.stdout + login.stderr).contains(token ?? "-"), "the token must never be printed")
+
+        let wrong = try cli.bucketfs(
+            ["login", "work", "--user", "alice@example.com"], stdin: "not-the-password\n")
+        #expect(wrong.status != 0)
+        #expect(wrong.stderr.contains("login as alice@example.com failed (HTTP 401)"))
+
+        let mountpoint = try cli.directory("work")
+        let mounted = try cli.bucketfs(["mount", "--remote", "work", "--bucket", "notes", mountpoint])
+        #expect(mounted.status == 0, "\(mounted.stderr)")
+        try Data("{\"via\": \"remote\"}\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/n.json"))
+        try eventually { (try statusJSON(cli, mountpoint)["pendingSaves"] as? Int) == 0 }
+        let status = try statusJSON(cli, mountpoint)
+        #expect(status["server"] as? String == "ws://localhost:\(port)")
+        let text = try cli.bucketfs(["status", mountpoint]).stdout
+        #expect(!text.contains(token ?? "-"))
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+        cli.stop(server)
+    }
+
+    @Test func failuresAPersonCanActOnGetOneClearLine() throws {
+        let cli = try CLIHarness()
+        let full = try cli.directory("full")
+        try Data().write(to: URL(fileURLWithPath: full + "/file"))
+        let notEmpty = try cli.bucketfs(["mount", full])
+        #expect(notEmpty.status != 0)
+        #expect(notEmpty.stderr.contains("is not empty"))
+
+        let missing = try cli.bucketfs(["mount", cli.path("nowhere")])
+        #expect(missing.stderr.contains("is not a directory: create it first"))
+
+        let (server, port, _) = try serverWithUser(cli, data: try cli.directory("server"))
+        let mountpoint = try cli.directory("m")
+        let badToken = String(repeating: "x", count: 32)
+        try mount(cli, mountpoint, port: port, token: badToken)
+        try eventually {
+            let text = try cli.bucketfs(["status", mountpoint]).stdout
+            return text.contains("unauthorized") && text.contains("bad token (401)") && text.contains("fresh --token")
+        }
+        let busy = try cli.bucketfs(["mount", mountpoint])
+        #expect(busy.stderr.contains("is busy"))
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+        cli.stop(server)
+
+        let unreachable = try cli.bucketfs(
+            ["login", "x", "--server", "ws://localhost:1", "--app-id", "a", "--user", "u"], stdin: "p\n")
+        #expect(unreachable.stderr.contains("cannot reach the auth API"))
+    }
+}
