@@ -1,6 +1,7 @@
 import CFuse
 import Dispatch
 import Foundation
+import Glibc
 import Logging
 import Synchronization
 
@@ -57,6 +58,8 @@ public final class BucketFileSystem: Sendable {
         var changeTask: Task<Void, Never>?
         var running = false
         var stopped = false
+        /// Detached by `unmount()` (`fusermount3 -uz`): there is nothing left for libfuse to unmount.
+        var detached = false
         var signalSources: [any DispatchSourceSignal] = []
         var userData: Unmanaged<BucketFileSystem>?
     }
@@ -143,7 +146,7 @@ public final class BucketFileSystem: Sendable {
         writeQueue.stop()
         changeExecutor.stop()
         Self.removeSignalHandlers(life.signalSources)
-        fuse_session_unmount(session)
+        if !life.detached { fuse_session_unmount(session) }
         fuse_session_destroy(session)
         life.userData?.release()
         logger.info("unmounted", metadata: ["path": "\(life.mountPoint ?? "")"])
@@ -166,8 +169,9 @@ public final class BucketFileSystem: Sendable {
     /// Unmounts and waits up to `timeout` for `run()` to end; returns whether it ended.
     ///
     /// If the mount is busy (open files), buffered writes are saved to the store first, the name
-    /// is detached (`fusermount3 -uz`) and the connection aborted where fusectl allows; otherwise
-    /// the kernel keeps the file system alive until the last open file is closed.
+    /// is detached (`fusermount3 -uz`), the connection aborted where fusectl allows, and the loop
+    /// told to end: files still open elsewhere then fail with ENOTCONN instead of keeping the
+    /// process alive until they are closed.
     @discardableResult
     public func unmount(timeout: Double = 10) -> Bool {
         let (running, mountPoint) = lifecycle.withLock { ($0.running, $0.mountPoint) }
@@ -175,11 +179,31 @@ public final class BucketFileSystem: Sendable {
         if !Self.fusermount(["-u", mountPoint]) {
             flushAll()
             let device = Self.fuseDevice(of: mountPoint)
-            _ = Self.fusermount(["-uz", mountPoint])
+            // Taken before the detach (the name is gone after it); O_PATH sends no open request.
+            let root = Glibc.open(mountPoint, Self.openPathOnly | O_DIRECTORY)
+            if Self.fusermount(["-uz", mountPoint]) { lifecycle.withLock { $0.detached = true } }
             if let device { Self.abortConnection(device: device) }
+            endLoop(through: root)
+            if root >= 0 { Glibc.close(root) }
         }
         return waitUntilStopped(timeout: timeout)
     }
+
+    /// Ends the session loop of a detached mount. libfuse's workers only look at the exit flag
+    /// after a request, so one is sent through `root`: statfs, which the kernel never caches and
+    /// `statfs(_:ino:)` answers on the worker itself (nothing is left in flight afterwards).
+    private func endLoop(through root: Int32) {
+        guard let session else { return }
+        fuse_session_exit(session)
+        guard root >= 0 else { return }
+        var ignored = statvfs()
+        // ENOTCONN once the connection is aborted: the loop has ended on its own then.
+        _ = fstatvfs(root, &ignored)
+    }
+
+    /// Linux's O_PATH (a descriptor that names a file without opening it); Glibc's Swift module
+    /// does not export it.
+    private static let openPathOnly: Int32 = 0o10000000
 
     /// What SIGTERM, SIGINT and SIGHUP do when `handleSignals` is set: saves every buffered write
     /// to the store, then unmounts (lazily, if files are still open) without waiting; `run()` then

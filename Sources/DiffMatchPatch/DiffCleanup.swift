@@ -190,72 +190,71 @@ extension DiffMatchPatch {
     /// Merges like runs, factors common affixes out of delete/insert pairs and slides single
     /// edits over neighbouring equalities to merge them away.
     func cleanupMerge(_ diffs: inout [UnitDiff]) {
-        diffs.append(UnitDiff(.equal, []))
-        var pointer = 0
+        // The reference edits the array in place (splicing in front of a pointer); this builds the
+        // same result in a new array: `merged` always equals the reference's array up to its pointer.
+        var merged: [UnitDiff] = []
+        merged.reserveCapacity(diffs.count + 1)
+        var groupStart = 0
         var countDelete = 0
         var countInsert = 0
-        var textDelete: [UInt16] = []
-        var textInsert: [UInt16] = []
-        while pointer < diffs.count {
-            switch diffs[pointer].operation {
+        let count = diffs.count
+        // One pass over the diffs plus an empty equality at the end, as the reference appends.
+        for index in 0...count {
+            var equality = index < count ? diffs[index] : UnitDiff(.equal, [])
+            switch equality.operation {
             case .insert:
                 countInsert += 1
-                textInsert += diffs[pointer].text
-                pointer += 1
+                continue
             case .delete:
                 countDelete += 1
-                textDelete += diffs[pointer].text
-                pointer += 1
+                continue
             case .equal:
-                if countDelete + countInsert > 1 {
-                    if countDelete != 0 && countInsert != 0 {
-                        var common = UnitSearch.commonPrefix(textInsert, textDelete)
-                        if common != 0 {
-                            let before = pointer - countDelete - countInsert - 1
-                            if before >= 0 && diffs[before].operation == .equal {
-                                diffs[before].text += textInsert[..<common]
-                            } else {
-                                diffs.insert(UnitDiff(.equal, Array(textInsert[..<common])), at: 0)
-                                pointer += 1
-                            }
-                            textInsert.removeFirst(common)
-                            textDelete.removeFirst(common)
-                        }
-                        common = UnitSearch.commonSuffix(textInsert, textDelete)
-                        if common != 0 {
-                            diffs[pointer].text = Array(textInsert[(textInsert.count - common)...]) + diffs[pointer].text
-                            textInsert.removeLast(common)
-                            textDelete.removeLast(common)
-                        }
-                    }
-                    pointer -= countDelete + countInsert
-                    diffs.removeSubrange(pointer..<(pointer + countDelete + countInsert))
-                    if !textDelete.isEmpty {
-                        diffs.insert(UnitDiff(.delete, textDelete), at: pointer)
-                        pointer += 1
-                    }
-                    if !textInsert.isEmpty {
-                        diffs.insert(UnitDiff(.insert, textInsert), at: pointer)
-                        pointer += 1
-                    }
-                    pointer += 1
-                } else if pointer != 0 && diffs[pointer - 1].operation == .equal {
-                    diffs[pointer - 1].text += diffs[pointer].text
-                    diffs.remove(at: pointer)
-                } else {
-                    pointer += 1
-                }
-                countInsert = 0
-                countDelete = 0
-                textDelete = []
-                textInsert = []
+                break
             }
+            if countDelete + countInsert > 1 {
+                var textDelete: [UInt16] = []
+                var textInsert: [UInt16] = []
+                for edit in diffs[groupStart..<index] {
+                    if edit.operation == .insert { textInsert += edit.text } else { textDelete += edit.text }
+                }
+                if countDelete != 0 && countInsert != 0 {
+                    var common = UnitSearch.commonPrefix(textInsert, textDelete)
+                    if common != 0 {
+                        if let last = merged.last, last.operation == .equal {
+                            merged[merged.count - 1].text += textInsert[..<common]
+                        } else {
+                            // The reference splices at 0 here, not before the edits.
+                            merged.insert(UnitDiff(.equal, Array(textInsert[..<common])), at: 0)
+                        }
+                        textInsert.removeFirst(common)
+                        textDelete.removeFirst(common)
+                    }
+                    common = UnitSearch.commonSuffix(textInsert, textDelete)
+                    if common != 0 {
+                        equality.text = Array(textInsert[(textInsert.count - common)...]) + equality.text
+                        textInsert.removeLast(common)
+                        textDelete.removeLast(common)
+                    }
+                }
+                if !textDelete.isEmpty { merged.append(UnitDiff(.delete, textDelete)) }
+                if !textInsert.isEmpty { merged.append(UnitDiff(.insert, textInsert)) }
+                merged.append(equality)
+            } else if countDelete + countInsert == 0, let last = merged.last, last.operation == .equal {
+                merged[merged.count - 1].text += equality.text
+            } else {
+                merged.append(contentsOf: diffs[groupStart..<index])
+                merged.append(equality)
+            }
+            groupStart = index + 1
+            countDelete = 0
+            countInsert = 0
         }
-        if let last = diffs.last, last.text.isEmpty { diffs.removeLast() }
+        if let last = merged.last, last.text.isEmpty { merged.removeLast() }
+        diffs = merged
 
         // Second pass: A<ins>BA</ins>C -> <ins>AB</ins>AC, and AB<ins>CB</ins> ... sideways shifts.
         var changes = false
-        pointer = 1
+        var pointer = 1
         while pointer < diffs.count - 1 {
             if diffs[pointer - 1].operation == .equal && diffs[pointer + 1].operation == .equal {
                 let previous = diffs[pointer - 1].text

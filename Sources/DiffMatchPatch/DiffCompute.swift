@@ -1,34 +1,56 @@
+/// A view of code units: the diff recursion works on views into the two top-level texts (no
+/// copies of the sub-problems); only the runs of the result become arrays.
+typealias UnitBuffer = UnsafeBufferPointer<UInt16>
+
+extension UnsafeBufferPointer where Element == UInt16 {
+    /// The units in `range`, as a view indexed from 0.
+    @inline(__always)
+    func units(_ range: Range<Int>) -> UnitBuffer { UnitBuffer(rebasing: self[range]) }
+
+    @inline(__always)
+    func units(from start: Int) -> UnitBuffer { units(start..<count) }
+
+    @inline(__always)
+    func units(upTo end: Int) -> UnitBuffer { units(0..<end) }
+}
+
 /// `diff_main` and its strategies, on UTF-16 code units, following the JavaScript reference step
 /// by step so that results (and thus deltas) match it for the same input.
 extension DiffMatchPatch {
     func diffMainUnits(
         _ text1: [UInt16], _ text2: [UInt16], checkLines: Bool, deadline: ContinuousClock.Instant?
     ) -> [UnitDiff] {
-        if text1 == text2 {
-            return text1.isEmpty ? [] : [UnitDiff(.equal, text1)]
+        text1.withUnsafeBufferPointer { a in
+            text2.withUnsafeBufferPointer { b in diffMain(a, b, checkLines: checkLines, deadline: deadline) }
+        }
+    }
+
+    func diffMain(
+        _ text1: UnitBuffer, _ text2: UnitBuffer, checkLines: Bool, deadline: ContinuousClock.Instant?
+    ) -> [UnitDiff] {
+        if text1.count == text2.count && text1.elementsEqual(text2) {
+            return text1.isEmpty ? [] : [UnitDiff(.equal, Array(text1))]
         }
         let prefixLength = UnitSearch.commonPrefix(text1, text2)
-        let prefix = Array(text1[..<prefixLength])
-        let rest1 = text1[prefixLength...]
-        let rest2 = text2[prefixLength...]
+        let rest1 = text1.units(from: prefixLength)
+        let rest2 = text2.units(from: prefixLength)
         let suffixLength = UnitSearch.commonSuffix(rest1, rest2)
-        let suffix = Array(rest1[(rest1.endIndex - suffixLength)...])
-        let middle1 = Array(rest1[..<(rest1.endIndex - suffixLength)])
-        let middle2 = Array(rest2[..<(rest2.endIndex - suffixLength)])
+        let middle1 = rest1.units(upTo: rest1.count - suffixLength)
+        let middle2 = rest2.units(upTo: rest2.count - suffixLength)
 
         var diffs = compute(middle1, middle2, checkLines: checkLines, deadline: deadline)
-        if !prefix.isEmpty { diffs.insert(UnitDiff(.equal, prefix), at: 0) }
-        if !suffix.isEmpty { diffs.append(UnitDiff(.equal, suffix)) }
+        if prefixLength > 0 { diffs.insert(UnitDiff(.equal, Array(text1.units(upTo: prefixLength))), at: 0) }
+        if suffixLength > 0 { diffs.append(UnitDiff(.equal, Array(rest1.units(from: middle1.count)))) }
         cleanupMerge(&diffs)
         return diffs
     }
 
     /// Diff of two texts known to have no common prefix or suffix.
     func compute(
-        _ text1: [UInt16], _ text2: [UInt16], checkLines: Bool, deadline: ContinuousClock.Instant?
+        _ text1: UnitBuffer, _ text2: UnitBuffer, checkLines: Bool, deadline: ContinuousClock.Instant?
     ) -> [UnitDiff] {
-        if text1.isEmpty { return [UnitDiff(.insert, text2)] }
-        if text2.isEmpty { return [UnitDiff(.delete, text1)] }
+        if text1.isEmpty { return [UnitDiff(.insert, Array(text2))] }
+        if text2.isEmpty { return [UnitDiff(.delete, Array(text1))] }
 
         let text1IsLonger = text1.count > text2.count
         let longText = text1IsLonger ? text1 : text2
@@ -37,22 +59,23 @@ extension DiffMatchPatch {
             // The shorter text sits inside the longer one.
             let edge: DiffOperation = text1IsLonger ? .delete : .insert
             return [
-                UnitDiff(edge, Array(longText[..<i])),
-                UnitDiff(.equal, shortText),
-                UnitDiff(edge, Array(longText[(i + shortText.count)...])),
+                UnitDiff(edge, Array(longText.units(upTo: i))),
+                UnitDiff(.equal, Array(shortText)),
+                UnitDiff(edge, Array(longText.units(from: i + shortText.count))),
             ]
         }
         if shortText.count == 1 {
             // A single unit that is not in the other text: replace outright.
-            return [UnitDiff(.delete, text1), UnitDiff(.insert, text2)]
+            return [UnitDiff(.delete, Array(text1)), UnitDiff(.insert, Array(text2))]
         }
-        if let match = halfMatch(text1, text2) {
-            let diffsA = diffMainUnits(match.text1A, match.text2A, checkLines: checkLines, deadline: deadline)
-            let diffsB = diffMainUnits(match.text1B, match.text2B, checkLines: checkLines, deadline: deadline)
-            return diffsA + [UnitDiff(.equal, match.common)] + diffsB
+        if let match = halfMatchView(text1, text2) {
+            var diffs = diffMain(match.text1A, match.text2A, checkLines: checkLines, deadline: deadline)
+            diffs.append(UnitDiff(.equal, Array(match.common)))
+            diffs += diffMain(match.text1B, match.text2B, checkLines: checkLines, deadline: deadline)
+            return diffs
         }
         if checkLines && text1.count > 100 && text2.count > 100 {
-            return lineMode(text1, text2, deadline: deadline)
+            return lineMode(Array(text1), Array(text2), deadline: deadline)
         }
         return bisect(text1, text2, deadline: deadline)
     }
@@ -105,6 +128,10 @@ extension DiffMatchPatch {
 
     /// Myers' O(ND) middle snake; splits the problem at the snake and recurses.
     func bisect(_ text1: [UInt16], _ text2: [UInt16], deadline: ContinuousClock.Instant?) -> [UnitDiff] {
+        text1.withUnsafeBufferPointer { a in text2.withUnsafeBufferPointer { b in bisect(a, b, deadline: deadline) } }
+    }
+
+    func bisect(_ text1: UnitBuffer, _ text2: UnitBuffer, deadline: ContinuousClock.Instant?) -> [UnitDiff] {
         let length1 = text1.count
         let length2 = text2.count
         let maxD = (length1 + length2 + 1) / 2
@@ -119,8 +146,10 @@ extension DiffMatchPatch {
         let front = delta % 2 != 0
         var k1start = 0, k1end = 0, k2start = 0, k2end = 0
 
-        let split: (Int, Int)? = text1.withUnsafeBufferPointer { a in
-            text2.withUnsafeBufferPointer { b in
+        let a = text1
+        let b = text2
+        let split: (Int, Int)? = { () -> (Int, Int)? in
+            do {
                 for d in 0..<maxD {
                     if let deadline, ContinuousClock.now > deadline { break }
                     var k1 = -d + k1start
@@ -183,14 +212,14 @@ extension DiffMatchPatch {
                 }
                 return nil
             }
-        }
+        }()
         guard let (x, y) = split else {
             // Out of time or no commonality at all.
-            return [UnitDiff(.delete, text1), UnitDiff(.insert, text2)]
+            return [UnitDiff(.delete, Array(text1)), UnitDiff(.insert, Array(text2))]
         }
-        let diffsA = diffMainUnits(Array(text1[..<x]), Array(text2[..<y]), checkLines: false, deadline: deadline)
-        let diffsB = diffMainUnits(Array(text1[x...]), Array(text2[y...]), checkLines: false, deadline: deadline)
-        return diffsA + diffsB
+        var diffs = diffMain(text1.units(upTo: x), text2.units(upTo: y), checkLines: false, deadline: deadline)
+        diffs += diffMain(text1.units(from: x), text2.units(from: y), checkLines: false, deadline: deadline)
+        return diffs
     }
 
     struct HalfMatch {
@@ -200,6 +229,22 @@ extension DiffMatchPatch {
     /// A common substring at least half the longer text's length, if any: splits the problem
     /// in two at the cost of a possibly non-minimal diff (skipped when there is no time limit).
     func halfMatch(_ text1: [UInt16], _ text2: [UInt16]) -> HalfMatch? {
+        text1.withUnsafeBufferPointer { a in
+            text2.withUnsafeBufferPointer { b in
+                halfMatchView(a, b).map { match in
+                    HalfMatch(text1A: Array(match.text1A), text1B: Array(match.text1B), text2A: Array(match.text2A),
+                              text2B: Array(match.text2B), common: Array(match.common))
+                }
+            }
+        }
+    }
+
+    /// `halfMatch` as views into the two texts.
+    struct HalfMatchView {
+        var text1A: UnitBuffer, text1B: UnitBuffer, text2A: UnitBuffer, text2B: UnitBuffer, common: UnitBuffer
+    }
+
+    func halfMatchView(_ text1: UnitBuffer, _ text2: UnitBuffer) -> HalfMatchView? {
         if diffTimeout <= 0 { return nil }
         let text1IsLonger = text1.count > text2.count
         let longText = text1IsLonger ? text1 : text2
@@ -208,39 +253,44 @@ extension DiffMatchPatch {
 
         let hm1 = halfMatchAt(longText, shortText, (longText.count + 3) / 4)
         let hm2 = halfMatchAt(longText, shortText, (longText.count + 1) / 2)
-        let found: [[UInt16]]
+        let found: HalfMatchParts
         switch (hm1, hm2) {
         case (nil, nil): return nil
         case let (hm1?, nil): found = hm1
         case let (nil, hm2?): found = hm2
-        case let (hm1?, hm2?): found = hm1[4].count > hm2[4].count ? hm1 : hm2
+        case let (hm1?, hm2?): found = hm1.common.count > hm2.common.count ? hm1 : hm2
         }
         if text1IsLonger {
-            return HalfMatch(text1A: found[0], text1B: found[1], text2A: found[2], text2B: found[3], common: found[4])
+            return HalfMatchView(text1A: found.longPrefix, text1B: found.longSuffix, text2A: found.shortPrefix,
+                             text2B: found.shortSuffix, common: found.common)
         }
-        return HalfMatch(text1A: found[2], text1B: found[3], text2A: found[0], text2B: found[1], common: found[4])
+        return HalfMatchView(text1A: found.shortPrefix, text1B: found.shortSuffix, text2A: found.longPrefix,
+                         text2B: found.longSuffix, common: found.common)
     }
 
-    /// Whether a quarter-length seed of `longText` starting at `i` grows into a half match:
-    /// [long prefix, long suffix, short prefix, short suffix, common middle].
-    func halfMatchAt(_ longText: [UInt16], _ shortText: [UInt16], _ i: Int) -> [[UInt16]]? {
-        let seed = longText[i..<min(i + longText.count / 4, longText.count)]
+    struct HalfMatchParts {
+        var longPrefix: UnitBuffer, longSuffix: UnitBuffer, shortPrefix: UnitBuffer, shortSuffix: UnitBuffer, common: UnitBuffer
+    }
+
+    /// Whether a quarter-length seed of `longText` starting at `i` grows into a half match.
+    func halfMatchAt(_ longText: UnitBuffer, _ shortText: UnitBuffer, _ i: Int) -> HalfMatchParts? {
+        let seed = longText.units(i..<min(i + longText.count / 4, longText.count))
         var bestCommonCount = 0
-        var best: [[UInt16]]?
+        var best: HalfMatchParts?
         var j = -1
         while let found = UnitSearch.indexOf(shortText, seed, from: j + 1) {
             j = found
-            let prefixLength = UnitSearch.commonPrefix(longText[i...], shortText[j...])
-            let suffixLength = UnitSearch.commonSuffix(longText[..<i], shortText[..<j])
+            let prefixLength = UnitSearch.commonPrefix(longText.units(from: i), shortText.units(from: j))
+            let suffixLength = UnitSearch.commonSuffix(longText.units(upTo: i), shortText.units(upTo: j))
             if bestCommonCount < suffixLength + prefixLength {
                 bestCommonCount = suffixLength + prefixLength
-                best = [
-                    Array(longText[..<(i - suffixLength)]),
-                    Array(longText[(i + prefixLength)...]),
-                    Array(shortText[..<(j - suffixLength)]),
-                    Array(shortText[(j + prefixLength)...]),
-                    Array(shortText[(j - suffixLength)..<(j + prefixLength)]),
-                ]
+                best = HalfMatchParts(
+                    longPrefix: longText.units(upTo: i - suffixLength),
+                    longSuffix: longText.units(from: i + prefixLength),
+                    shortPrefix: shortText.units(upTo: j - suffixLength),
+                    shortSuffix: shortText.units(from: j + prefixLength),
+                    common: shortText.units((j - suffixLength)..<(j + prefixLength))
+                )
             }
         }
         if bestCommonCount * 2 >= longText.count { return best }

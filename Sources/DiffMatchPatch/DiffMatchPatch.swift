@@ -31,7 +31,7 @@ public struct DiffMatchPatch: Sendable {
 
     /// Differences between two texts, with common prefix/suffix, half-match and line-mode speedups.
     public func diffMain(_ text1: String, _ text2: String, checkLines: Bool = true) -> [Diff] {
-        let diffs = diffMainUnits(Array(text1.utf16), Array(text2.utf16), checkLines: checkLines, deadline: deadline)
+        let diffs = diffMainUnits(utf16Units(text1), utf16Units(text2), checkLines: checkLines, deadline: deadline)
         return keepingSurrogatePairsWhole(diffs).map(\.diff)
     }
 
@@ -96,7 +96,7 @@ public struct DiffMatchPatch: Sendable {
 
     /// Rebuilds the diff from text1 and a delta; the delta's `=`/`-` counts must total text1's length.
     public func diffFromDelta(_ text1: String, _ delta: String) throws(DiffMatchPatchError) -> [Diff] {
-        let diffs = try Delta.decode(Array(text1.utf16), delta)
+        let diffs = try Delta.decode(utf16Units(text1), delta)
         return keepingSurrogatePairsWhole(diffs).map(\.diff)
     }
 
@@ -105,20 +105,20 @@ public struct DiffMatchPatch: Sendable {
     /// Best fuzzy location of `pattern` in `text` near `loc` (UTF-16 offsets), or nil when none
     /// scores within `matchThreshold` (also nil for a pattern longer than `matchMaxBits` found nowhere exactly).
     public func matchMain(_ text: String, _ pattern: String, _ loc: Int) -> Int? {
-        matchMainUnits(Array(text.utf16), Array(pattern.utf16), loc)
+        matchMainUnits(utf16Units(text), utf16Units(pattern), loc)
     }
 
     // MARK: Patch
 
     /// Patches that turn text1 into the text the diffs describe.
     public func patchMake(_ text1: String, _ diffs: [Diff]) -> [Patch] {
-        makePatches(Array(text1.utf16), unitDiffs(diffs)).map(\.patch)
+        makePatches(utf16Units(text1), unitDiffs(diffs)).map(\.patch)
     }
 
     /// Patches that turn text1 into text2 (diffed, then cleaned semantically and for efficiency).
     public func patchMake(_ text1: String, _ text2: String) -> [Patch] {
-        let source = Array(text1.utf16)
-        let diffs = diffsForPatch(source, Array(text2.utf16))
+        let source = utf16Units(text1)
+        let diffs = diffsForPatch(source, utf16Units(text2))
         return makePatches(source, diffs).map(\.patch)
     }
 
@@ -130,7 +130,7 @@ public struct DiffMatchPatch: Sendable {
 
     /// Applies patches with fuzzy matching; `applied` says which hunks found a place.
     public func patchApply(_ patches: [Patch], to text: String) -> (text: String, applied: [Bool]) {
-        let (result, applied) = applyPatches(patches.map(UnitPatch.init), to: Array(text.utf16))
+        let (result, applied) = applyPatches(patches.map(UnitPatch.init), to: utf16Units(text))
         return (makeString(result), applied)
     }
 

@@ -15,7 +15,13 @@ enum URIEscaping {
     static func encode(_ text: String) -> String {
         var output: [UInt8] = []
         output.reserveCapacity(text.utf8.count)
-        for byte in text.utf8 {
+        encode(text.utf8, into: &output)
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    /// Appends the escaped form of UTF-8 bytes.
+    static func encode(_ bytes: some Sequence<UInt8>, into output: inout [UInt8]) {
+        for byte in bytes {
             if byte < 128 && unescaped[Int(byte)] {
                 output.append(byte)
             } else {
@@ -24,7 +30,6 @@ enum URIEscaping {
                 output.append(hexDigits[Int(byte & 0x0F)])
             }
         }
-        return String(decoding: output, as: UTF8.self)
     }
 
     /// Decodes every percent-escape (like the Java and Python ports, not only those `decodeURI`
@@ -33,15 +38,21 @@ enum URIEscaping {
     /// JavaScript `escape`-style `%uD83D` give that half, so split pairs still decode. A `+` stays
     /// a plus. Returns nil for a malformed escape.
     static func decode(_ text: String) -> [UInt16]? {
-        let bytes = Array(text.utf8)
+        var text = text
+        return text.withUTF8 { bytes in decode(bytes) }
+    }
+
+    /// `decode` of a string's UTF-8 bytes (or any valid UTF-8).
+    static func decode(_ bytes: UnsafeBufferPointer<UInt8>) -> [UInt16]? {
         var units: [UInt16] = []
         units.reserveCapacity(bytes.count)
         var literalStart = 0
         var index = 0
 
         func flushLiteral(upTo end: Int) {
+            // Literal runs end at '%' or at the end, so they are whole UTF-8 sequences.
             if literalStart < end {
-                units += String(decoding: bytes[literalStart..<end], as: UTF8.self).utf16
+                units += utf16Units(fromValidUTF8: UnsafeBufferPointer(rebasing: bytes[literalStart..<end]))
             }
         }
         func hexByte(at position: Int) -> UInt8? {
@@ -105,7 +116,7 @@ enum URIEscaping {
         }
     }
 
-    private static func hexUnit(_ digits: ArraySlice<UInt8>) -> UInt16? {
+    private static func hexUnit(_ digits: Slice<UnsafeBufferPointer<UInt8>>) -> UInt16? {
         var value: UInt16 = 0
         for digit in digits {
             guard let nibble = hexValue(digit) else { return nil }

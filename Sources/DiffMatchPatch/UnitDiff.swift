@@ -11,7 +11,7 @@ struct UnitDiff: Hashable, Sendable {
 
     init(_ diff: Diff) {
         self.operation = diff.operation
-        self.text = Array(diff.text.utf16)
+        self.text = utf16Units(diff.text)
     }
 
     var diff: Diff {
@@ -26,42 +26,55 @@ func makeString<C: Collection<UInt16>>(_ units: C) -> String {
     let count = units.count
     if count == 0 { return "" }
     return String(unsafeUninitializedCapacity: count * 3) { output in
-        var written = 0
-        var iterator = units.makeIterator()
-        var pending = iterator.next()
-        while let unit = pending {
-            pending = iterator.next()
-            var scalar = UInt32(unit)
-            if unit < 0x80 {
-                output[written] = UInt8(truncatingIfNeeded: unit)
-                written += 1
-                continue
-            }
-            if unit.isHighSurrogate, let low = pending, low.isLowSurrogate {
-                pending = iterator.next()
-                scalar = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
-            } else if unit & 0xF800 == 0xD800 {
-                scalar = 0xFFFD
-            }
-            if scalar < 0x800 {
-                output[written] = UInt8(0xC0 | (scalar >> 6))
-                output[written + 1] = UInt8(0x80 | (scalar & 0x3F))
-                written += 2
-            } else if scalar < 0x10000 {
-                output[written] = UInt8(0xE0 | (scalar >> 12))
-                output[written + 1] = UInt8(0x80 | ((scalar >> 6) & 0x3F))
-                output[written + 2] = UInt8(0x80 | (scalar & 0x3F))
-                written += 3
-            } else {
-                output[written] = UInt8(0xF0 | (scalar >> 18))
-                output[written + 1] = UInt8(0x80 | ((scalar >> 12) & 0x3F))
-                output[written + 2] = UInt8(0x80 | ((scalar >> 6) & 0x3F))
-                output[written + 3] = UInt8(0x80 | (scalar & 0x3F))
-                written += 4
-            }
-        }
-        return written
+        transcodeToUTF8(units, into: output)
     }
+}
+
+/// The UTF-8 bytes `makeString(units)` holds.
+func utf8Bytes(_ units: [UInt16]) -> [UInt8] {
+    [UInt8](unsafeUninitializedCapacity: units.count * 3) { output, written in
+        written = transcodeToUTF8(units, into: output)
+    }
+}
+
+/// Writes the UTF-8 form of `units` (lone surrogates as U+FFFD) into `output`, which must hold
+/// three bytes per unit; returns the byte count.
+private func transcodeToUTF8<C: Collection<UInt16>>(_ units: C, into output: UnsafeMutableBufferPointer<UInt8>) -> Int {
+    var written = 0
+    var iterator = units.makeIterator()
+    var pending = iterator.next()
+    while let unit = pending {
+        pending = iterator.next()
+        var scalar = UInt32(unit)
+        if unit < 0x80 {
+            output[written] = UInt8(truncatingIfNeeded: unit)
+            written += 1
+            continue
+        }
+        if unit.isHighSurrogate, let low = pending, low.isLowSurrogate {
+            pending = iterator.next()
+            scalar = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
+        } else if unit & 0xF800 == 0xD800 {
+            scalar = 0xFFFD
+        }
+        if scalar < 0x800 {
+            output[written] = UInt8(0xC0 | (scalar >> 6))
+            output[written + 1] = UInt8(0x80 | (scalar & 0x3F))
+            written += 2
+        } else if scalar < 0x10000 {
+            output[written] = UInt8(0xE0 | (scalar >> 12))
+            output[written + 1] = UInt8(0x80 | ((scalar >> 6) & 0x3F))
+            output[written + 2] = UInt8(0x80 | (scalar & 0x3F))
+            written += 3
+        } else {
+            output[written] = UInt8(0xF0 | (scalar >> 18))
+            output[written + 1] = UInt8(0x80 | ((scalar >> 12) & 0x3F))
+            output[written + 2] = UInt8(0x80 | ((scalar >> 6) & 0x3F))
+            output[written + 3] = UInt8(0x80 | (scalar & 0x3F))
+            written += 4
+        }
+    }
+    return written
 }
 
 extension UInt16 {

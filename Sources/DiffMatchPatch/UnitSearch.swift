@@ -46,16 +46,19 @@ enum UnitSearch {
             }
             return nil
         }
-        var skip = [Int](repeating: m, count: 256)
-        for j in 0..<(m - 1) { skip[Int(pattern[j] & 0xFF)] = m - 1 - j }
-        let lastUnit = pattern[m - 1]
-        var i = start
-        while i <= last {
-            let unit = text[i + m - 1]
-            if unit == lastUnit && text[i] == pattern[0] && matches(text, at: i, pattern) { return i }
-            i += skip[Int(unit & 0xFF)]
+        // The skip table lives on the stack: half-match searches call this many times.
+        return withUnsafeTemporaryAllocation(of: Int.self, capacity: 256) { skip in
+            skip.initialize(repeating: m)
+            for j in 0..<(m - 1) { skip[Int(pattern[j] & 0xFF)] = m - 1 - j }
+            let lastUnit = pattern[m - 1]
+            var i = start
+            while i <= last {
+                let unit = text[i + m - 1]
+                if unit == lastUnit && text[i] == pattern[0] && matches(text, at: i, pattern) { return i }
+                i += skip[Int(unit & 0xFF)]
+            }
+            return nil
         }
-        return nil
     }
 
     private static func lastIndexOf(
@@ -64,15 +67,17 @@ enum UnitSearch {
         let m = pattern.count
         var i = min(max(from, 0), text.count - m)
         if m == 0 { return i }
-        var skip = [Int](repeating: m, count: 256)
-        for j in stride(from: m - 1, to: 0, by: -1) { skip[Int(pattern[j] & 0xFF)] = j }
-        let firstUnit = pattern[0]
-        while i >= 0 {
-            let unit = text[i]
-            if unit == firstUnit && matches(text, at: i, pattern) { return i }
-            i -= skip[Int(unit & 0xFF)]
+        return withUnsafeTemporaryAllocation(of: Int.self, capacity: 256) { skip in
+            skip.initialize(repeating: m)
+            for j in stride(from: m - 1, to: 0, by: -1) { skip[Int(pattern[j] & 0xFF)] = j }
+            let firstUnit = pattern[0]
+            while i >= 0 {
+                let unit = text[i]
+                if unit == firstUnit && matches(text, at: i, pattern) { return i }
+                i -= skip[Int(unit & 0xFF)]
+            }
+            return nil
         }
-        return nil
     }
 
     @inline(__always)

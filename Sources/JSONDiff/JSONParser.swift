@@ -266,6 +266,8 @@ struct JSONParser {
         let contentStart = position
         // Fast path: no escapes, the content is a slice of the input.
         while position < bytes.count {
+            position = ByteScanning.skipPlainWords(bytes, from: position)
+            guard position < bytes.count else { break }
             let byte = bytes[position]
             if byte == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: bytes[contentStart..<position])
@@ -301,7 +303,9 @@ struct JSONParser {
     }
 
     private func makeString(_ bytes: UnsafeBufferPointer<UInt8>, quote: Int) throws(JSONParseError) -> String {
-        if knownValidUTF8 { return String(decoding: bytes, as: UTF8.self) }
+        // ASCII is valid UTF-8; `String(validating:)` is generic and costs a metadata lookup per
+        // call, which dominated short strings such as keys.
+        if knownValidUTF8 || ByteScanning.isASCII(bytes) { return String(decoding: bytes, as: UTF8.self) }
         guard let string = String(validating: bytes, as: UTF8.self) else {
             throw error(kind: .invalidUTF8, at: quote, expected: "a string of valid UTF-8")
         }

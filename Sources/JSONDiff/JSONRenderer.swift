@@ -76,13 +76,15 @@ struct JSONWriter {
         case .object(let members):
             guard !members.isEmpty else { return append("{}") }
             output.append(UInt8(ascii: "{"))
-            for (index, key) in members.keys.sorted(by: codePointOrder).enumerated() {
+            // Sorting the pairs (not the keys) saves a hash lookup per member.
+            let sorted = members.sorted { codePointOrder($0.key, $1.key) }
+            for (index, member) in sorted.enumerated() {
                 if index > 0 { output.append(UInt8(ascii: ",")) }
                 newline(indent + 1)
-                writeString(key)
+                writeString(member.key)
                 output.append(UInt8(ascii: ":"))
                 if pretty { output.append(UInt8(ascii: " ")) }
-                if let member = members[key] { write(member, indent: indent + 1) }
+                write(member.value, indent: indent + 1)
             }
             newline(indent)
             output.append(UInt8(ascii: "}"))
@@ -115,11 +117,15 @@ struct JSONWriter {
         string.withUTF8 { bytes in
             // Copy runs that need no escaping in one go.
             var runStart = 0
-            for index in 0..<bytes.count {
+            var index = 0
+            while index < bytes.count {
+                index = ByteScanning.skipPlainWords(bytes, from: index)
+                guard index < bytes.count else { break }
                 let byte = bytes[index]
+                index += 1
                 guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
-                runStart = index + 1
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<(index - 1)]))
+                runStart = index
                 appendEscape(byte)
             }
             output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))

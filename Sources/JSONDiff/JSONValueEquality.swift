@@ -38,7 +38,29 @@ extension JSONValue {
     }
 }
 
-@inline(__always)
+/// Byte equality of the UTF-8 forms, a word at a time (`utf8.elementsEqual` walks the view one
+/// index at a time, which dominated diffing large documents).
 func exactlyEqual(_ a: String, _ b: String) -> Bool {
-    a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8)
+    guard a.utf8.count == b.utf8.count else { return false }
+    var a = a
+    var b = b
+    return a.withUTF8 { left in
+        b.withUTF8 { right in
+            guard let leftBase = left.baseAddress, let rightBase = right.baseAddress else { return true }
+            if leftBase == rightBase { return true }  // the same storage
+            let count = left.count
+            var index = 0
+            while index + 8 <= count {
+                let leftWord = UnsafeRawPointer(leftBase + index).loadUnaligned(as: UInt64.self)
+                let rightWord = UnsafeRawPointer(rightBase + index).loadUnaligned(as: UInt64.self)
+                if leftWord != rightWord { return false }
+                index += 8
+            }
+            while index < count {
+                if left[index] != right[index] { return false }
+                index += 1
+            }
+            return true
+        }
+    }
 }

@@ -7,15 +7,13 @@ enum TextDelta {
     /// The `d` delta turning `source` into `target` (diffMain + semantic cleanup, as the brief of
     /// the wire format asks; counts are UTF-16 code units).
     static func stringDelta(from source: String, to target: String) -> String {
-        var diffs = dmp.diffMain(source, target)
-        dmp.diffCleanupSemantic(&diffs)
-        return dmp.diffToDelta(diffs)
+        dmp.semanticDelta(from: source, to: target)
     }
 
     /// Applies a delta strictly: it must account for exactly the whole source text.
     static func apply(_ delta: String, to source: String) throws(JSONDiffError) -> String {
         do {
-            return dmp.diffText2(try dmp.diffFromDelta(source, delta))
+            return try dmp.applyDelta(delta, to: source)
         } catch {
             switch error {
             case .deltaLengthMismatch(let expected, let actual):

@@ -29,8 +29,11 @@ final class Broadcaster<Value: Sendable>: Sendable {
         var continuations: [UUID: AsyncStream<Value>.Continuation] = [:]
     }
     private let state = Mutex(State())
+    /// Whether a new subscriber first gets the latest value (states) or only later ones (events).
+    private let replaysLatest: Bool
 
-    init(initial: Value? = nil) {
+    init(initial: Value? = nil, replaysLatest: Bool = true) {
+        self.replaysLatest = replaysLatest
         state.withLock { $0.latest = initial }
     }
 
@@ -45,13 +48,13 @@ final class Broadcaster<Value: Sendable>: Sendable {
     var latest: Value? { state.withLock { $0.latest } }
 
     func stream() -> AsyncStream<Value> {
-        let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .bufferingNewest(1000))
+        let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
         let id = UUID()
         let latest = state.withLock { state -> Value? in
             state.continuations[id] = continuation
             return state.latest
         }
-        if let latest { continuation.yield(latest) }
+        if replaysLatest, let latest { continuation.yield(latest) }
         continuation.onTermination = { [weak self] _ in
             _ = self?.state.withLock { $0.continuations.removeValue(forKey: id) }
         }

@@ -139,6 +139,10 @@ extension SyncClient {
             for ccid in outcome.acknowledged {
                 sentOnConnection.remove(ccid)
                 badVersionCounts[ccid] = nil
+                if let change = batch.last(where: { $0.ccids.contains(ccid) }) {
+                    acknowledgementBroadcaster.publish(
+                        ChangeAcknowledgement(bucket: bucket, key: change.key, ccid: ccid, version: change.endVersion))
+                }
             }
             await follow(outcome, channel: channel)
         } catch {
@@ -178,8 +182,10 @@ extension SyncClient {
 
     /// What the store decided after applying something remote: fetch, send, nothing.
     func follow(_ outcome: RemoteOutcome, channel: Int) async {
-        await fetch(outcome.reloads, channel: channel)
+        // Send first: the changes were read in the store transaction just committed, and no
+        // suspension may let a save coalesce into them before they are marked sent.
         await send(outcome.readyToSend)
+        await fetch(outcome.reloads, channel: channel)
     }
 
     func fetch(_ reloads: [ReloadRequest], channel: Int) async {
@@ -188,22 +194,27 @@ extension SyncClient {
 
     /// Writes changes on their bucket's channel if it is in sync; otherwise they wait in the
     /// store and go out with the rest when it is. A sent change is not repeated on the same
-    /// connection unless it was requeued (error handling).
+    /// connection unless it was requeued (error handling). Changes are marked `sent` before the
+    /// write: the write suspends, and a save coalescing into a still-`queued` row meanwhile
+    /// would change a change the server may already have (same ccid, different content).
     public func send(_ changes: [OutgoingChange]) async {
-        var sent: [String] = []
+        var frames: [String] = []
+        var ccids: [String] = []
         for change in changes {
             guard let channel = channelsByBucket[change.bucket], machines[channel].isReady, connection != nil else { continue }
             if change.state == .sent && sentOnConnection.contains(change.ccid) { continue }
             do {
                 let request = try Conversions.request(change, clientID: configuration.clientID)
-                await write(ChannelClientMessage.changes([request]).frameText(channel: channel))
+                frames.append(ChannelClientMessage.changes([request]).frameText(channel: channel))
+                ccids.append(change.ccid)
                 sentOnConnection.insert(change.ccid)
-                sent.append(change.ccid)
             } catch {
                 logger.error("cannot encode change \(change.ccid): \(error)")
             }
         }
-        do { try store.markSent(ccids: sent) } catch { logger.error("marking sent failed: \(error)") }
+        guard !frames.isEmpty else { return }
+        do { try store.markSent(ccids: ccids) } catch { logger.error("marking sent failed: \(error)") }
+        for frame in frames { await write(frame) }
     }
 
     func publishProgress(channel: Int) {

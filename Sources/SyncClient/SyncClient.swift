@@ -29,6 +29,7 @@ public actor SyncClient {
     let stateBroadcaster = Broadcaster<ConnectionState>(initial: .stopped)
     let progressBroadcaster = Broadcaster<SyncProgress>()
     let authFailureBroadcaster = Broadcaster<BucketAuthFailure>()
+    let acknowledgementBroadcaster = Broadcaster<ChangeAcknowledgement>(replaysLatest: false)
 
     /// A channel the server refused to authorize.
     public struct BucketAuthFailure: Sendable, Hashable {
@@ -82,6 +83,20 @@ public actor SyncClient {
         await task?.value
         stateBroadcaster.publish(.stopped)
     }
+
+    /// Starts syncing another bucket (mkdir at the mount root) on a new channel, at once if connected.
+    public func addBucket(_ name: String) async throws(SyncClientError) {
+        guard channelsByBucket[name] == nil else { return }
+        guard BucketName.isValid(name) else { throw .invalidConfiguration("invalid bucket name \(name)") }
+        do { _ = try store.ensureBucket(name) } catch { throw .store(error) }
+        let channel = machines.count
+        machines.append(BucketMachine(channel: channel, bucket: name, pageLimit: configuration.indexPageLimit))
+        channelsByBucket[name] = channel
+        if connection != nil { await authorize(channel: channel) }
+    }
+
+    /// The buckets this client syncs, by channel.
+    public var buckets: [String] { machines.map(\.bucket) }
 
     /// Skips the current reconnect delay (e.g. the network came back).
     public func reconnectNow() {
@@ -138,6 +153,10 @@ public actor SyncClient {
     /// Entities changed by the server, after the store committed them.
     public nonisolated func remoteEvents() -> AsyncStream<RemoteEvent> { store.remoteEvents() }
 
+    /// Local changes the server acknowledged, after the store recorded them (each save's
+    /// `readyToSend.ccid` identifies its change; coalesced saves ride on a later ccid).
+    public nonisolated func acknowledgements() -> AsyncStream<ChangeAcknowledgement> { acknowledgementBroadcaster.stream() }
+
     /// The connection state now and on every change.
     public nonisolated func connectionStates() -> AsyncStream<ConnectionState> { stateBroadcaster.stream() }
 
@@ -170,6 +189,23 @@ public actor SyncClient {
             try? await Task.sleep(for: .milliseconds(20))
         }
         return isIdle()
+    }
+
+    /// Waits until the server has acknowledged the entity's current local value (the mount
+    /// option where fsync waits for the server), or it was refused, or `timeout` passed.
+    /// Returns the entity's state then (`synced` on success); nil if the entity is unknown.
+    public nonisolated func waitUntilAcknowledged(bucket: String, key: String, timeout: Duration) async -> EntityState? {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            guard let entity = try? store.entity(bucket: bucket, key: key) else { return nil }
+            switch entity.state {
+            case .synced, .rejected, .invalid:
+                return entity.state
+            case .pending, .conflict:
+                if ContinuousClock.now >= deadline { return entity.state }
+            }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
     }
 
     /// The phase of a bucket's channel, for status and tests.

@@ -16,6 +16,8 @@ public enum SyncServerError: Error, Sendable, Hashable, CustomStringConvertible 
     case dataDirectory(path: String, reason: String)
     /// Stored data that should be valid JSON is not (never written by this server).
     case corruptRecord(String)
+    /// A change could not be stored because its batch's transaction failed.
+    case storage(String)
 
     public var description: String {
         switch self {
@@ -27,6 +29,7 @@ public enum SyncServerError: Error, Sendable, Hashable, CustomStringConvertible 
         case .invalidBucketName(let name): return "invalid bucket name \(name.debugDescription)"
         case .dataDirectory(let path, let reason): return "data directory \(path): \(reason)"
         case .corruptRecord(let what): return "corrupt stored record: \(what)"
+        case .storage(let reason): return "storage failure: \(reason)"
         }
     }
 }

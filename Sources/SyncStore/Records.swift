@@ -240,6 +240,19 @@ public struct RemoteEvent: Hashable, Sendable {
     public let key: String
     public let entityID: Int64
     public let kind: Kind
+    /// The entity's server version after the change (nil when unknown, e.g. removed by an index).
+    public let version: Int?
+    /// The client that made the change, when the server said (`clientid`; nil for index and `e` loads).
+    public let clientID: String?
+
+    public init(bucket: String, key: String, entityID: Int64, kind: Kind, version: Int? = nil, clientID: String? = nil) {
+        self.bucket = bucket
+        self.key = key
+        self.entityID = entityID
+        self.kind = kind
+        self.version = version
+        self.clientID = clientID
+    }
 }
 
 /// The local index answered to a server `index` request.

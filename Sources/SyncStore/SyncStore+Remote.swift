@@ -116,7 +116,7 @@ extension SyncStore {
         case .remove:
             guard let existing = row else { return }
             if let ev = change.endVersion, let known = existing.ghostVersion, known > ev { return }
-            try removeFromServerSide(existing, bucket: bucket, now: now, outcome: &outcome, db)
+            try removeFromServerSide(existing, bucket: bucket, now: now, version: change.endVersion, clientID: change.clientID, outcome: &outcome, db)
         case .modify(let diff):
             let endVersion = change.endVersion ?? (change.sourceVersion ?? 0) + 1
             let sourceMatches: Bool
@@ -141,7 +141,9 @@ extension SyncStore {
                 try markForReload(key: change.key, version: endVersion, bucket: bucket, now: now, outcome: &outcome, db)
                 return
             }
-            try adopt(newGhost, version: endVersion, oldGhost: oldGhost, remoteDiff: diff, row: &target, bucket: bucket, now: now, outcome: &outcome, db)
+            try adopt(
+                newGhost, version: endVersion, oldGhost: oldGhost, remoteDiff: diff, row: &target, bucket: bucket, now: now,
+                clientID: change.clientID, outcome: &outcome, db)
         }
     }
 
@@ -154,7 +156,8 @@ extension SyncStore {
         try open.delete(db)
         outcome.acknowledged.append(open.ccid)
         row.ctime = now
-        if open.op == "-" || change.operation == .remove {
+        // The server's echo says what it did (the row may have been re-queued meanwhile).
+        if change.operation == .remove {
             if row.deletedPending || row.localValue == nil {
                 try row.delete(db)
                 return
@@ -190,10 +193,9 @@ extension SyncStore {
     /// The server's version is now `newGhost`; rebase the local edit over it and show the result.
     static func adopt(
         _ newGhost: JSONObject, version: Int, oldGhost: JSONObject, remoteDiff: JSONObject?, row: inout EntityRow,
-        bucket: BucketRow, now: Int64, outcome: inout RemoteOutcome, _ db: Database
+        bucket: BucketRow, now: Int64, clientID: String? = nil, outcome: inout RemoteOutcome, _ db: Database
     ) throws {
         let isNew = row.content == nil && !row.deletedPending
-        let wasNeedingReload = row.needsReload
         row.needsReload = false
         row.reloadVersion = nil
         row.setGhost(newGhost, version: version)
@@ -225,11 +227,10 @@ extension SyncStore {
         if let next = try reconcileQueue(&row, bucket: bucket.name, db) { outcome.ready(next) }
         if conflict && row.state == EntityState.pending.description { row.state = EntityState.conflict.description }
         try row.save(db)
-        if wasNeedingReload && isNew || isNew {
-            outcome.events.append(RemoteEvent(bucket: bucket.name, key: row.key, entityID: row.id, kind: .created))
-        } else {
-            outcome.events.append(RemoteEvent(bucket: bucket.name, key: row.key, entityID: row.id, kind: .changed))
-        }
+        outcome.events.append(
+            RemoteEvent(
+                bucket: bucket.name, key: row.key, entityID: row.id, kind: isNew ? .created : .changed, version: version,
+                clientID: clientID))
     }
 
     static func load(
@@ -283,7 +284,10 @@ extension SyncStore {
 
     /// The server no longer has the entity: forget it unless there is a local edit, which is
     /// kept and re-created on the server (spec: `-` only when no local change is pending).
-    static func removeFromServerSide(_ existing: EntityRow, bucket: BucketRow, now: Int64, outcome: inout RemoteOutcome, _ db: Database) throws {
+    static func removeFromServerSide(
+        _ existing: EntityRow, bucket: BucketRow, now: Int64, version: Int? = nil, clientID: String? = nil,
+        outcome: inout RemoteOutcome, _ db: Database
+    ) throws {
         var row = existing
         let ghost = try row.ghost()
         let local = try row.local()
@@ -292,7 +296,8 @@ extension SyncStore {
         if !hasLocalEdit {
             try row.delete(db)
             if row.content != nil {
-                outcome.events.append(RemoteEvent(bucket: bucket.name, key: row.key, entityID: row.id, kind: .removed))
+                outcome.events.append(
+                    RemoteEvent(bucket: bucket.name, key: row.key, entityID: row.id, kind: .removed, version: version, clientID: clientID))
             }
             return
         }

@@ -7,7 +7,7 @@ enum Daemon {
         try Paths.createDirectory(Paths.stateDirectory)
         let logPath = logFile ?? Paths.logFile(for: mountpoint)
         if !FileManager.default.fileExists(atPath: logPath) {
-            FileManager.default.createFile(atPath: logPath, contents: nil)
+            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         }
         guard let log = FileHandle(forWritingAtPath: logPath) else {
             throw CommandError("cannot write the log file \(logPath)")

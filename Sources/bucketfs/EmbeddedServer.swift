@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import ServiceLifecycle
 import SyncServer
 
 /// The sync server `bucketfs mount` starts in-process when no --server is given, so that a fresh
@@ -12,6 +13,7 @@ struct EmbeddedServer {
     let token: String
     /// True when this run created the server's data: the caller seeds the sample notes.
     let isNew: Bool
+    let group: ServiceGroup
     let task: Task<Void, any Error>
 
     static func start(dataDirectory: String, logger: Logger) async throws -> EmbeddedServer {
@@ -31,17 +33,19 @@ struct EmbeddedServer {
             onServerRunning: { port in portSink.yield(port) }
         )
         let app = try buildServerApplication(configuration: configuration, store: store, logger: logger)
-        let task = Task { try await app.runService(gracefulShutdownSignals: []) }
+        // Signals belong to the mount (it unmounts first); the server stops when told to.
+        let group = ServiceGroup(services: [app], gracefulShutdownSignals: [], logger: logger)
+        let task = Task { try await group.run() }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next() else {
             task.cancel()
             throw CommandError("the embedded sync server did not start")
         }
-        return EmbeddedServer(url: "ws://localhost:\(port)", token: token, isNew: isNew, task: task)
+        return EmbeddedServer(url: "ws://localhost:\(port)", token: token, isNew: isNew, group: group, task: task)
     }
 
     func stop() async {
-        task.cancel()
+        await group.triggerGracefulShutdown()
         _ = await task.result
     }
 }

@@ -18,18 +18,35 @@ struct RemoteChangeTests {
         return try condition()
     }
 
+    /// The server changed `key` from `old` (nil: a new entity) to `new` at `version`, applied the
+    /// way the engine applies a `c` message (spec "Receiving Remote Changes").
+    func remoteSave(_ mount: MountFixture, key: String, version: Int, old: JSONObject?, new: JSONObject) throws {
+        var diff: JSONObject = [:]
+        for (name, value) in new where old?[name] != value {
+            diff[name] = .object(["o": .string(old?[name] == nil ? "+" : "r"), "v": value])
+        }
+        for name in (old ?? [:]).keys where new[name] == nil {
+            diff[name] = .object(["o": .string("-")])
+        }
+        let change = RemoteChange(
+            key: key, operation: .modify(diff: diff), sourceVersion: old == nil ? nil : version - 1, endVersion: version,
+            cv: "cv-\(key)-\(version)")
+        let outcome = try mount.store.applyRemote(bucket: "notes", changes: [change])
+        #expect(outcome.reloads.isEmpty, "the store did not apply the change to \(key)")
+    }
+
     @Test func remoteEditCreateAndRemoveShowUpInTheMount() throws {
         let mount = try MountFixture()
         defer { mount.close() }
-        _ = try mount.store.applyEntity(bucket: "notes", key: "r", version: 1, data: ["v": .integer(1)])
+        try remoteSave(mount, key: "r", version: 1, old: nil, new: ["v": .integer(1)])
         let path = mount.path("notes/r.json")
         #expect(try Tool.run("/bin/cat", [path]).stdout == "{\n  \"v\": 1\n}\n")
         let missing = try Tool.run("/bin/cat", [mount.path("notes/later.json")])
         #expect(missing.status != 0)
 
         // Kernel caches hold the old size (long attr timeout) and a negative entry for later.json.
-        _ = try mount.store.applyEntity(bucket: "notes", key: "r", version: 2, data: ["v": .string("a much longer value")])
-        _ = try mount.store.applyEntity(bucket: "notes", key: "later", version: 1, data: ["n": .integer(5)])
+        try remoteSave(mount, key: "r", version: 2, old: ["v": .integer(1)], new: ["v": .string("a much longer value")])
+        try remoteSave(mount, key: "later", version: 1, old: nil, new: ["n": .integer(5)])
         let expected = "{\n  \"v\": \"a much longer value\"\n}\n"
         #expect(try eventually { try Tool.run("/bin/cat", [path]).stdout == expected })
         #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == expected.utf8.count)
@@ -37,7 +54,7 @@ struct RemoteChangeTests {
 
         let removal = RemoteChange(key: "later", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "cv9")
         _ = try mount.store.applyRemote(bucket: "notes", changes: [removal])
-        #expect(try eventually { !FileManager.default.fileExists(atPath: mount.path("notes/later.json")) })
+        #expect(eventually { !FileManager.default.fileExists(atPath: mount.path("notes/later.json")) })
         #expect(try FileManager.default.contentsOfDirectory(atPath: mount.path("notes")) == ["r.json"])
     }
 
@@ -84,7 +101,7 @@ struct RemoteChangeTests {
     @Test func openCleanFileSeesRemoteChangeOnNextRead() throws {
         let mount = try MountFixture()
         defer { mount.close() }
-        _ = try mount.store.applyEntity(bucket: "notes", key: "o", version: 1, data: ["v": .integer(1)])
+        try remoteSave(mount, key: "o", version: 1, old: nil, new: ["v": .integer(1)])
         let descriptor = open(mount.path("notes/o.json"), O_RDONLY)
         #expect(descriptor >= 0)
         defer { close(descriptor) }
@@ -94,7 +111,7 @@ struct RemoteChangeTests {
             return String(decoding: buffer.prefix(max(count, 0)), as: UTF8.self)
         }
         #expect(readAll() == "{\n  \"v\": 1\n}\n")
-        _ = try mount.store.applyEntity(bucket: "notes", key: "o", version: 2, data: ["v": .integer(22)])
+        try remoteSave(mount, key: "o", version: 2, old: ["v": .integer(1)], new: ["v": .integer(22)])
         #expect(eventually { readAll() == "{\n  \"v\": 22\n}\n" })
     }
 }

@@ -21,6 +21,7 @@ struct ConvergenceTests {
             let events = b.client.remoteEvents()
             let saved = try await a.client.save(bucket: "notes", key: "hello", value: ["title": "from a"])
             #expect(saved.entity.state == .pending)
+            #expect(await a.client.waitUntilAcknowledged(bucket: "notes", key: "hello", timeout: .seconds(10)) == .synced)
             #expect(try await eventually { try b.value("hello") == ["title": "from a"] })
             var iterator = events.makeAsyncIterator()
             let event = await iterator.next()
@@ -176,6 +177,129 @@ struct ConvergenceTests {
             await b.client.start()
             #expect(try await eventually { try b.value("k") == ["x": 1] })
             try await a.idle()
+        }
+        await a.shutdown()
+        await b.shutdown()
+        await server.cleanup()
+        directory.remove()
+    }
+
+    @Test func forgottenCVReindexesAndKeepsLocalPendingChanges() async throws {
+        // The server keeps only a few changes, so an old cv is answered with `cv:?`.
+        let server = try TestServer { $0.changeLogRetention = 2 }
+        try await server.start()
+        let directory = try TemporaryDirectory()
+        let token = try await server.makeToken()
+        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
+        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
+        do {
+            await a.client.start()
+            await b.client.start()
+            _ = try await a.client.save(bucket: "notes", key: "doc", value: ["a": 0, "b": 0])
+            _ = try await a.client.save(bucket: "notes", key: "gone", value: ["x": 1])
+            #expect(try await eventually { try b.value("doc") != nil && b.value("gone") != nil })
+            try await b.idle()
+            await b.client.stop()
+            _ = try await b.client.save(bucket: "notes", key: "doc", value: ["a": 0, "b": 2])
+            _ = try await b.client.save(bucket: "notes", key: "local-only", value: ["new": true])
+            for index in 1...8 {
+                _ = try await a.client.save(bucket: "notes", key: "doc", value: ["a": .integer(Int64(index)), "b": 0])
+                try await a.idle()
+            }
+            try await a.client.delete(bucket: "notes", key: "gone")
+            try await a.idle()
+            let oldCV = try #require(try b.store.bucket(named: "notes")?.cv)
+            await b.client.start()
+            try await b.idle(.seconds(20))
+            #expect(try b.store.bucket(named: "notes")?.cv != oldCV)
+            #expect(try await eventually {
+                try a.value("doc") == ["a": 8, "b": 2] && b.value("doc") == ["a": 8, "b": 2]
+            })
+            #expect(try b.store.entity(bucket: "notes", key: "gone") == nil)
+            #expect(try await eventually { try a.value("local-only") == ["new": true] })
+        }
+        await a.shutdown()
+        await b.shutdown()
+        await server.cleanup()
+        directory.remove()
+    }
+
+    @Test func firstCommandInsideInitWorksAgainstTheServer() async throws {
+        let server = try TestServer()
+        try await server.start()
+        let directory = try TemporaryDirectory()
+        let token = try await server.makeToken()
+        let a = try await TestClient.make("a", server: server, token: token, directory: directory) { $0.sendCommandInInit = true }
+        let b = try await TestClient.make("b", server: server, token: token, directory: directory) { $0.sendCommandInInit = true }
+        do {
+            await a.client.start()
+            try await a.idle()
+            _ = try await a.client.save(bucket: "notes", key: "k", value: ["v": 1])
+            try await a.idle()
+            await b.client.start()
+            #expect(try await eventually { try b.value("k") == ["v": 1] })
+            await b.client.stop()
+            _ = try await a.client.save(bucket: "notes", key: "k", value: ["v": 2])
+            await b.client.start()
+            #expect(try await eventually { try b.value("k") == ["v": 2] })
+        }
+        await a.shutdown()
+        await b.shutdown()
+        await server.cleanup()
+        directory.remove()
+    }
+
+    @Test func heartbeatsKeepAnIdleConnectionUp() async throws {
+        let server = try TestServer()
+        try await server.start()
+        let directory = try TemporaryDirectory()
+        let token = try await server.makeToken()
+        let a = try await TestClient.make("a", server: server, token: token, directory: directory) {
+            $0.heartbeatInterval = .milliseconds(100)
+            $0.heartbeatTimeout = .milliseconds(300)
+        }
+        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
+        do {
+            await a.client.start()
+            try await a.idle()
+            let states = a.client.connectionStates()
+            // Idle for many heartbeat intervals: the server answers each `h`, nothing reconnects.
+            try await Task.sleep(for: .milliseconds(1500))
+            #expect(a.client.connectionState == .connected)
+            await b.client.start()
+            _ = try await b.client.save(bucket: "notes", key: "k", value: ["v": 1])
+            #expect(try await eventually { try a.value("k") == ["v": 1] })
+            await a.client.stop()
+            var seen: [ConnectionState] = []
+            for await state in states {
+                seen.append(state)
+                if state == .stopped { break }
+            }
+            #expect(seen.first == .connected)
+            #expect(!seen.contains { if case .offline = $0 { return true } else { return false } })
+        }
+        await a.shutdown()
+        await b.shutdown()
+        await server.cleanup()
+        directory.remove()
+    }
+
+    @Test func bucketAddedWhileConnectedSyncs() async throws {
+        let server = try TestServer()
+        try await server.start()
+        let directory = try TemporaryDirectory()
+        let token = try await server.makeToken()
+        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
+        let b = try await TestClient.make("b", server: server, token: token, directory: directory, buckets: ["notes", "todo"])
+        do {
+            await a.client.start()
+            await b.client.start()
+            try await a.idle()
+            try await a.client.addBucket("todo")
+            #expect(await a.client.buckets == ["notes", "todo"])
+            _ = try await a.client.save(bucket: "todo", key: "task", value: ["done": false])
+            #expect(try await eventually { try b.value("task", bucket: "todo") == ["done": false] })
+            await #expect(throws: SyncClientError.self) { try await a.client.addBucket("bad/name") }
         }
         await a.shutdown()
         await b.shutdown()

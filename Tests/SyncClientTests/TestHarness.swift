@@ -53,8 +53,11 @@ actor TestServer {
     private(set) var store: ServerStore?
     private var task: Task<Void, any Error>?
 
-    init() throws {
+    private let configure: @Sendable (inout ServerConfiguration) -> Void
+
+    init(configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in }) throws {
         directory = try TemporaryDirectory()
+        self.configure = configure
     }
 
     /// Starts listening (port 0 the first time, the same port after a restart).
@@ -66,6 +69,7 @@ actor TestServer {
         var configuration = ServerConfiguration(host: "127.0.0.1", port: port)
         configuration.onServerRunning = { port in portContinuation.yield(port); portContinuation.finish() }
         configuration.forcedChangeError = { request in faults.next(for: request) }
+        configure(&configuration)
         var logger = Logger(label: "test-server")
         logger.logLevel = .critical
         let app = try buildServerApplication(configuration: configuration, store: store, logger: logger)

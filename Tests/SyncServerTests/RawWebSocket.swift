@@ -65,13 +65,18 @@ final class RawWebSocket: @unchecked Sendable {
         try write(frame)
     }
 
-    /// Reads until the server closes the connection (or the receive timeout); true on EOF/reset.
-    func drainUntilClosed() -> Bool {
+    /// Reads until the server closes the connection; true on EOF/reset, false when `limit`
+    /// passes first (a hang guard: the socket's 10 s receive timeout only paces the loop).
+    func drainUntilClosed(within limit: Duration) -> Bool {
+        let deadline = ContinuousClock.now + limit
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
             let count = recv(descriptor, &buffer, buffer.count, 0)
             if count == 0 { return true }
-            if count < 0 { return errno == ECONNRESET }
+            if count < 0 {
+                if errno == ECONNRESET { return true }
+                guard errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR, ContinuousClock.now < deadline else { return false }
+            }
         }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import JSONDiff
 import SyncProtocol
 @testable import SyncServer
@@ -72,9 +73,10 @@ struct OutboxTests {
 }
 
 final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
     private var value = false
-    func set() { value = true }
-    var isSet: Bool { value }
+    func set() { lock.withLock { value = true } }
+    var isSet: Bool { lock.withLock { value } }
 }
 
 struct ChangeResolverTests {

@@ -52,7 +52,10 @@ struct SaveLocalTests {
             let first = try #require(try store.saveLocal(bucket: "notes", key: "a", value: ["n": 1]).readyToSend)
             try store.markSent(ccids: [first.ccid])
             let during = try store.saveLocal(bucket: "notes", key: "a", value: ["n": 3])
-            #expect(during.readyToSend == nil)
+            // Only the change already in flight is reported (same ccid, still `sent`); no new one.
+            #expect(during.readyToSend?.ccid == first.ccid)
+            #expect(during.readyToSend?.state == .sent)
+            #expect(try store.outgoingChanges(bucket: "notes").count == 1)
             #expect(during.entity.state == .pending)
             // The server acknowledges the first change (as its broadcast with our ccid).
             let ack = RemoteChange(

@@ -10,47 +10,29 @@ struct ChangeLimits: Sendable, Hashable {
 }
 
 extension ServerStore {
-    /// Applies one client change in one transaction (entity, version history, change log and
-    /// ccid all or nothing), then, still on the writer queue and only after the commit, hands
-    /// the stored change to `publish`: broadcasts follow commit order and never precede durability.
+    /// Applies one change inside the caller's transaction (entity, version history, change log
+    /// and ccid all or nothing with the enclosing savepoint; see `GroupCommit.swift`).
     /// - Returns: the stored change, or the error code to answer the sender with.
-    func apply(
-        _ change: ChangeRequest, clientID: String, bucket: BucketHandle, limits: ChangeLimits,
-        publish: @escaping @Sendable (StoredChange) -> Void
-    ) async throws -> ChangeVerdict<StoredChange> {
-        try await pool.writeWithoutTransaction { db in
-            var outcome: ChangeVerdict<StoredChange> = .refused(.internalError)
-            try db.inTransaction {
-                outcome = try Self.applyInTransaction(db, change, clientID: clientID, bucket: bucket, limits: limits)
-                // A refused change leaves no trace.
-                if case .refused = outcome { return .rollback }
-                return .commit
-            }
-            if case .accepted(let stored) = outcome { publish(stored) }
-            return outcome
-        }
-    }
-
-    private static func applyInTransaction(
+    static func applyInTransaction(
         _ db: Database, _ change: ChangeRequest, clientID: String, bucket: BucketHandle, limits: ChangeLimits
     ) throws -> ChangeVerdict<StoredChange> {
+        // Statements are cached: this runs for every change, many per group commit.
         let alreadyApplied = try Bool.fetchOne(
-            db,
-            sql: "SELECT EXISTS (SELECT 1 FROM applied_ccids WHERE bucket_id = ? AND client_id = ? AND ccid = ?)",
+            db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM applied_ccids WHERE bucket_id = ? AND client_id = ? AND ccid = ?)"),
             arguments: [bucket.id, clientID, change.ccid]
         ) ?? false
         if alreadyApplied { return .refused(.duplicate) }
 
         let current = try Row.fetchOne(
-            db, sql: "SELECT version, data FROM entities WHERE bucket_id = ? AND key = ?", arguments: [bucket.id, change.id]
+            db.cachedStatement(sql: "SELECT version, data FROM entities WHERE bucket_id = ? AND key = ?"),
+            arguments: [bucket.id, change.id]
         ).map { row -> EntityState in
             let text: String? = row["data"]
             return EntityState(version: row["version"], data: try text.map { try decodeObject($0, what: "entity \(change.id)") })
         }
         let resolution = try ChangeResolver.resolve(change, current: current) { version in
             try String.fetchOne(
-                db,
-                sql: "SELECT data FROM entity_versions WHERE bucket_id = ? AND key = ? AND version = ?",
+                db.cachedStatement(sql: "SELECT data FROM entity_versions WHERE bucket_id = ? AND key = ? AND version = ?"),
                 arguments: [bucket.id, change.id, version]
             ).map { try decodeObject($0, what: "entity \(change.id).\(version)") }
         }
@@ -60,56 +42,50 @@ extension ServerStore {
         case .accepted(let value): resolved = value
         }
 
-        try db.execute(sql: "UPDATE server_state SET last_cv = last_cv + 1 WHERE id = 1")
-        let cv = try lastChangeVersion(db)
+        let cv = try Int64.fetchOne(
+            db.cachedStatement(sql: "UPDATE server_state SET last_cv = last_cv + 1 WHERE id = 1 RETURNING last_cv")
+        ) ?? 0
         let stored: StoredChange
         switch resolved {
         case .modify(let data, let diff, let sourceVersion, let endVersion):
             let dataText = JSONValue.object(data).compactRendered()
             if dataText.utf8.count > limits.maxDocumentSize { return .refused(.documentTooLarge) }
-            try db.execute(
-                sql: "INSERT INTO entities (bucket_id, key, version, data) VALUES (?, ?, ?, ?) ON CONFLICT (bucket_id, key) DO UPDATE SET version = excluded.version, data = excluded.data",
-                arguments: [bucket.id, change.id, endVersion, dataText]
-            )
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO entity_versions (bucket_id, key, version, data) VALUES (?, ?, ?, ?)",
-                arguments: [bucket.id, change.id, endVersion, dataText]
-            )
-            try db.execute(
-                sql: "DELETE FROM entity_versions WHERE bucket_id = ? AND key = ? AND version <= ?",
-                arguments: [bucket.id, change.id, endVersion - limits.historyPerEntity]
-            )
+            try db.cachedStatement(sql: """
+                INSERT INTO entities (bucket_id, key, version, data) VALUES (?, ?, ?, ?)
+                ON CONFLICT (bucket_id, key) DO UPDATE SET version = excluded.version, data = excluded.data
+                """).execute(arguments: [bucket.id, change.id, endVersion, dataText])
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO entity_versions (bucket_id, key, version, data) VALUES (?, ?, ?, ?)")
+                .execute(arguments: [bucket.id, change.id, endVersion, dataText])
+            if endVersion > limits.historyPerEntity {
+                try db.cachedStatement(sql: "DELETE FROM entity_versions WHERE bucket_id = ? AND key = ? AND version <= ?")
+                    .execute(arguments: [bucket.id, change.id, endVersion - limits.historyPerEntity])
+            }
             stored = StoredChange(
                 cv: cv, key: change.id, clientID: clientID, ccid: change.ccid, operation: .modify,
                 diff: diff, sourceVersion: sourceVersion, endVersion: endVersion
             )
         case .remove(let sourceVersion, let endVersion):
-            try db.execute(
-                sql: "UPDATE entities SET version = ?, data = NULL WHERE bucket_id = ? AND key = ?",
-                arguments: [endVersion, bucket.id, change.id]
-            )
+            try db.cachedStatement(sql: "UPDATE entities SET version = ?, data = NULL WHERE bucket_id = ? AND key = ?")
+                .execute(arguments: [endVersion, bucket.id, change.id])
             stored = StoredChange(
                 cv: cv, key: change.id, clientID: clientID, ccid: change.ccid, operation: .remove,
                 diff: nil, sourceVersion: sourceVersion, endVersion: endVersion
             )
         }
-        try db.execute(
-            sql: """
-                INSERT INTO changes (cv, bucket_id, key, client_id, ccid, operation, diff, source_version, end_version)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-            arguments: [
-                cv, bucket.id, stored.key, clientID, stored.ccid, stored.operation.rawValue,
-                stored.diff.map { JSONDiffing.encode($0).compactRendered() }, stored.sourceVersion, stored.endVersion,
-            ]
-        )
-        try db.execute(
-            sql: "INSERT INTO applied_ccids (bucket_id, client_id, ccid, cv) VALUES (?, ?, ?, ?)",
-            arguments: [bucket.id, clientID, change.ccid, cv]
-        )
-        try db.execute(sql: "UPDATE buckets SET change_count = change_count + 1 WHERE id = ?", arguments: [bucket.id])
+        try db.cachedStatement(sql: """
+            INSERT INTO changes (cv, bucket_id, key, client_id, ccid, operation, diff, source_version, end_version)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [
+            cv, bucket.id, stored.key, clientID, stored.ccid, stored.operation.rawValue,
+            stored.diff.map { JSONDiffing.encode($0).compactRendered() }, stored.sourceVersion, stored.endVersion,
+        ])
+        try db.cachedStatement(sql: "INSERT INTO applied_ccids (bucket_id, client_id, ccid, cv) VALUES (?, ?, ?, ?)")
+            .execute(arguments: [bucket.id, clientID, change.ccid, cv])
+        let count = try Int.fetchOne(
+            db.cachedStatement(sql: "UPDATE buckets SET change_count = change_count + 1 WHERE id = ? RETURNING change_count"),
+            arguments: [bucket.id]
+        ) ?? 0
         // Compact in batches (an eighth of the retention at a time), not on every change.
-        let count = try Int.fetchOne(db, sql: "SELECT change_count FROM buckets WHERE id = ?", arguments: [bucket.id]) ?? 0
         if count > limits.changeLogRetention + max(1, limits.changeLogRetention / 8) {
             _ = try compact(db, bucketID: bucket.id, keepingLast: limits.changeLogRetention)
         }

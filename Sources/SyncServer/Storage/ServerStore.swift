@@ -11,6 +11,8 @@ public final class ServerStore: Sendable {
     public let directory: String
     let pool: DatabasePool
     let passwordHasher: PasswordHasher
+    /// Changes waiting for the next group commit (see `CommitQueue`).
+    let commitQueue = CommitQueue()
 
     /// Opens (creating if needed) the store in `directory` and migrates its schema.
     /// - Parameter passwordIterations: PBKDF2 rounds for new passwords (existing ones keep theirs).

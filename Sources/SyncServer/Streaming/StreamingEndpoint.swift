@@ -52,7 +52,9 @@ struct StreamingEndpoint: Sendable {
                     break
                 }
             }
-            // No more broadcasts for this connection; let what is queued reach the client.
+            // Answer the changes already received, then no more broadcasts for this
+            // connection; let what is queued reach the client.
+            await session.finishChanges()
             session.close()
             outbox.finish()
             let watchdog = Task {

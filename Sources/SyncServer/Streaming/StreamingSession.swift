@@ -26,12 +26,15 @@ final class StreamingSession {
     private let outbox: Outbox
     private let appID: String
     private let logger: Logger
+    private let inFlight = InFlightChanges(limit: StreamingSession.maxChangesInFlight)
     private var channels: [Int: AuthorizedChannel] = [:]
 
     /// The most channels one connection may authorize (each is a subscription).
     static let maxChannels = 256
     /// `offset` beyond this is answered as the end of the index (SQL OFFSET scans).
     static let maxIndexOffset = 1_000_000
+    /// Changes of one connection waiting for the group commit before its reader pauses.
+    static let maxChangesInFlight = 128
 
     init(configuration: ServerConfiguration, store: ServerStore, hub: SubscriptionHub, outbox: Outbox, appID: String, logger: Logger) {
         self.configuration = configuration
@@ -50,7 +53,14 @@ final class StreamingSession {
         channels = [:]
     }
 
-    /// Handles one text message.
+    /// Waits until every change received so far has been answered (acknowledged or refused).
+    func finishChanges() async {
+        await inFlight.drained()
+    }
+
+    /// Handles one text message. Changes are pipelined (their replies come after the group
+    /// commit); any other message first waits for them, so it sees their effects and its reply
+    /// follows theirs, as if handled one by one.
     func handle(_ text: String) async -> Verdict {
         let frame: Frame
         do {
@@ -63,6 +73,7 @@ final class StreamingSession {
             guard let payload = frame.payload, !payload.isEmpty else { return .close(reason: "c without payload") }
             return await handleChanges(payload: payload, channel: channel)
         }
+        await inFlight.drained()
         let message: ClientMessage
         do {
             message = try ClientMessage(frame: frame)
@@ -234,16 +245,18 @@ final class StreamingSession {
             case .invalid(var rejection, let error):
                 rejection.clientID = rejection.clientID ?? authorized.clientID
                 logger.debug("change refused", metadata: ["code": "\(rejection.code)", "reason": "\(error)"])
-                send(.channel(channel, .changes([.rejected(rejection)])))
+                await replyInLine(ServerMessage.channel(channel, .changes([.rejected(rejection)])).render())
             }
         }
         return .keepOpen
     }
 
+    /// Submits a change to the group commit; its acknowledgement (the broadcast) or refusal is
+    /// queued after the commit, in order with this connection's other change replies.
     private func apply(_ change: ChangeRequest, channel: Int, authorized: AuthorizedChannel) async {
         let clientID = change.clientID ?? authorized.clientID
         if let forced = configuration.forcedChangeError?(change) {
-            reject(change, clientID: clientID, code: forced, channel: channel)
+            await replyInLine(Self.rejectionFrame(change, clientID: clientID, code: forced, channel: channel))
             return
         }
         let limits = ChangeLimits(
@@ -252,23 +265,39 @@ final class StreamingSession {
             changeLogRetention: configuration.changeLogRetention
         )
         let hub = self.hub
+        let outbox = self.outbox
+        let inFlight = self.inFlight
+        let logger = self.logger
         let bucketID = authorized.bucket.id
-        do {
-            let result = try await store.apply(change, clientID: clientID, bucket: authorized.bucket, limits: limits) { stored in
+        await inFlight.acquire()
+        store.submit(change, clientID: clientID, bucket: authorized.bucket, limits: limits) { result in
+            switch result {
+            case .success(.accepted(let stored)):
                 hub.publish(bucketID: bucketID, change: stored)
+            case .success(.refused(let code)):
+                outbox.enqueue(Self.rejectionFrame(change, clientID: clientID, code: code.rawValue, channel: channel))
+            case .failure(let error):
+                logger.error("change failed", metadata: ["key": "\(change.id)", "error": "\(error)"])
+                outbox.enqueue(Self.rejectionFrame(change, clientID: clientID, code: ChangeErrorCode.internalError.rawValue, channel: channel))
             }
-            if case .refused(let code) = result {
-                reject(change, clientID: clientID, code: code.rawValue, channel: channel)
-            }
-        } catch {
-            logger.error("change failed", metadata: ["key": "\(change.id)", "error": "\(error)"])
-            reject(change, clientID: clientID, code: ChangeErrorCode.internalError.rawValue, channel: channel)
+            inFlight.release()
         }
     }
 
-    private func reject(_ change: ChangeRequest, clientID: String, code: Int, channel: Int) {
+    /// Queues `frame` behind the replies of the changes already submitted.
+    private func replyInLine(_ frame: String) async {
+        let outbox = self.outbox
+        let inFlight = self.inFlight
+        await inFlight.acquire()
+        store.submitInLine {
+            outbox.enqueue(frame)
+            inFlight.release()
+        }
+    }
+
+    private static func rejectionFrame(_ change: ChangeRequest, clientID: String, code: Int, channel: Int) -> String {
         let rejection = ChangeRejection(clientID: clientID, id: change.id, ccids: [change.ccid], code: code)
-        send(.channel(channel, .changes([.rejected(rejection)])))
+        return ServerMessage.channel(channel, .changes([.rejected(rejection)])).render()
     }
 
     // MARK: - Output

@@ -1,0 +1,102 @@
+import Foundation
+import Testing
+
+/// Two mounts of the same user against one `bucketfs serve`: what one saves, the other shows,
+/// read the way an editor re-reads a file (open, read, close, re-open).
+@Suite(.serialized, .timeLimit(.minutes(5)))
+struct TwoMountTests {
+    /// Entities are rendered as pretty JSON: 2-space indent, sorted keys, trailing newline.
+    static func pretty(_ pairs: KeyValuePairs<String, String>) -> String {
+        "{\n" + pairs.map { "  \"\($0.key)\": \($0.value)" }.joined(separator: ",\n") + "\n}\n"
+    }
+
+    @Test func savesCreatesAndDeletesReachTheOtherMount() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.close() }
+        let server = try ServerProcess.start(in: sandbox)
+        let a = try MountProcess(sandbox, at: "a", server: server)
+        let b = try MountProcess(sandbox, at: "b", server: server, token: try server.newToken(in: sandbox))
+
+        // Create in a; b has looked for the name before (a negative lookup it must not keep).
+        #expect(try Files.read(b.path("notes/shared.json")) == nil)
+        let created = Self.pretty(["n": "1", "title": "\"milk\""])
+        try Files.write(a.path("notes/shared.json"), created)
+        #expect(try Files.waitFor(b.path("notes/shared.json"), toHold: created) == created)
+
+        // b has the file cached (attributes, pages, name); a rewrites it with sed -i (temp file
+        // renamed over the entity), then with an in-place truncating write.
+        let edited = Self.pretty(["n": "1", "title": "\"oat milk\""])
+        try Command.shell("sed -i 's/\"milk\"/\"oat milk\"/' shared.json", in: a.path("notes"))
+        #expect(try Files.read(a.path("notes/shared.json")) == edited)
+        #expect(try Files.waitFor(b.path("notes/shared.json"), toHold: edited) == edited)
+        let longer = Self.pretty(["n": "22", "title": "\"oat milk, two cartons of it please\""])
+        try Files.write(a.path("notes/shared.json"), longer)
+        #expect(try Files.waitFor(b.path("notes/shared.json"), toHold: longer) == longer)
+        #expect(try Command.shell("stat -c %s notes/shared.json", in: b.mountPoint).stdout == "\(longer.utf8.count)\n")
+
+        // The other way round: b saves, a sees it.
+        let fromB = Self.pretty(["n": "3", "title": "\"from b\""])
+        try Files.write(b.path("notes/shared.json"), fromB)
+        #expect(try Files.waitFor(a.path("notes/shared.json"), toHold: fromB) == fromB)
+
+        // Delete in a: gone from b's directory listing and from open().
+        try Command.shell("ls -l notes", in: b.mountPoint)
+        try Command.shell("rm notes/shared.json", in: a.mountPoint)
+        #expect(try Files.waitFor(b.path("notes/shared.json"), toHold: nil) == nil)
+        #expect(try Command.shell("ls notes", in: b.mountPoint).stdout == "")
+    }
+
+    @Test func manyFilesCreatedInOneMountAllArriveInTheOther() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.close() }
+        let server = try ServerProcess.start(in: sandbox)
+        let a = try MountProcess(sandbox, at: "a", server: server)
+        let b = try MountProcess(sandbox, at: "b", server: server)
+        try Command.python(
+            """
+            for i in range(50):
+                with open('n%02d.json' % i, 'w') as f: f.write('{\\n  "i": %d\\n}\\n' % i)
+            """, in: a.path("notes"))
+        let names = (0..<50).map { String(format: "n%02d.json", $0) }
+        #expect(eventually(90) { (try? FileManager.default.contentsOfDirectory(atPath: b.path("notes")).sorted()) == names })
+        #expect(try Files.read(b.path("notes/n49.json")) == "{\n  \"i\": 49\n}\n")
+        try Command.shell("rm n1*.json", in: a.path("notes"))
+        #expect(eventually(90) { (try? FileManager.default.contentsOfDirectory(atPath: b.path("notes")).count) == 40 })
+    }
+
+    @Test func invalidJSONStaysLocalUntilFixed() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.close() }
+        let server = try ServerProcess.start(in: sandbox)
+        let a = try MountProcess(sandbox, at: "a", server: server)
+        let b = try MountProcess(sandbox, at: "b", server: server)
+
+        let valid = TwoMountTests.pretty(["v": "1"])
+        try Files.write(a.path("notes/x.json"), valid)
+        #expect(try Files.waitFor(b.path("notes/x.json"), toHold: valid) == valid)
+
+        // A half-typed save: kept exactly as written, marked invalid, not sent.
+        let broken = "{\n  \"v\": 2,\n"
+        try Files.write(a.path("notes/x.json"), broken)
+        #expect(try Files.read(a.path("notes/x.json")) == broken)
+        let state = try Command.python(
+            "import os, sys\nprint(os.getxattr(sys.argv[1], 'user.bucketfs.state').decode())", [a.path("notes/x.json")], in: "/")
+        #expect(state.stdout == "invalid\n")
+        // A later valid save of another entity arrives; the broken one never did.
+        let marker = TwoMountTests.pretty(["marker": "true"])
+        try Files.write(a.path("notes/marker.json"), marker)
+        #expect(try Files.waitFor(b.path("notes/marker.json"), toHold: marker) == marker)
+        #expect(try Files.read(b.path("notes/x.json")) == valid)
+
+        // Fixed: it syncs.
+        let fixed = TwoMountTests.pretty(["v": "2"])
+        try Files.write(a.path("notes/x.json"), fixed)
+        #expect(try Files.waitFor(b.path("notes/x.json"), toHold: fixed) == fixed)
+        let synced = eventually(60) {
+            let output = try? Command.run(
+                "/usr/bin/env", ["python3", "-c", "import os, sys\nprint(os.getxattr(sys.argv[1], 'user.bucketfs.state').decode())", a.path("notes/x.json")])
+            return output?.stdout == "synced\n"
+        }
+        #expect(synced)
+    }
+}
