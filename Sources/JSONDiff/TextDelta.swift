@@ -24,20 +24,15 @@ enum TextDelta {
         }
     }
 
-    /// Rebases the local delta over the remote one (both made against `base`): the local edit becomes
-    /// patches with context that are fuzzily applied to the remote result, as the reference does.
-    /// Returns the remote result and the merged text.
-    static func merge(local: String, remote: String, base: String) throws(JSONDiffError) -> (remote: String, merged: String) {
-        let remoteText = try apply(remote, to: base)
-        let localDiffs: [Diff]
+    /// The diff runs a delta makes of `source` (no run splits a surrogate pair); a delta that
+    /// does not fit is the same typed error as for `apply`.
+    static func diffs(_ delta: String, of source: String) throws(JSONDiffError) -> [Diff] {
         do {
-            localDiffs = try dmp.diffFromDelta(base, local)
+            return try dmp.diffFromDelta(source, delta)
         } catch {
-            _ = try apply(local, to: base)  // rethrows the typed "does not fit" error
-            return (remoteText, remoteText)
+            _ = try apply(delta, to: source)  // rethrows the typed "does not fit" error
+            throw .deltaDoesNotFit(path: [], reason: "\(error)")
         }
-        let patches = dmp.patchMake(base, localDiffs)
-        return (remoteText, dmp.patchApply(patches, to: remoteText).text)
     }
 
     // MARK: - Lists as text (dL)

@@ -54,19 +54,20 @@ enum Transformer {
             let rebased = try transformList(mine, over: theirs, base: list, itemPolicy: policy?.item)
             return rebased.isEmpty ? nil : .list(rebased)
         case (.stringDelta(let mine), .stringDelta(let theirs)):
+            // Both deltas are of the same base text: merged exactly, not by fuzzy patching.
             guard case .string(let text)? = base else { throw mismatch(local, base) }
-            let merged = try TextDelta.merge(local: mine, remote: theirs, base: text)
-            return merged.merged == merged.remote
-                ? nil : .stringDelta(TextDelta.stringDelta(from: merged.remote, to: merged.merged))
+            let merge = try TextMerge(local: mine, remote: theirs, base: text)
+            return merge.changesRemote ? .stringDelta(merge.rebasedDelta) : nil
         case (.listDelta(let mine), .listDelta(let theirs)):
             guard case .array(let list)? = base else { throw mismatch(local, base) }
-            let merged = try TextDelta.merge(local: mine, remote: theirs, base: TextDelta.listText(list))
-            if merged.merged == merged.remote { return nil }
-            // A fuzzy merge can cut through an item; then the whole local list wins instead.
-            guard (try? TextDelta.items(fromListText: merged.merged)) != nil else {
+            let merge = try TextMerge(local: mine, remote: theirs, base: TextDelta.listText(list))
+            if !merge.changesRemote { return nil }
+            // Deltas not cut at line ends (other clients) can merge into a line that is not an
+            // item; then the whole local list wins instead.
+            guard (try? TextDelta.items(fromListText: merge.mergedText)) != nil else {
                 return .replace(try localValue(local, base: base))
             }
-            return .listDelta(TextDelta.lineDelta(from: merged.remote, to: merged.merged))
+            return .listDelta(merge.rebasedDelta)
         case (.increment(let amount), .replace(let theirs)):
             // Still a number: the increment counts on top of the remote value.
             if (try? Applier.increment(theirs, by: amount)) != nil { return local }
@@ -75,7 +76,8 @@ enum Transformer {
             // Remote replaced the text: the local edit is merged into it like a concurrent delta.
             guard case .string(let text)? = base else { throw mismatch(local, base) }
             _ = try TextDelta.apply(mine, to: text)
-            let patches = TextDelta.dmp.patchMake(text, try diffs(mine, text))
+            // Not the same base text, so no exact merge: the reference's fuzzy patching.
+            let patches = TextDelta.dmp.patchMake(text, try TextDelta.diffs(mine, of: text))
             let merged = TextDelta.dmp.patchApply(patches, to: theirs).text
             return merged == theirs ? nil : .stringDelta(TextDelta.stringDelta(from: theirs, to: merged))
         default:
@@ -88,14 +90,6 @@ enum Transformer {
     private static func localValue(_ local: DiffOp, base: JSONValue?) throws(JSONDiffError) -> JSONValue {
         guard let base else { throw .missingKey(path: []) }
         return try Applier.apply(local, to: base)
-    }
-
-    private static func diffs(_ delta: String, _ text: String) throws(JSONDiffError) -> [Diff] {
-        do {
-            return try TextDelta.dmp.diffFromDelta(text, delta)
-        } catch {
-            throw .deltaDoesNotFit(path: [], reason: "\(error)")
-        }
     }
 
     private static func mismatch(_ operation: DiffOp, _ value: JSONValue?) -> JSONDiffError {
