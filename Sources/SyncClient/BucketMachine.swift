@@ -109,15 +109,16 @@ struct BucketMachine: Sendable {
         guard phase == .indexing else { return [] }
         entitiesKnown += page.index.count
         entitiesDone += page.index.filter { $0.data != nil }.count
-        let isLast = page.mark == nil
-        var actions: [Action] = [.applyIndexPage(page, isLast: isLast)]
         if let mark = page.mark {
-            actions.append(.send(.index(IndexRequest(includeData: true, mark: mark, offset: nil, limit: pageLimit))))
-        } else {
-            phase = .ready
-            actions.append(.sendOwed)
+            // Ask for the next page first, so the server reads and sends it while this one is
+            // stored (messages are handled in order: it is applied only after this page).
+            return [
+                .send(.index(IndexRequest(includeData: true, mark: mark, offset: nil, limit: pageLimit))),
+                .applyIndexPage(page, isLast: false),
+            ]
         }
-        return actions
+        phase = .ready
+        return [.applyIndexPage(page, isLast: true), .sendOwed]
     }
 
     /// A `c` message. In catch-up it is the answer to `cv:`; then what is owed is sent.

@@ -90,7 +90,7 @@ extension SyncClient {
             interval: configuration.heartbeatInterval, timeout: configuration.heartbeatTimeout, now: .now))
         sentOnConnection.removeAll()
         stateBroadcaster.publish(.connected)
-        for channel in machines.indices where !machines[channel].isUnauthorized {
+        for channel in machines.indices where !machines[channel].isUnauthorized && !removedChannels.contains(channel) {
             await authorize(channel: channel)
         }
         return id

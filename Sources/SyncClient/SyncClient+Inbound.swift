@@ -31,6 +31,7 @@ extension SyncClient {
                 logger.warning("message for unknown channel \(channel)")
                 return
             }
+            guard !removedChannels.contains(channel) else { return }
             await handle(channelMessage, channel: channel)
         }
     }

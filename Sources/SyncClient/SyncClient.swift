@@ -25,6 +25,9 @@ public actor SyncClient {
     var badVersionCounts: [String: Int] = [:]
     /// ccids written on the current connection (a sent change is not resent on it unless requeued).
     var sentOnConnection: Set<String> = []
+    /// Channels of removed buckets: never authorized again, their messages ignored (channel
+    /// numbers are positions, so the slot stays).
+    var removedChannels: Set<Int> = []
 
     let stateBroadcaster = Broadcaster<ConnectionState>(initial: .stopped)
     let progressBroadcaster = Broadcaster<SyncProgress>()
@@ -95,8 +98,16 @@ public actor SyncClient {
         if connection != nil { await authorize(channel: channel) }
     }
 
+    /// Stops syncing a bucket and forgets it locally (rmdir at the mount root); refused with
+    /// `StoreError.bucketNotEmpty` while it holds entities or local files. The server keeps its data.
+    public func removeBucket(_ name: String) async throws(SyncClientError) {
+        do { try store.removeBucket(named: name) } catch { throw .store(error) }
+        guard let channel = channelsByBucket.removeValue(forKey: name) else { return }
+        removedChannels.insert(channel)
+    }
+
     /// The buckets this client syncs, by channel.
-    public var buckets: [String] { machines.map(\.bucket) }
+    public var buckets: [String] { machines.filter { !removedChannels.contains($0.channel) }.map(\.bucket) }
 
     /// Skips the current reconnect delay (e.g. the network came back).
     public func reconnectNow() {
@@ -171,8 +182,9 @@ public actor SyncClient {
 
     /// Whether every bucket is in sync with nothing owed to the server.
     public func isIdle() -> Bool {
-        guard connection != nil, machines.allSatisfy(\.isReady) else { return false }
-        for machine in machines {
+        let active = machines.filter { !removedChannels.contains($0.channel) }
+        guard connection != nil, active.allSatisfy(\.isReady) else { return false }
+        for machine in active {
             guard let owed = try? store.outgoingChanges(bucket: machine.bucket), owed.isEmpty,
                 let reloads = try? store.pendingReloads(bucket: machine.bucket), reloads.isEmpty,
                 machine.requestedEntities.isEmpty

@@ -34,7 +34,9 @@ struct BucketRow: Codable, FetchableRecord, PersistableRecord {
     var info: BucketInfo { BucketInfo(id: id, name: name, cv: cv, ctime: ctime) }
 
     static func named(_ name: String, _ db: Database) throws -> BucketRow {
-        guard let row = try BucketRow.filter(Column("name") == name).fetchOne(db) else {
+        // Cached statements here and below: these lookups run for every entity of a sync.
+        let statement = try db.cachedStatement(sql: "SELECT * FROM bucket WHERE name = ?")
+        guard let row = try BucketRow.fetchOne(statement, arguments: [name]) else {
             throw StoreError.unknownBucket(name)
         }
         return row
@@ -81,7 +83,8 @@ struct EntityRow: Codable, FetchableRecord, PersistableRecord {
     }
 
     static func find(bucketID: Int64, key: String, _ db: Database) throws -> EntityRow? {
-        try EntityRow.filter(Column("bucket_id") == bucketID && Column("key") == key).fetchOne(db)
+        let statement = try db.cachedStatement(sql: "SELECT * FROM entity WHERE bucket_id = ? AND key = ?")
+        return try EntityRow.fetchOne(statement, arguments: [bucketID, key])
     }
 
     func ghost() throws -> JSONObject { try StoredJSON.object(ghostData, column: "ghost_data") }
@@ -139,10 +142,9 @@ struct ChangeRow: Codable, FetchableRecord, MutablePersistableRecord {
     /// The entity's open change: queued, sent, or `applied` (a 409 waiting for its echo).
     /// Rejected changes are closed; at most one change is open per entity.
     static func open(entityID: Int64, _ db: Database) throws -> ChangeRow? {
-        try ChangeRow
-            .filter(Column("entity_id") == entityID && ["queued", "sent", "applied"].contains(Column("state")))
-            .order(Column("seq"))
-            .fetchOne(db)
+        let statement = try db.cachedStatement(
+            sql: "SELECT * FROM pending_change WHERE entity_id = ? AND state IN ('queued', 'sent', 'applied') ORDER BY seq LIMIT 1")
+        return try ChangeRow.fetchOne(statement, arguments: [entityID])
     }
 
     func outgoing(bucket: String, key: String) throws -> OutgoingChange {
@@ -174,7 +176,8 @@ struct LocalFileRow: Codable, FetchableRecord, PersistableRecord {
     }
 
     static func find(bucketID: Int64, name: String, _ db: Database) throws -> LocalFileRow? {
-        try LocalFileRow.filter(Column("bucket_id") == bucketID && Column("name") == name).fetchOne(db)
+        let statement = try db.cachedStatement(sql: "SELECT * FROM local_file WHERE bucket_id = ? AND name = ?")
+        return try LocalFileRow.fetchOne(statement, arguments: [bucketID, name])
     }
 
     func info(bucket: String) -> LocalFileInfo {

@@ -66,15 +66,27 @@ enum Schema {
                 table.uniqueKey(["bucket_id", "name"])
             }
         }
+        migrator.registerMigration("v2") { db in
+            // Entity rows hold ~3 copies of the JSON (one SQLite page each for ~1 KB notes), so
+            // a scan of a bucket reads every page: the frequent lookups get indexes instead.
+            try db.execute(sql: "CREATE INDEX entity_needs_reload ON entity(bucket_id, key) WHERE needs_reload = 1")
+            try db.execute(sql: "CREATE INDEX entity_seen_generation ON entity(bucket_id, seen_generation)")
+        }
         return migrator
     }
 
     /// Hands out the next node id inside the caller's transaction.
     static func allocateNodeID(_ db: Database) throws -> Int64 {
-        guard let next = try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'next_node_id'") else {
+        try allocateNodeIDs(db, count: 1)
+    }
+
+    /// Hands out `count` consecutive node ids (the first is returned) inside the caller's transaction.
+    static func allocateNodeIDs(_ db: Database, count: Int) throws -> Int64 {
+        let statement = try db.cachedStatement(
+            sql: "UPDATE meta SET value = value + ? WHERE name = 'next_node_id' RETURNING value - ?")
+        guard let first = try Int64.fetchOne(statement, arguments: [count, count]) else {
             throw StoreError.corruptRow("meta.next_node_id missing")
         }
-        try db.execute(sql: "UPDATE meta SET value = ? WHERE name = 'next_node_id'", arguments: [next + 1])
-        return next
+        return first
     }
 }

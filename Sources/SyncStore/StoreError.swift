@@ -12,6 +12,8 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     case unknownChange(ccid: String)
     /// A value stored in the database could not be decoded (corrupt row).
     case corruptRow(String)
+    /// The bucket still holds entities (also ones whose removal is not yet acknowledged) or local files.
+    case bucketNotEmpty(String)
 
     public var description: String {
         switch self {
@@ -21,6 +23,7 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case .unknownLocalFile(let bucket, let name): return "unknown local file \(bucket)/\(name)"
         case .unknownChange(let ccid): return "unknown change \(ccid)"
         case .corruptRow(let message): return "corrupt row: \(message)"
+        case .bucketNotEmpty(let name): return "bucket \(name) is not empty"
         }
     }
 }

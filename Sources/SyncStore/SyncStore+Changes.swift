@@ -20,12 +20,10 @@ extension SyncStore {
     /// Records that these changes were written to a connection (they keep their ccid from now on).
     public func markSent(ccids: [String]) throws(StoreError) {
         guard !ccids.isEmpty else { return }
-        try write { db in
-            for ccid in ccids {
-                try db.execute(
-                    sql: "UPDATE pending_change SET state = 'sent' WHERE ccid = ? AND state = 'queued'",
-                    arguments: [ccid])
-            }
+        // The changes are durable already; only a queued-by-an-ack one may rest on a deferred write.
+        try write(.syncedIfDeferredPending) { db in
+            let statement = try db.cachedStatement(sql: "UPDATE pending_change SET state = 'sent' WHERE ccid = ? AND state = 'queued'")
+            for ccid in ccids { try statement.execute(arguments: [ccid]) }
         }
     }
 
@@ -127,7 +125,7 @@ extension SyncStore {
     /// arrive is applied already; drop it and queue whatever local edit remains (spec, 409).
     /// Returns everything owed to the server for the bucket.
     public func finishCatchUp(bucket: String) throws(StoreError) -> [OutgoingChange] {
-        try write { db in
+        try write(.deferred) { db in
             let bucketRow = try BucketRow.named(bucket, db)
             let rows = try Row.fetchAll(
                 db,
@@ -142,11 +140,14 @@ extension SyncStore {
             }
             // Any local edit not covered by an open change (after a 409 or 412 was dropped) is
             // queued again: the ghost is now current, so an edit the server already has diffs empty.
+            // Both columns are compact JSON with sorted keys: equal text is an equal value, so
+            // only rows whose text differs are decoded (not every entity of the bucket).
             let uncovered = try EntityRow.fetchAll(
                 db,
                 sql: """
                     SELECT * FROM entity WHERE bucket_id = ? AND local_value IS NOT NULL AND state NOT IN ('invalid')
                     AND state NOT LIKE 'rejected:%'
+                    AND (ghost_version IS NULL OR local_value != ghost_data)
                     AND NOT EXISTS (SELECT 1 FROM pending_change c WHERE c.entity_id = entity.id)
                     """,
                 arguments: [bucketRow.id])

@@ -87,17 +87,21 @@ extension SyncStore {
             let now = Self.now()
             var ready: [OutgoingChange] = []
             let bytes: [UInt8]
+            // rename(2) moves the file, times included (`rsync -a` sets the temp file's mtime, then renames it).
+            let sourceMTime: StoreTime
             switch source {
             case .entity(let key):
                 guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let content = row.content else {
                     throw StoreError.unknownEntity(bucket: bucket, key: key)
                 }
                 bytes = [UInt8](content)
+                sourceMTime = row.mtime
             case .localFile(let name):
                 guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db) else {
                     throw StoreError.unknownLocalFile(bucket: bucket, name: name)
                 }
                 bytes = [UInt8](row.content)
+                sourceMTime = row.mtime
             }
             guard source != target else { return [] }
             switch (source, target) {
@@ -111,12 +115,14 @@ extension SyncStore {
                 if let change = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, db).readyToSend {
                     ready.append(change)
                 }
+                try Self.setEntityMTime(sourceMTime, key: key, bucket: bucketRow, db)
                 try db.execute(
                     sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ?", arguments: [bucketRow.id, from])
             case (.entity(let from), .entity(let key)):
                 if let change = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, db).readyToSend {
                     ready.append(change)
                 }
+                try Self.setEntityMTime(sourceMTime, key: key, bucket: bucketRow, db)
                 if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
             case (.entity(let from), .localFile(let name)):
                 var row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db)
@@ -124,12 +130,18 @@ extension SyncStore {
                         id: try Schema.allocateNodeID(db), bucketID: bucketRow.id, name: name, content: Data(),
                         mtime: now, ctime: now)
                 row.content = Data(bytes)
+                row.mtime = sourceMTime
                 row.ctime = now
                 try row.save(db)
                 if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
             }
             return ready
         }
+    }
+
+    static func setEntityMTime(_ mtime: StoreTime, key: String, bucket: BucketRow, _ db: Database) throws {
+        try db.execute(
+            sql: "UPDATE entity SET mtime = ? WHERE bucket_id = ? AND key = ?", arguments: [mtime, bucket.id, key])
     }
 
     static func save(bytes: [UInt8], key: String, bucket: BucketRow, now: Int64, _ db: Database) throws -> SaveResult {

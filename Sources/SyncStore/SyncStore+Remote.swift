@@ -9,7 +9,8 @@ extension SyncStore {
     /// unknown entity asks for a reload; `-` removes only an entity with no local edit. The
     /// last change's cv is saved in the same transaction.
     public func applyRemote(bucket: String, changes: [RemoteChange]) throws(StoreError) -> RemoteOutcome {
-        let outcome = try write { db in
+        // Deferred: the server's data is fetched again from the stored cv if a power loss drops it.
+        let outcome = try write(.deferred) { db in
             var bucketRow = try BucketRow.named(bucket, db)
             var outcome = RemoteOutcome()
             let now = Self.now()
@@ -31,7 +32,7 @@ extension SyncStore {
     /// Applies an `e` response (a reload, or data missing from an index page); `data` nil means
     /// the server answered `?`. Local edits are rebased over the difference to the new version.
     public func applyEntity(bucket: String, key: String, version: Int, data: JSONObject?) throws(StoreError) -> RemoteOutcome {
-        let outcome = try write { db in
+        let outcome = try write(.deferred) { db in
             let bucketRow = try BucketRow.named(bucket, db)
             var outcome = RemoteOutcome()
             // Every `e` this client sends is for a row it keeps (a placeholder or a real entity);
@@ -42,66 +43,6 @@ extension SyncStore {
         }
         publish(outcome.events)
         return outcome
-    }
-
-    /// Starts loading the whole index (first sync, or after `cv:?`): entities not seen by the
-    /// end are treated as removed on the server. Local pending changes are kept.
-    public func beginIndex(bucket: String) throws(StoreError) {
-        try write { db in
-            var bucketRow = try BucketRow.named(bucket, db)
-            bucketRow.indexGeneration += 1
-            bucketRow.indexCV = nil
-            try bucketRow.update(db)
-        }
-    }
-
-    /// Applies one `i` page. With data the entities are stored at once, without it they are
-    /// marked for `e`. `isLast` (no `mark`) promotes the index's `current` to the bucket's cv.
-    public func applyIndexPage(bucket: String, entries: [IndexEntry], current: String?, isLast: Bool) throws(StoreError) -> RemoteOutcome {
-        let outcome = try write { db in
-            var bucketRow = try BucketRow.named(bucket, db)
-            var outcome = RemoteOutcome()
-            let now = Self.now()
-            if bucketRow.indexCV == nil, let current {
-                bucketRow.indexCV = current
-            }
-            for entry in entries {
-                if var row = try EntityRow.find(bucketID: bucketRow.id, key: entry.key, db) {
-                    row.seenGeneration = bucketRow.indexGeneration
-                    try row.update(db)
-                    if row.ghostVersion == entry.version && !row.needsReload { continue }
-                }
-                if let data = entry.data {
-                    try Self.load(key: entry.key, version: entry.version, data: data, bucket: bucketRow, now: now, outcome: &outcome, db)
-                } else {
-                    try Self.markForReload(key: entry.key, version: entry.version, bucket: bucketRow, now: now, outcome: &outcome, db)
-                }
-                if var row = try EntityRow.find(bucketID: bucketRow.id, key: entry.key, db) {
-                    row.seenGeneration = bucketRow.indexGeneration
-                    try row.update(db)
-                }
-            }
-            if isLast {
-                let unseen = try EntityRow
-                    .filter(Column("bucket_id") == bucketRow.id && Column("seen_generation") < bucketRow.indexGeneration
-                        && Column("ghost_version") != nil)
-                    .fetchAll(db)
-                for row in unseen {
-                    try Self.removeFromServerSide(row, bucket: bucketRow, now: now, outcome: &outcome, db)
-                }
-                bucketRow.cv = bucketRow.indexCV ?? current ?? bucketRow.cv
-                bucketRow.indexCV = nil
-            }
-            try bucketRow.update(db)
-            return outcome
-        }
-        publish(outcome.events)
-        return outcome
-    }
-
-    /// Whether the bucket has a complete index (so a reconnect sends `cv:` instead of `i`).
-    public func hasIndex(bucket: String) throws(StoreError) -> Bool {
-        try read { db in try BucketRow.named(bucket, db).cv != nil }
     }
 
     // MARK: - Transaction bodies

@@ -12,6 +12,8 @@ public final class SyncStore: Sendable {
     let pool: DatabasePool
     let path: String
     private let subscribers = Mutex<[UUID: AsyncStream<RemoteEvent>.Continuation]>([:])
+    /// A `.deferred` write committed since the last fsync of the WAL (only touched on the writer queue).
+    private let hasUnsyncedWrites = Mutex(false)
 
     /// Opens (creating and migrating if needed) the store at `path`.
     public init(path: String) throws(StoreError) {
@@ -60,10 +62,44 @@ public final class SyncStore: Sendable {
         }
     }
 
+    /// How a write transaction reaches the disk.
+    enum Durability {
+        /// fsynced before returning: survives power loss (local saves, error records).
+        case synced
+        /// Handed to the OS before returning: survives a process crash (kill -9). A power loss
+        /// may drop it and later deferred writes (never an earlier synced one: the WAL is
+        /// ordered); the protocol recovers them (remote data is fetched again from the stored
+        /// cv, an unrecorded ack makes a resend that the server answers with 409).
+        case deferred
+        /// Deferred, or synced when a deferred write is still unsynced: what goes on the wire
+        /// after this (a change queued by an ack) never rests on a write a power loss could drop.
+        case syncedIfDeferredPending
+    }
+
     /// One write transaction; GRDB errors become `StoreError.database`.
-    func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+    func write<T>(_ durability: Durability = .synced, _ body: (Database) throws -> T) throws(StoreError) -> T {
         do {
-            return try pool.write { db in try body(db) }
+            return try pool.writeWithoutTransaction { db in
+                let deferred: Bool
+                switch durability {
+                case .synced: deferred = false
+                case .deferred: deferred = true
+                case .syncedIfDeferredPending: deferred = !hasUnsyncedWrites.withLock { $0 }
+                }
+                // `synchronous` cannot change inside a transaction; the connection is FULL otherwise.
+                if deferred { try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+                defer { if deferred { try? db.execute(sql: "PRAGMA synchronous = FULL") } }
+                let changesBefore = db.totalChangesCount
+                var result: T?
+                try db.inTransaction(.immediate) {
+                    result = try body(db)
+                    return .commit
+                }
+                // A commit that wrote nothing syncs nothing either.
+                if db.totalChangesCount != changesBefore { hasUnsyncedWrites.withLock { $0 = deferred } }
+                guard let result else { throw StoreError.database("write transaction produced no result") }
+                return result
+            }
         } catch let error as StoreError {
             throw error
         } catch {

@@ -307,6 +307,42 @@ struct ConvergenceTests {
         directory.remove()
     }
 
+    @Test func removedBucketStopsSyncingOnlyWhenEmptyAndCanComeBack() async throws {
+        let server = try TestServer()
+        try await server.start()
+        let directory = try TemporaryDirectory()
+        let token = try await server.makeToken()
+        let a = try await TestClient.make("a", server: server, token: token, directory: directory, buckets: ["notes", "todo"])
+        let b = try await TestClient.make("b", server: server, token: token, directory: directory, buckets: ["notes", "todo"])
+        do {
+            await a.client.start()
+            await b.client.start()
+            try await a.idle()
+            try await b.idle()
+            _ = try await a.client.save(bucket: "todo", key: "task", value: ["done": false])
+            try await a.idle()
+            await #expect(throws: SyncClientError.store(.bucketNotEmpty("todo"))) { try await a.client.removeBucket("todo") }
+            try await a.client.delete(bucket: "todo", key: "task")
+            try await a.idle()
+            try await a.client.removeBucket("todo")
+            #expect(await a.client.buckets == ["notes"])
+            #expect(try a.client.store.bucket(named: "todo") == nil)
+            // Changes to the removed bucket no longer reach this client; the others still flow.
+            _ = try await b.client.save(bucket: "todo", key: "later", value: ["n": 1])
+            _ = try await b.client.save(bucket: "notes", key: "n", value: ["n": 2])
+            #expect(try await eventually { try a.value("n") == ["n": 2] })
+            #expect(try a.client.store.bucket(named: "todo") == nil)
+            #expect(await a.client.waitUntilIdle(timeout: .seconds(10)))
+            // Made again, it loads what the server holds.
+            try await a.client.addBucket("todo")
+            #expect(try await eventually { try a.value("later", bucket: "todo") == ["n": 1] })
+        }
+        await a.shutdown()
+        await b.shutdown()
+        await server.cleanup()
+        directory.remove()
+    }
+
     @Test func badTokenIsAClearAuthFailure() async throws {
         let server = try TestServer()
         try await server.start()

@@ -88,12 +88,16 @@ struct DriverTests {
         await client.receive("0:auth:alice@example.com", connectionID: id)
         await client.receive(#"0:i:{"current":"cv1","index":[]}"#, connectionID: id)
         _ = writer.take()
+        var acknowledgements = client.acknowledgements().makeAsyncIterator()
         let saved = try await client.save(bucket: "notes", key: "k", value: ["n": 1])
         let ccid = try #require(saved.readyToSend?.ccid)
         #expect(writer.take().first?.contains(ccid) == true)
         await client.receive(#"0:c:[{"clientid":"driver-test","id":"k","o":"M","v":{"n":{"o":"+","v":1}},"ev":1,"cv":"cv2","ccids":[""# + ccid + #""]}]"#, connectionID: id)
         #expect(try store.entity(bucket: "notes", key: "k")?.state == .synced)
         #expect(try store.bucket(named: "notes")?.cv == "cv2")
+        // The acknowledgement is published after the store recorded it.
+        let acknowledged = await acknowledgements.next()
+        #expect(acknowledged == ChangeAcknowledgement(bucket: "notes", key: "k", ccid: ccid, version: 1))
 
         try await Task.sleep(for: .milliseconds(60))
         #expect(await client.heartbeatTick(connectionID: id))

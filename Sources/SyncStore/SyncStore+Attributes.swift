@@ -1,0 +1,25 @@
+import GRDB
+
+extension SyncStore {
+    /// Sets the modification time a file shows (utimensat: `touch`, `rsync -a`, `cp -p`),
+    /// durably, so it is the same after a remount. The change time becomes now, as POSIX says.
+    public func setModificationTime(bucket: String, name: EntryName, mtime: StoreTime) throws(StoreError) {
+        try write { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            let now = Self.now()
+            switch name {
+            case .entity(let key):
+                // Only an entity with a file has a time to set (not one deleted locally or not loaded yet).
+                try db.execute(
+                    sql: "UPDATE entity SET mtime = ?, ctime = ? WHERE bucket_id = ? AND key = ? AND content IS NOT NULL",
+                    arguments: [mtime, now, bucketRow.id, key])
+                guard db.changesCount > 0 else { throw StoreError.unknownEntity(bucket: bucket, key: key) }
+            case .localFile(let fileName):
+                try db.execute(
+                    sql: "UPDATE local_file SET mtime = ?, ctime = ? WHERE bucket_id = ? AND name = ?",
+                    arguments: [mtime, now, bucketRow.id, fileName])
+                guard db.changesCount > 0 else { throw StoreError.unknownLocalFile(bucket: bucket, name: fileName) }
+            }
+        }
+    }
+}
