@@ -1,0 +1,64 @@
+import Foundation
+import Hummingbird
+import Logging
+import SyncServer
+
+/// The real sync server on 127.0.0.1 (port 0) over a real SQLite file in a fresh temp dir.
+final class BenchServer: Sendable {
+    let port: Int
+    let store: ServerStore
+    private let directory: String
+    private let task: Task<Void, any Error>
+
+    private init(port: Int, store: ServerStore, directory: String, task: Task<Void, any Error>) {
+        self.port = port
+        self.store = store
+        self.directory = directory
+        self.task = task
+    }
+
+    static func start() async throws -> BenchServer {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-server-bench-\(UUID().uuidString)").path
+        // Production settings except the password KDF cost, which only slows user creation.
+        let store = try ServerStore(directory: directory, passwordIterations: 1_000)
+        let port = PortBox()
+        var configuration = ServerConfiguration(host: "127.0.0.1", port: 0)
+        configuration.onServerRunning = { port.set($0) }
+        var logger = Logger(label: "bench-server")
+        logger.logLevel = .error
+        let app = try buildServerApplication(configuration: configuration, store: store, logger: logger)
+        let task = Task { try await app.runService() }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while port.value == nil {
+            guard ContinuousClock.now < deadline else {
+                task.cancel()
+                throw BenchFailure("server did not start")
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        return BenchServer(port: port.value ?? 0, store: store, directory: directory, task: task)
+    }
+
+    /// A new user's access token.
+    func makeUser(_ name: String) async throws -> String {
+        try await store.createUser(username: name, password: "bench-\(name)").accessToken
+    }
+
+    func stop() async {
+        task.cancel()
+        _ = try? await task.value
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+final class PortBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var port: Int?
+    func set(_ value: Int) { lock.withLock { port = value } }
+    var value: Int? { lock.withLock { port } }
+}
+
+struct BenchFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
