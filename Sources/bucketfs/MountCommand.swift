@@ -265,13 +265,15 @@ private struct MountSession {
     /// Feeds `bucketfs watch` with every change the server makes to the store.
     private func reportRemoteChanges(_ store: SyncStore, feed: FeedWriter) async {
         for await event in store.remoteEvents() {
-            let version = (try? store.entity(bucket: event.bucket, key: event.key))??.version
+            let version = event.version ?? (try? store.entity(bucket: event.bucket, key: event.key))??.version
             let kind = switch event.kind {
             case .created: "created"
             case .changed: "changed"
             case .removed: "removed"
             }
-            feed.append(FeedEvent(time: Date(), bucket: event.bucket, key: event.key, version: version, origin: "remote", kind: kind))
+            feed.append(FeedEvent(
+                time: Date(), bucket: event.bucket, key: event.key, version: version, origin: "remote", kind: kind,
+                client: event.clientID))
         }
     }
 

@@ -61,6 +61,8 @@ struct FeedEvent: Codable, Sendable {
     var origin: String
     /// `created`, `changed` or `removed`.
     var kind: String
+    /// The client id that made a remote change, when the server said (who made it).
+    var client: String? = nil
 }
 
 /// Appends feed events to the mount's feed file, one JSON object per line.

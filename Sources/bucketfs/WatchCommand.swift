@@ -6,8 +6,9 @@ struct Watch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print one line per change to a mount's files, local or remote, as they happen.",
         discussion: """
-            Each line: time, bucket/key, version, origin (local: saved through this mount; remote: \
-            arrived from the server) and kind (created, changed, removed). inotify cannot report \
+            Each line: time, bucket/key, version, who (local: saved through this mount; remote: \
+            arrived from the server, with the client id that made it) and kind (created, changed, \
+            removed). inotify cannot report \
             changes that arrive from the server; editors can poll instead (vim: set autoread + \
             :checktime, emacs: auto-revert-mode). Stop with Ctrl-C.
             """
@@ -63,6 +64,7 @@ struct Watch: AsyncParsableCommand {
         let formatter = DateFormatter()
         formatter.dateFormat = "HH:mm:ss"
         let version = event.version.map { "v\($0)" } ?? "-"
-        return "\(formatter.string(from: event.time))  \(event.bucket)/\(event.key)  \(version)  \(event.origin)  \(event.kind)"
+        let who = event.client.map { "\(event.origin) (\($0))" } ?? event.origin
+        return "\(formatter.string(from: event.time))  \(event.bucket)/\(event.key)  \(version)  \(who)  \(event.kind)"
     }
 }

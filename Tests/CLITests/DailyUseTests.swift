@@ -95,7 +95,10 @@ struct DailyUseTests {
         try Data("{\"from\": \"two\"}\n".utf8).write(to: URL(fileURLWithPath: second + "/notes/shared.json"))
         try eventually {
             let lines = ((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n")
-            return lines.contains { $0.contains("\"key\":\"shared\"") && $0.contains("\"origin\":\"remote\"") }
+            // Who: the second mount's client id (bucketfs-<mount name>-<hash>).
+            return lines.contains {
+                $0.contains("\"key\":\"shared\"") && $0.contains("\"origin\":\"remote\"") && $0.contains("\"client\":\"bucketfs-two-")
+            }
         }
         // The second mount's file shows up in the first one too.
         let seen = try String(contentsOfFile: first + "/notes/shared.json", encoding: .utf8)
