@@ -105,6 +105,7 @@ extension BucketFileSystem {
             return true
         }
         if handledInMemory { return }
+        state.withLock { $0.closedFiles.remove(ino) }
         var bytes = try backend.read(bucket: bucket, name: item)
         resize(&bytes, to: size)
         let entry = try backend.save(bucket: bucket, name: item, bytes: bytes)

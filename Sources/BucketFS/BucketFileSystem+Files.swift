@@ -16,12 +16,15 @@ extension BucketFileSystem {
             var open = state.openFiles[realIno] ?? OpenFile()
             if truncate {
                 // With FUSE_CAP_ATOMIC_O_TRUNC the truncation arrives here, not as a setattr.
+                state.closedFiles.remove(realIno)
                 open.bytes = []
                 open.loaded = true
                 open.dirty = true
                 open.generation += 1
             } else if !open.loaded {
-                return nil
+                guard let cached = state.closedFiles.take(realIno) else { return nil }
+                open.bytes = cached
+                open.loaded = true
             }
             open.handles += 1
             state.openFiles[realIno] = open
@@ -29,12 +32,14 @@ extension BucketFileSystem {
         }
         if let opened { return request.reply(open: opened, info: info.raw) }
         perform(request, on: readQueue) { [self] () throws(FSError) in
+            let epoch = state.withLock { $0.remoteEpoch }
             let bytes = try backend.read(bucket: bucket, name: item)
             let handle = state.withLock { state -> UInt64 in
                 var open = state.openFiles[realIno] ?? OpenFile()
                 if !open.loaded {
                     open.bytes = bytes
                     open.loaded = true
+                    open.cacheable = state.remoteEpoch == epoch
                 }
                 open.handles += 1
                 state.openFiles[realIno] = open
@@ -123,7 +128,11 @@ extension BucketFileSystem {
             return (ino, state.openFiles[ino]?.dirty ?? false)
         }
         guard let target else { return fail(request, .badHandle) }
-        if !target.dirty && !release { return request.replyOK() }
+        if !target.dirty {
+            // Nothing to save (and no save of it in flight: `dirty` clears only once one is done).
+            if release { closeHandle(handle, ino: target.ino) }
+            return request.replyOK()
+        }
         perform(request, on: writeQueue) { [self] () throws(FSError) in
             defer { if release { closeHandle(handle, ino: target.ino) } }
             try saveIfDirty(target.ino)
@@ -137,6 +146,7 @@ extension BucketFileSystem {
             open.handles -= 1
             if open.handles <= 0 && !open.dirty {
                 state.openFiles.removeValue(forKey: ino)
+                if open.loaded && open.cacheable { state.closedFiles.insert(ino, bytes: open.bytes) }
             } else {
                 state.openFiles[ino] = open
             }
@@ -164,8 +174,12 @@ extension BucketFileSystem {
             if var open = state.openFiles[ino], open.generation == snapshot.generation {
                 open.dirty = false
                 open.pendingModificationTime = nil
+                // The store now holds exactly these bytes (a remote change merged meanwhile
+                // publishes its own event, which drops them again).
+                open.cacheable = true
                 if open.handles <= 0 {
                     state.openFiles.removeValue(forKey: ino)
+                    state.closedFiles.insert(ino, bytes: open.bytes)
                 } else {
                     state.openFiles[ino] = open
                 }
@@ -224,8 +238,10 @@ extension BucketFileSystem {
                 throw FSError.notFound
             }
             let truncate = info.flags & O_TRUNC != 0
+            let epoch = state.withLock { $0.remoteEpoch }
             let bytes = truncate ? [] : try backend.read(bucket: bucket, name: item)
             let handle = state.withLock { state -> UInt64 in
+                state.closedFiles.remove(ino)
                 var open = state.openFiles[ino] ?? OpenFile()
                 if truncate {
                     open.bytes = []
@@ -235,6 +251,7 @@ extension BucketFileSystem {
                 } else if !open.loaded {
                     open.bytes = bytes
                     open.loaded = true
+                    open.cacheable = state.remoteEpoch == epoch
                 }
                 open.handles += 1
                 state.openFiles[ino] = open
@@ -253,12 +270,14 @@ extension BucketFileSystem {
             return (ino, node)
         }
         guard let (ino, node) = target, case .file(let bucket, let item) = node.kind else { throw FSError.badHandle }
+        let epoch = state.withLock { $0.remoteEpoch }
         let bytes = try backend.read(bucket: bucket, name: item)
         return state.withLock { state -> T in
             var open = state.openFiles[ino] ?? OpenFile()
             if !open.loaded {
                 open.bytes = bytes
                 open.loaded = true
+                open.cacheable = state.remoteEpoch == epoch
             }
             state.openFiles[ino] = open
             return body(open.bytes)

@@ -15,7 +15,10 @@ extension BucketFileSystem {
             case .file(let bucket, let item):
                 perform(request, on: writeQueue) { [self] () throws(FSError) in
                     try backend.delete(bucket: bucket, name: item)
-                    state.withLock { $0.table.unlink(parent: parent, name: name) }
+                    state.withLock { state in
+                        state.table.unlink(parent: parent, name: name)
+                        state.closedFiles.remove(node.ino)
+                    }
                     request.replyOK()
                 }
             }
@@ -70,6 +73,7 @@ extension BucketFileSystem {
                 let entry = try backend.rename(bucket: sourceBucket, from: sourceItem, to: destinationItem)
                 let moved = Self.node(for: entry, parent: newParent)
                 let aliased = state.withLock { state -> Bool in
+                    for ino in [source.ino, moved.ino] + (existing.map { [$0.ino] } ?? []) { state.closedFiles.remove(ino) }
                     if let existing, existing.ino == moved.ino, var replaced = state.openFiles[existing.ino] {
                         // Descriptors open on the replaced file must not save their old bytes over
                         // the new ones; they read the new bytes from now on.

@@ -2,6 +2,10 @@
 extension BucketFileSystem {
     /// On `writeQueue` (ordered with our own saves). Invalidations go to the notifier thread.
     func applyRemoteChange(_ change: MountChange) {
+        state.withLock { state in
+            state.remoteEpoch += 1
+            state.closedFiles.remove(change.id)
+        }
         let bucketFileName = FileNameCodec.encode(change.bucket)
         guard let bucketNode = state.withLock({ $0.table.child(of: InodeTable.rootInode, named: bucketFileName) }),
             isLoaded(bucketNode.ino)
@@ -23,6 +27,7 @@ extension BucketFileSystem {
             if let entry {
                 let node = Self.node(for: entry, parent: bucketNode.ino)
                 state.table.upsert(node)
+                state.closedFiles.remove(node.ino)
                 if var open = state.openFiles[node.ino], !open.dirty {
                     // A clean working copy shows the store's new bytes from the next read on.
                     open.loaded = false
@@ -34,6 +39,7 @@ extension BucketFileSystem {
                     result.append(.entry(parent: bucketNode.ino, name: fileName))
                 }
             } else if let previous {
+                state.closedFiles.remove(previous.ino)
                 state.table.unlink(parent: bucketNode.ino, name: fileName)
                 result.append(.entry(parent: bucketNode.ino, name: fileName))
                 if state.table.isReferenced(previous.ino) { result.append(.inode(previous.ino)) }

@@ -11,6 +11,9 @@ struct OpenFile: Sendable {
     var handles = 0
     /// A utimens while dirty: applied after the save so the save does not overwrite it.
     var pendingModificationTime: MountTime?
+    /// False when the bytes were read from the store while a remote change may have landed
+    /// (they could be older than the store's): they are not kept in the closed-file cache.
+    var cacheable = true
 }
 
 /// One row of a directory handle's listing, taken at opendir (stable offsets for readdir).
@@ -33,6 +36,10 @@ struct FileSystemState: Sendable {
     var table: InodeTable
     var openFiles: [UInt64: OpenFile] = [:]
     var handles: [UInt64: OpenHandle] = [:]
+    /// Bytes of closed clean files, so a re-open needs no store read.
+    var closedFiles = ClosedFileCache()
+    /// Bumped by every remote change; a store read that spans a bump may be stale.
+    var remoteEpoch: UInt64 = 0
     var nextHandle: UInt64 = 1
     /// Symlinks are not stored; their numbers come from a range the store never reaches.
     var nextSymlinkInode: UInt64 = 1 << 62

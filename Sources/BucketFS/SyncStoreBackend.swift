@@ -8,18 +8,19 @@ import SyncStore
 public final class SyncStoreBackend: MountBackend {
     public let store: SyncStore
     private let onOutgoing: @Sendable ([OutgoingChange]) -> Void
+    private let onBucketCreated: @Sendable (String) -> Void
     private let logger: Logger
-    /// Times set by utimens. The store has no column for a user-set mtime yet, so these last for
-    /// the life of the mount (rsync -a compares them within a run and across runs of one mount).
-    private let modificationTimes = Mutex<[UInt64: MountTime]>([:])
 
-    /// An adapter over `store`; `onOutgoing` receives changes ready to send after each local edit.
+    /// An adapter over `store`; `onOutgoing` receives changes ready to send after each local edit,
+    /// `onBucketCreated` the name of a bucket made with mkdir (so the engine starts syncing it).
     public init(
         store: SyncStore, logger: Logger = Logger(label: "bucketfs.fuse"),
+        onBucketCreated: @escaping @Sendable (String) -> Void = { _ in },
         onOutgoing: @escaping @Sendable ([OutgoingChange]) -> Void = { _ in }
     ) {
         self.store = store
         self.logger = logger
+        self.onBucketCreated = onBucketCreated
         self.onOutgoing = onOutgoing
     }
 
@@ -32,7 +33,9 @@ public final class SyncStoreBackend: MountBackend {
         guard (1...64).contains(name.utf8.count), name.utf8.allSatisfy(Self.isBucketNameByte) else {
             throw FSError.invalidArgument
         }
-        return try mapped { () throws(StoreError) in Self.bucket(try store.ensureBucket(name)) }
+        let bucket = try mapped { () throws(StoreError) in Self.bucket(try store.ensureBucket(name)) }
+        onBucketCreated(name)
+        return bucket
     }
 
     public func removeBucket(named name: String) throws(FSError) {
@@ -72,13 +75,11 @@ public final class SyncStoreBackend: MountBackend {
                     logger.warning("saved locally only: \(problem)", metadata: ["bucket": "\(bucket)", "key": "\(key)"])
                 }
                 let entity = result.entity
-                forgetTime(UInt64(entity.id))
                 return MountEntry(
                     id: UInt64(entity.id), bucket: bucket, name: name, size: entity.content.count, mtime: entity.mtime,
                     ctime: entity.ctime)
             case .localFile(let fileName):
                 let file = try store.writeLocalFile(bucket: bucket, name: fileName, bytes: bytes)
-                forgetTime(UInt64(file.id))
                 return MountEntry(
                     id: UInt64(file.id), bucket: bucket, name: name, size: file.content.count, mtime: file.mtime,
                     ctime: file.ctime)
@@ -99,24 +100,21 @@ public final class SyncStoreBackend: MountBackend {
 
     public func rename(bucket: String, from source: MountItemName, to destination: MountItemName) throws(FSError) -> MountEntry {
         try mapped { () throws(StoreError) -> MountEntry in
-            let before = try store.lookup(bucket: bucket, name: Self.storeName(source))
             let changes = try store.rename(bucket: bucket, from: Self.storeName(source), to: Self.storeName(destination))
             if !changes.isEmpty { onOutgoing(changes) }
             guard let after = try store.lookup(bucket: bucket, name: Self.storeName(destination)) else {
                 throw StoreError.unknownLocalFile(bucket: bucket, name: FileNameCodec.fileName(for: destination))
             }
             // rsync -a sets the time on its temporary file, then renames it over the target.
-            if let before, let time = modificationTimes.withLock({ $0.removeValue(forKey: UInt64(before.id)) }) {
-                modificationTimes.withLock { $0[UInt64(after.id)] = time }
-            }
             return entry(bucket, after)
         }
     }
 
     public func setModificationTime(bucket: String, name: MountItemName, to time: MountTime) throws(FSError) -> MountEntry {
-        guard let current = try entry(bucket: bucket, name: name) else { throw FSError.notFound }
-        modificationTimes.withLock { $0[current.id] = time }
-        return MountEntry(id: current.id, bucket: bucket, name: name, size: current.size, mtime: time, ctime: current.ctime)
+        // Stored, so touch/rsync -a times survive remounts (backup tools compare them).
+        try mapped { () throws(StoreError) in try store.setModificationTime(bucket: bucket, name: Self.storeName(name), mtime: time) }
+        guard let updated = try entry(bucket: bucket, name: name) else { throw FSError.notFound }
+        return updated
     }
 
     public func status(bucket: String, key: String) throws(FSError) -> MountEntityStatus? {
@@ -139,12 +137,7 @@ public final class SyncStoreBackend: MountBackend {
         case .entity(let key): name = .entity(key: key)
         case .localFile(let fileName): name = .localFile(name: fileName)
         }
-        let mtime = modificationTimes.withLock { $0[id] } ?? entry.mtime
-        return MountEntry(id: id, bucket: bucket, name: name, size: entry.size, mtime: mtime, ctime: entry.ctime)
-    }
-
-    private func forgetTime(_ id: UInt64) {
-        _ = modificationTimes.withLock { $0.removeValue(forKey: id) }
+        return MountEntry(id: id, bucket: bucket, name: name, size: entry.size, mtime: entry.mtime, ctime: entry.ctime)
     }
 
     private static func bucket(_ info: BucketInfo) -> MountBucket {

@@ -181,7 +181,11 @@ private struct MountSession {
             Task { await reportAuthFailures(client, record: record) },
         ]
 
-        let backend = SyncStoreBackend(store: store, logger: logger) { changes in
+        let backend = SyncStoreBackend(store: store, logger: logger, onBucketCreated: { bucket in
+            Task {
+                do { try await client.addBucket(bucket) } catch { logger.error("cannot sync the new bucket \(bucket): \(error)") }
+            }
+        }) { changes in
             for change in changes {
                 let kind = if case .remove = change.operation { "removed" } else { change.sourceVersion == nil ? "created" : "changed" }
                 feed.append(FeedEvent(
@@ -191,7 +195,7 @@ private struct MountSession {
             Task { await client.send(changes) }
         }
         let fileSystem = BucketFileSystem(backend: backend, logger: logger)
-        var fuseOptions = ["fsname=bucketfs", "subtype=bucketfs"]
+        var fuseOptions: [String] = []
         if command.readOnly || settings?.readOnly == true { fuseOptions.append("ro") }
         if command.allowOther { fuseOptions.append("allow_other") }
         do {
