@@ -48,6 +48,8 @@ struct BucketMachine: Sendable {
     /// First-sync progress: entities stored / entities the index announced so far.
     private(set) var entitiesDone = 0
     private(set) var entitiesKnown = 0
+    /// Bytes of index pages and entity replies received during the current (re-)index.
+    private(set) var bytesReceived = 0
     /// A catch-up was asked for while another was running: run one more afterwards.
     private var catchUpAgain = false
 
@@ -83,6 +85,7 @@ struct BucketMachine: Sendable {
             phase = .indexing
             entitiesDone = 0
             entitiesKnown = 0
+            bytesReceived = 0
             actions.append(.beginIndex)
             if !commandSent { actions.append(.send(firstCommand(cv: nil))) }
         }
@@ -101,7 +104,13 @@ struct BucketMachine: Sendable {
         phase = .indexing
         entitiesDone = 0
         entitiesKnown = 0
+        bytesReceived = 0
         return [.beginIndex, .send(firstCommand(cv: nil))]
+    }
+
+    /// Counts a frame's bytes towards first-sync progress (only while indexing).
+    mutating func received(bytes: Int) {
+        if phase == .indexing { bytesReceived += bytes }
     }
 
     /// An `i` page: store it, then ask for the next page, or finish the first sync.

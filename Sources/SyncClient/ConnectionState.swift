@@ -18,6 +18,8 @@ public struct SyncProgress: Sendable, Hashable {
     public let bucket: String
     public let entitiesDone: Int
     public let entitiesKnown: Int
+    /// Bytes of index pages and entities received so far.
+    public let bytesReceived: Int
     /// True once the whole index is loaded and the bucket is in sync.
     public let isReady: Bool
 }

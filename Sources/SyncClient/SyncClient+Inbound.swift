@@ -32,6 +32,10 @@ extension SyncClient {
                 return
             }
             guard !removedChannels.contains(channel) else { return }
+            switch channelMessage {
+            case .index, .entity: machines[channel].received(bytes: text.utf8.count)
+            default: break
+            }
             await handle(channelMessage, channel: channel)
         }
     }
@@ -223,6 +227,6 @@ extension SyncClient {
         progressBroadcaster.publish(
             SyncProgress(
                 bucket: machine.bucket, entitiesDone: machine.entitiesDone, entitiesKnown: machine.entitiesKnown,
-                isReady: machine.isReady))
+                bytesReceived: machine.bytesReceived, isReady: machine.isReady))
     }
 }

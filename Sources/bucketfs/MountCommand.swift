@@ -289,7 +289,7 @@ private struct MountSession {
                 bar.finish("\(progress.bucket): \(progress.entitiesDone) entities in sync")
                 logger.info("\(progress.bucket): in sync (\(progress.entitiesDone) entities)")
             } else {
-                bar.update(label: progress.bucket, done: progress.entitiesDone, total: progress.entitiesKnown)
+                bar.update(label: progress.bucket, done: progress.entitiesDone, total: progress.entitiesKnown, bytes: progress.bytesReceived)
             }
         }
     }

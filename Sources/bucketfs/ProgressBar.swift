@@ -10,7 +10,7 @@ final class ProgressBar: @unchecked Sendable {
 
     init(enabled: Bool) { self.enabled = enabled }
 
-    func update(label: String, done: Int, total: Int) {
+    func update(label: String, done: Int, total: Int, bytes: Int) {
         guard enabled else { return }
         lock.lock()
         defer { lock.unlock() }
@@ -24,10 +24,11 @@ final class ProgressBar: @unchecked Sendable {
             let fraction = min(1, Double(done) / Double(total))
             let width = 24
             let filled = Int(fraction * Double(width))
-            line = "\(label) [\(String(repeating: "#", count: filled))\(String(repeating: ".", count: width - filled))] \(done)/\(total)"
+            line = "\(label) [\(String(repeating: "#", count: filled))\(String(repeating: ".", count: width - filled))] \(done)/\(total) entities"
             if rate > 0, done < total { line += ", ~\(Self.duration(Double(total - done) / rate)) left" }
         }
-        line += String(format: " (%.0f/s)", rate)
+        line += ", " + ByteCountFormatter.string(fromByteCount: Int64(bytes), countStyle: .file)
+        line += String(format: " (%.0f entities/s)", rate)
         FileHandle.standardError.write(Data(("\r\u{1B}[K" + line).utf8))
     }
 

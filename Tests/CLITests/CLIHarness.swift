@@ -100,9 +100,14 @@ final class CLIHarness: @unchecked Sendable {
 
     /// Starts `bucketfs ARGS` in the background; its output goes to the returned file.
     func start(_ arguments: [String]) throws -> (Process, URL) {
+        try startProcess([Self.binary] + arguments)
+    }
+
+    /// Starts any command in the background (killed at the end of the test if still running).
+    func startProcess(_ command: [String]) throws -> (Process, URL) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = arguments
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
         process.environment = environment
         let out = root.appendingPathComponent("bg-\(UUID().uuidString)")
         FileManager.default.createFile(atPath: out.path, contents: nil)
