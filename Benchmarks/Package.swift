@@ -21,6 +21,17 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
+        // What the server and sync benchmarks share: a server on a temp dir and a raw WebSocket client.
+        .target(
+            name: "BenchmarkSupport",
+            dependencies: [
+                .product(name: "SyncServer", package: bucketfs),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "BenchmarkSupport"
+        ),
         .executableTarget(
             name: "JSONDiffBenchmarks",
             dependencies: [
@@ -33,6 +44,7 @@ let package = Package(
         .executableTarget(
             name: "ServerBenchmarks",
             dependencies: [
+                "BenchmarkSupport",
                 .product(name: "SyncServer", package: bucketfs),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
@@ -45,6 +57,7 @@ let package = Package(
         .executableTarget(
             name: "SyncBenchmarks",
             dependencies: [
+                "BenchmarkSupport",
                 .product(name: "SyncClient", package: bucketfs),
                 .product(name: "SyncStore", package: bucketfs),
                 .product(name: "SyncServer", package: bucketfs),

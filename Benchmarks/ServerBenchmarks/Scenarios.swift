@@ -1,3 +1,4 @@
+import BenchmarkSupport
 import Foundation
 
 /// A note-shaped create (Simplenote fields) of `key`, as a reference client sends it.

@@ -1,3 +1,4 @@
+import BenchmarkSupport
 import JSONDiff
 
 /// Simplenote-style notes of about 1 KB (compact JSON), the same for a given index on every run.

@@ -1,3 +1,4 @@
+import BenchmarkSupport
 import Foundation
 import GRDB
 import JSONDiff
@@ -79,7 +80,7 @@ func runLatency(server: BenchServer, token: String, bucket: String, samples: Int
     let writer = try await BenchClient(server: server, token: token, bucket: bucket, name: "writer")
     let reader = try await BenchClient(server: server, token: token, bucket: bucket, name: "reader")
     let heartbeats = HeartbeatProbe()
-    let socket = try await RawSocket.connect(port: server.port) { text in heartbeats.received(text) }
+    let socket = try await BenchSocket.connect(port: server.port) { text in heartbeats.received(text) }
     defer { Task { await socket.close() } }
     var acks = writer.client.acknowledgements().makeAsyncIterator()
     var events = reader.client.remoteEvents().makeAsyncIterator()
@@ -136,7 +137,7 @@ final class HeartbeatProbe: @unchecked Sendable {
         if text.hasPrefix("h:") { lock.withLock { waiter }?.tick() }
     }
 
-    func roundTrip(socket: RawSocket, number: Int) async throws -> Duration {
+    func roundTrip(socket: BenchSocket, number: Int) async throws -> Duration {
         let countdown = Countdown(1)
         lock.withLock { waiter = countdown }
         let start = ContinuousClock.now

@@ -1,3 +1,4 @@
+import BenchmarkSupport
 import Foundation
 import JSONDiff
 
@@ -19,7 +20,7 @@ enum Seeding {
             return "0:c:[" + changes.joined(separator: ",") + "]"
         }
         let pump = Pump(frames: frames, perMessage: perMessage, window: window, total: count)
-        let socket = try await RawSocket.connect(port: server.port) { text in pump.received(text) }
+        let socket = try await BenchSocket.connect(port: server.port) { text in pump.received(text) }
         pump.attach(socket)
         socket.send(
             #"0:init:{"clientid":"seeder","api":1.1,"token":"\#(token)","app_id":"\#(benchAppID)","name":"\#(bucket)","library":"bench","version":"1"}"#
@@ -42,7 +43,7 @@ enum Seeding {
         private let window: Int
         private var next = 0
         private var acknowledged = 0
-        private var socket: RawSocket?
+        private var socket: BenchSocket?
         private(set) var failure: String?
         let done: Countdown
 
@@ -53,7 +54,7 @@ enum Seeding {
             self.done = Countdown(total)
         }
 
-        func attach(_ socket: RawSocket) { lock.withLock { self.socket = socket } }
+        func attach(_ socket: BenchSocket) { lock.withLock { self.socket = socket } }
 
         func received(_ text: String) {
             if text.hasPrefix("0:auth:") {
@@ -73,7 +74,7 @@ enum Seeding {
         }
 
         private func sendMore() {
-            let (socket, batch): (RawSocket?, [String]) = lock.withLock {
+            let (socket, batch): (BenchSocket?, [String]) = lock.withLock {
                 var batch: [String] = []
                 while next < frames.count, next * perMessage - acknowledged < window {
                     batch.append(frames[next])

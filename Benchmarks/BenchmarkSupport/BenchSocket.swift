@@ -3,8 +3,9 @@ import HummingbirdWSClient
 import Logging
 
 /// A bare WebSocket client: every text message goes to `onText` as it arrives (on the client's
-/// event loop). Used to seed the server and for the `h` heartbeat baseline.
-final class RawSocket: Sendable {
+/// event loop, so timestamps taken there include its own scheduling delay: pessimistic). Used to
+/// seed servers, drive load and measure the `h` heartbeat baselines.
+public final class BenchSocket: Sendable {
     private let outgoing: AsyncStream<String>.Continuation
     private let task: Task<Void, Never>
 
@@ -13,10 +14,10 @@ final class RawSocket: Sendable {
         self.task = task
     }
 
-    static func connect(port: Int, onText: @escaping @Sendable (String) -> Void) async throws -> RawSocket {
+    public static func connect(port: Int, onText: @escaping @Sendable (String) -> Void) async throws -> BenchSocket {
         let (stream, outgoing) = AsyncStream<String>.makeStream()
         let (connected, connectedContinuation) = AsyncStream<Result<Void, BenchFailure>>.makeStream()
-        var logger = Logger(label: "sync-bench-ws")
+        var logger = Logger(label: "bench-ws")
         logger.logLevel = .error
         let task = Task {
             do {
@@ -45,29 +46,29 @@ final class RawSocket: Sendable {
         }
         for await result in connected {
             try result.get()
-            return RawSocket(outgoing: outgoing, task: task)
+            return BenchSocket(outgoing: outgoing, task: task)
         }
         throw BenchFailure("WebSocket connection ended before it opened")
     }
 
-    func send(_ text: String) { outgoing.yield(text) }
+    public func send(_ text: String) { outgoing.yield(text) }
 
     /// Closes the connection and waits until it is gone.
-    func close() async {
+    public func close() async {
         outgoing.finish()
         await task.value
     }
 }
 
 /// Lets one task wait until a count reaches a target (ticked from any thread).
-final class Countdown: @unchecked Sendable {
+public final class Countdown: @unchecked Sendable {
     private let lock = NSLock()
     private var remaining: Int
     private var waiter: CheckedContinuation<Void, Never>?
 
-    init(_ count: Int) { remaining = count }
+    public init(_ count: Int) { remaining = count }
 
-    func tick(_ count: Int = 1) {
+    public func tick(_ count: Int = 1) {
         let done: CheckedContinuation<Void, Never>? = lock.withLock {
             remaining -= count
             guard remaining <= 0, let waiter else { return nil }
@@ -77,8 +78,8 @@ final class Countdown: @unchecked Sendable {
         done?.resume()
     }
 
-    /// Waits for zero; throws after `limit` (a hang guard).
-    func wait(limit: Duration) async throws {
+    /// Waits for zero; throws after `limit` (a hang guard, e.g. when the server drops frames).
+    public func wait(limit: Duration = .seconds(120)) async throws {
         let watchdog = Task {
             try await Task.sleep(for: limit)
             self.tick(Int.max / 2)

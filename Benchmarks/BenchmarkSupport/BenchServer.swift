@@ -4,9 +4,9 @@ import Logging
 import SyncServer
 
 /// The real sync server on 127.0.0.1 (port 0) over a real SQLite file in a fresh temp dir.
-final class BenchServer: Sendable {
-    let port: Int
-    let store: ServerStore
+public final class BenchServer: Sendable {
+    public let port: Int
+    public let store: ServerStore
     private let directory: String
     private let task: Task<Void, any Error>
 
@@ -17,14 +17,14 @@ final class BenchServer: Sendable {
         self.task = task
     }
 
-    static func start() async throws -> BenchServer {
-        let directory = temporaryPath("bucketfs-sync-bench-server")
+    public static func start() async throws -> BenchServer {
+        let directory = temporaryPath("bucketfs-bench-server")
         // Production settings except the password KDF cost, which only slows user creation.
         let store = try ServerStore(directory: directory, passwordIterations: 1_000)
         let port = PortBox()
         var configuration = ServerConfiguration(host: "127.0.0.1", port: 0)
         configuration.onServerRunning = { port.set($0) }
-        var logger = Logger(label: "sync-bench-server")
+        var logger = Logger(label: "bench-server")
         logger.logLevel = .error
         let app = try buildServerApplication(configuration: configuration, store: store, logger: logger)
         let task = Task { try await app.runService() }
@@ -39,14 +39,14 @@ final class BenchServer: Sendable {
         return BenchServer(port: port.value ?? 0, store: store, directory: directory, task: task)
     }
 
-    var url: String { "ws://127.0.0.1:\(port)" }
+    public var url: String { "ws://127.0.0.1:\(port)" }
 
     /// A new user's access token.
-    func makeUser(_ name: String) async throws -> String {
+    public func makeUser(_ name: String) async throws -> String {
         try await store.createUser(username: name, password: "bench-\(name)").accessToken
     }
 
-    func stop() async {
+    public func stop() async {
         task.cancel()
         _ = try? await task.value
         try? FileManager.default.removeItem(atPath: directory)
@@ -60,14 +60,14 @@ final class PortBox: @unchecked Sendable {
     var value: Int? { lock.withLock { port } }
 }
 
-struct BenchFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+public struct BenchFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// A fresh path under the temp dir (not created).
-func temporaryPath(_ prefix: String) -> String {
+public func temporaryPath(_ prefix: String) -> String {
     FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)").path
 }
 
-let benchAppID = "bench-app"
+public let benchAppID = "bench-app"
