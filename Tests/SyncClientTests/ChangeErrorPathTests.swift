@@ -10,13 +10,10 @@ struct ChangeErrorPathTests {
     /// a and b are in sync on `doc` = {"n": 0}; the next change to `doc` is refused with `code`;
     /// then a saves {"n": 1}.
     func scenario(code: Int, check: (TestClient, TestClient, TestServer) async throws -> Void) async throws {
-        let server = try TestServer()
-        try await server.start()
-        let directory = try TemporaryDirectory()
-        let token = try await server.makeToken()
-        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
-        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
-        do {
+        try await SyncFixture.run { fixture in
+            let server = fixture.server
+            let a = try await fixture.client("a")
+            let b = try await fixture.client("b")
             await a.client.start()
             await b.client.start()
             _ = try await a.client.save(bucket: "notes", key: "doc", value: ["n": 0])
@@ -27,10 +24,6 @@ struct ChangeErrorPathTests {
             #expect(try await eventually { server.faults.isExhausted })
             try await check(a, b, server)
         }
-        await a.shutdown()
-        await b.shutdown()
-        await server.cleanup()
-        directory.remove()
     }
 
     /// The change goes through after the error is handled; both clients end equal and synced.
@@ -69,13 +62,10 @@ struct ChangeErrorPathTests {
     }
 
     @Test func repeatedBadVersionFallsBackToWholeObject() async throws {
-        let server = try TestServer()
-        try await server.start()
-        let directory = try TemporaryDirectory()
-        let token = try await server.makeToken()
-        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
-        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
-        do {
+        try await SyncFixture.run { fixture in
+            let server = fixture.server
+            let a = try await fixture.client("a")
+            let b = try await fixture.client("b")
             await a.client.start()
             await b.client.start()
             _ = try await a.client.save(bucket: "notes", key: "doc", value: ["n": 0])
@@ -86,9 +76,5 @@ struct ChangeErrorPathTests {
             #expect(try await eventually { try b.value("doc") == ["n": 5] })
             try await a.idle()
         }
-        await a.shutdown()
-        await b.shutdown()
-        await server.cleanup()
-        directory.remove()
     }
 }

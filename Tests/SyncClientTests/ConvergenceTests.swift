@@ -7,13 +7,9 @@ import Testing
 @Suite("SyncClient against the real server", .serialized, .timeLimit(.minutes(2)))
 struct ConvergenceTests {
     @Test func twoClientsConverge() async throws {
-        let server = try TestServer()
-        try await server.start()
-        let directory = try TemporaryDirectory()
-        let token = try await server.makeToken()
-        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
-        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
-        do {
+        try await SyncFixture.run { fixture in
+            let a = try await fixture.client("a")
+            let b = try await fixture.client("b")
             await a.client.start()
             await b.client.start()
             try await a.idle()
@@ -36,20 +32,12 @@ struct ConvergenceTests {
             #expect(try await eventually { try a.store.entity(bucket: "notes", key: "hello") == nil })
             #expect(a.client.connectionState == .connected)
         }
-        await a.shutdown()
-        await b.shutdown()
-        await server.cleanup()
-        directory.remove()
     }
 
     @Test func firstSyncPagesTheIndexAndReportsProgress() async throws {
-        let server = try TestServer()
-        try await server.start()
-        let directory = try TemporaryDirectory()
-        let token = try await server.makeToken()
-        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
-        let b = try await TestClient.make("b", server: server, token: token, directory: directory) { $0.indexPageLimit = 7 }
-        do {
+        try await SyncFixture.run { fixture in
+            let a = try await fixture.client("a")
+            let b = try await fixture.client("b") { $0.indexPageLimit = 7 }
             await a.client.start()
             try await a.idle()
             for index in 0..<25 {
@@ -75,10 +63,6 @@ struct ConvergenceTests {
             await b.client.start()
             #expect(try await eventually { try b.value("item3") == ["i": 333] })
         }
-        await a.shutdown()
-        await b.shutdown()
-        await server.cleanup()
-        directory.remove()
     }
 
     @Test func offlineEditsOnDifferentFieldsMerge() async throws {
@@ -94,13 +78,9 @@ struct ConvergenceTests {
     }
 
     func offlineMerge(base: JSONObject, editA: JSONObject, editB: JSONObject, expected: JSONObject) async throws {
-        let server = try TestServer()
-        try await server.start()
-        let directory = try TemporaryDirectory()
-        let token = try await server.makeToken()
-        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
-        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
-        do {
+        try await SyncFixture.run { fixture in
+            let a = try await fixture.client("a")
+            let b = try await fixture.client("b")
             await a.client.start()
             await b.client.start()
             _ = try await a.client.save(bucket: "notes", key: "doc", value: base)
@@ -119,20 +99,13 @@ struct ConvergenceTests {
             #expect(try a.store.entity(bucket: "notes", key: "doc")?.state == .synced)
             #expect(try b.store.entity(bucket: "notes", key: "doc")?.state == .synced)
         }
-        await a.shutdown()
-        await b.shutdown()
-        await server.cleanup()
-        directory.remove()
     }
 
     @Test func serverRestartMidChange() async throws {
-        let server = try TestServer()
-        try await server.start()
-        let directory = try TemporaryDirectory()
-        let token = try await server.makeToken()
-        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
-        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
-        do {
+        try await SyncFixture.run { fixture in
+            let server = fixture.server
+            let a = try await fixture.client("a")
+            let b = try await fixture.client("b")
             await a.client.start()
             await b.client.start()
             try await a.idle()
@@ -153,46 +126,30 @@ struct ConvergenceTests {
             try await a.idle()
             #expect(try a.store.outgoingChanges(bucket: "notes").isEmpty)
         }
-        await a.shutdown()
-        await b.shutdown()
-        await server.cleanup()
-        directory.remove()
     }
 
     @Test func restartedClientResendsPendingChangeWithItsCCID() async throws {
-        let server = try TestServer()
-        try await server.start()
-        let directory = try TemporaryDirectory()
-        let token = try await server.makeToken()
-        var a = try await TestClient.make("a", server: server, token: token, directory: directory)
-        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
-        do {
+        try await SyncFixture.run { fixture in
+            var a = try await fixture.client("a")
+            let b = try await fixture.client("b")
             // Saved while never connected, the store closed ("process exit"), then reopened.
             let saved = try await a.client.save(bucket: "notes", key: "k", value: ["x": 1])
             let ccid = try #require(saved.readyToSend?.ccid)
             await a.shutdown()
-            a = try await TestClient.make("a", server: server, token: token, directory: directory)
+            a = try await fixture.client("a")
             #expect(try a.store.outgoingChanges(bucket: "notes").map(\.ccid) == [ccid])
             await a.client.start()
             await b.client.start()
             #expect(try await eventually { try b.value("k") == ["x": 1] })
             try await a.idle()
         }
-        await a.shutdown()
-        await b.shutdown()
-        await server.cleanup()
-        directory.remove()
     }
 
     @Test func forgottenCVReindexesAndKeepsLocalPendingChanges() async throws {
         // The server keeps only a few changes, so an old cv is answered with `cv:?`.
-        let server = try TestServer { $0.changeLogRetention = 2 }
-        try await server.start()
-        let directory = try TemporaryDirectory()
-        let token = try await server.makeToken()
-        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
-        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
-        do {
+        try await SyncFixture.run(server: { $0.changeLogRetention = 2 }) { fixture in
+            let a = try await fixture.client("a")
+            let b = try await fixture.client("b")
             await a.client.start()
             await b.client.start()
             _ = try await a.client.save(bucket: "notes", key: "doc", value: ["a": 0, "b": 0])
@@ -218,20 +175,12 @@ struct ConvergenceTests {
             #expect(try b.store.entity(bucket: "notes", key: "gone") == nil)
             #expect(try await eventually { try a.value("local-only") == ["new": true] })
         }
-        await a.shutdown()
-        await b.shutdown()
-        await server.cleanup()
-        directory.remove()
     }
 
     @Test func firstCommandInsideInitWorksAgainstTheServer() async throws {
-        let server = try TestServer()
-        try await server.start()
-        let directory = try TemporaryDirectory()
-        let token = try await server.makeToken()
-        let a = try await TestClient.make("a", server: server, token: token, directory: directory) { $0.sendCommandInInit = true }
-        let b = try await TestClient.make("b", server: server, token: token, directory: directory) { $0.sendCommandInInit = true }
-        do {
+        try await SyncFixture.run { fixture in
+            let a = try await fixture.client("a") { $0.sendCommandInInit = true }
+            let b = try await fixture.client("b") { $0.sendCommandInInit = true }
             await a.client.start()
             try await a.idle()
             _ = try await a.client.save(bucket: "notes", key: "k", value: ["v": 1])
@@ -243,23 +192,16 @@ struct ConvergenceTests {
             await b.client.start()
             #expect(try await eventually { try b.value("k") == ["v": 2] })
         }
-        await a.shutdown()
-        await b.shutdown()
-        await server.cleanup()
-        directory.remove()
     }
 
     @Test func heartbeatsKeepAnIdleConnectionUp() async throws {
-        let server = try TestServer()
-        try await server.start()
-        let directory = try TemporaryDirectory()
-        let token = try await server.makeToken()
-        let a = try await TestClient.make("a", server: server, token: token, directory: directory) {
-            $0.heartbeatInterval = .milliseconds(100)
-            $0.heartbeatTimeout = .milliseconds(300)
-        }
-        let b = try await TestClient.make("b", server: server, token: token, directory: directory)
-        do {
+        try await SyncFixture.run { fixture in
+            let server = fixture.server
+            let a = try await fixture.client("a") {
+                $0.heartbeatInterval = .milliseconds(100)
+                $0.heartbeatTimeout = .milliseconds(300)
+            }
+            let b = try await fixture.client("b")
             await a.client.start()
             try await a.idle()
             let states = a.client.connectionStates()
@@ -278,20 +220,12 @@ struct ConvergenceTests {
             #expect(seen.first == .connected)
             #expect(!seen.contains { if case .offline = $0 { return true } else { return false } })
         }
-        await a.shutdown()
-        await b.shutdown()
-        await server.cleanup()
-        directory.remove()
     }
 
     @Test func bucketAddedWhileConnectedSyncs() async throws {
-        let server = try TestServer()
-        try await server.start()
-        let directory = try TemporaryDirectory()
-        let token = try await server.makeToken()
-        let a = try await TestClient.make("a", server: server, token: token, directory: directory)
-        let b = try await TestClient.make("b", server: server, token: token, directory: directory, buckets: ["notes", "todo"])
-        do {
+        try await SyncFixture.run { fixture in
+            let a = try await fixture.client("a")
+            let b = try await fixture.client("b", buckets: ["notes", "todo"])
             await a.client.start()
             await b.client.start()
             try await a.idle()
@@ -301,20 +235,13 @@ struct ConvergenceTests {
             #expect(try await eventually { try b.value("task", bucket: "todo") == ["done": false] })
             await #expect(throws: SyncClientError.self) { try await a.client.addBucket("bad/name") }
         }
-        await a.shutdown()
-        await b.shutdown()
-        await server.cleanup()
-        directory.remove()
     }
 
     @Test func removedBucketStopsSyncingOnlyWhenEmptyAndCanComeBack() async throws {
-        let server = try TestServer()
-        try await server.start()
-        let directory = try TemporaryDirectory()
-        let token = try await server.makeToken()
-        let a = try await TestClient.make("a", server: server, token: token, directory: directory, buckets: ["notes", "todo"])
-        let b = try await TestClient.make("b", server: server, token: token, directory: directory, buckets: ["notes", "todo"])
-        do {
+        try await SyncFixture.run { fixture in
+            let server = fixture.server
+            let a = try await fixture.client("a", buckets: ["notes", "todo"])
+            let b = try await fixture.client("b", buckets: ["notes", "todo"])
             await a.client.start()
             await b.client.start()
             try await a.idle()
@@ -337,19 +264,13 @@ struct ConvergenceTests {
             try await a.client.addBucket("todo")
             #expect(try await eventually { try a.value("later", bucket: "todo") == ["n": 1] })
         }
-        await a.shutdown()
-        await b.shutdown()
-        await server.cleanup()
-        directory.remove()
     }
 
     @Test func badTokenIsAClearAuthFailure() async throws {
-        let server = try TestServer()
-        try await server.start()
-        let directory = try TemporaryDirectory()
-        let bad = try await TestClient.make("bad", server: server, token: String(repeating: "z", count: 40), directory: directory)
-        let malformed = try await TestClient.make("malformed", server: server, token: "short", directory: directory)
-        do {
+        try await SyncFixture.run { fixture in
+            let token = fixture.token
+            let bad = try await fixture.client("bad", token: String(repeating: "z", count: 40))
+            let malformed = try await fixture.client("malformed", token: "short")
             let badFailures = bad.client.authFailures()
             let malformedFailures = malformed.client.authFailures()
             await bad.client.start()
@@ -365,9 +286,5 @@ struct ConvergenceTests {
             _ = try await bad.client.save(bucket: "notes", key: "k", value: ["ok": true])
             #expect(try bad.value("k") == ["ok": true])
         }
-        await bad.shutdown()
-        await malformed.shutdown()
-        await server.cleanup()
-        directory.remove()
     }
 }

@@ -122,6 +122,50 @@ func withTimeout<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () 
     }
 }
 
+/// One test's world: a started server, a temp directory and a user's token. `run` shuts down
+/// every client made through `client(...)`, stops the server and removes the directory when the
+/// body ends, whether it passed or threw.
+final class SyncFixture: @unchecked Sendable {
+    let server: TestServer
+    let directory: TemporaryDirectory
+    let token: String
+    /// Touched only from the test's own task.
+    private var clients: [TestClient] = []
+
+    private init(server: TestServer, directory: TemporaryDirectory, token: String) {
+        self.server = server
+        self.directory = directory
+        self.token = token
+    }
+
+    static func run(
+        server configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in },
+        _ body: (SyncFixture) async throws -> Void
+    ) async throws {
+        let server = try TestServer(configure: configure)
+        try await server.start()
+        let directory = try TemporaryDirectory()
+        let fixture = SyncFixture(server: server, directory: directory, token: try await server.makeToken())
+        let result: Result<Void, any Error>
+        do { try await body(fixture); result = .success(()) } catch { result = .failure(error) }
+        for client in fixture.clients { await client.shutdown() }
+        await server.cleanup()
+        directory.remove()
+        try result.get()
+    }
+
+    /// A client on this fixture's server (the fixture's token unless one is given).
+    func client(
+        _ name: String, token: String? = nil, buckets: [String] = ["notes"],
+        configure: (inout SyncClientConfiguration) -> Void = { _ in }
+    ) async throws -> TestClient {
+        let client = try await TestClient.make(
+            name, server: server, token: token ?? self.token, directory: directory, buckets: buckets, configure: configure)
+        clients.append(client)
+        return client
+    }
+}
+
 /// One client: its own store file and engine.
 struct TestClient: Sendable {
     let name: String
