@@ -5,10 +5,20 @@ import Glibc
 
 /// A hand-made WebSocket client over a blocking POSIX socket, for misbehaving on purpose:
 /// it can send frames and then never read (the slow-reader case).
+///
+/// Every blocking call runs on a thread of its own (`open`, `drainUntilClosed`): the server
+/// under test lives in this process and needs the cooperative pool, which has one thread per
+/// core, to answer. A test blocking a pool thread on a reply can starve the server for as long
+/// as the socket timeout when other tests hold the remaining threads.
 final class RawWebSocket: @unchecked Sendable {
     private let descriptor: Int32
 
-    init(port: Int, path: String, receiveBufferBytes: Int32 = 4096) throws {
+    /// Connects and completes the WebSocket upgrade.
+    static func open(port: Int, path: String, receiveBufferBytes: Int32 = 4096) async throws -> RawWebSocket {
+        try await offThePool { try RawWebSocket(port: port, path: path, receiveBufferBytes: receiveBufferBytes) }
+    }
+
+    private init(port: Int, path: String, receiveBufferBytes: Int32) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw TestFailure("socket() failed") }
         var size = receiveBufferBytes
@@ -67,7 +77,11 @@ final class RawWebSocket: @unchecked Sendable {
 
     /// Reads until the server closes the connection; true on EOF/reset, false when `limit`
     /// passes first (a hang guard: the socket's 10 s receive timeout only paces the loop).
-    func drainUntilClosed(within limit: Duration) -> Bool {
+    func drainUntilClosed(within limit: Duration) async -> Bool {
+        await offThePool { self.blockingDrainUntilClosed(within: limit) }
+    }
+
+    private func blockingDrainUntilClosed(within limit: Duration) -> Bool {
         let deadline = ContinuousClock.now + limit
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
@@ -87,6 +101,19 @@ final class RawWebSocket: @unchecked Sendable {
             guard sent > 0 else { throw TestFailure("send() failed") }
             offset += sent
         }
+    }
+}
+
+/// Runs blocking `work` on a new thread, leaving the cooperative pool free for the server.
+private func offThePool<Result: Sendable>(_ work: @escaping @Sendable () throws -> Result) async throws -> Result {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Swift.Result { try work() }) }
+    }
+}
+
+private func offThePool<Result: Sendable>(_ work: @escaping @Sendable () -> Result) async -> Result {
+    await withCheckedContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(returning: work()) }
     }
 }
 

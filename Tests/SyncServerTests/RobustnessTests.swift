@@ -73,7 +73,7 @@ struct RobustnessTests {
     @Test func slowReaderIsClosedWithoutBlockingOthers() async throws {
         try await withServer(configure: { $0.maxOutboundBufferBytes = 256 * 1024 }) { server in
             let token = try await makeUser(server)
-            let slow = try RawWebSocket(port: server.port, path: "/sock/1/test-app/websocket", receiveBufferBytes: 2048)
+            let slow = try await RawWebSocket.open(port: server.port, path: "/sock/1/test-app/websocket", receiveBufferBytes: 2048)
             try slow.sendText(#"0:init:{"clientid":"slow","token":"\#(token)","name":"notes"}"#)
 
             let writer = try await server.socket()
@@ -92,7 +92,7 @@ struct RobustnessTests {
             // Nothing else was queued for the writer, and it still syncs afterwards.
             #expect(try await writer.request("h:7") == "h:8")
             // The slow connection was closed by the server.
-            #expect(slow.drainUntilClosed(within: hangGuard))
+            #expect(await slow.drainUntilClosed(within: hangGuard))
             await writer.close()
         }
     }
