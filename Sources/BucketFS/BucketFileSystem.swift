@@ -32,7 +32,7 @@ public struct MountOptions: Sendable {
 ///
 /// Behaviour beyond DESIGN.md: chmod of permission bits is accepted and changes nothing (files
 /// are 0644, buckets 0755); chown only to the current owner; hard links, fifos and devices are
-/// EPERM; rename between buckets is EXDEV (mv copies instead); symlinks exist only for local-only
+/// EPERM; rmdir of a bucket the backend still holds anything of is ENOTEMPTY; rename between buckets is EXDEV (mv copies instead); symlinks exist only for local-only
 /// names (emacs locks) and only while mounted; utimens times of files live in the backend, of
 /// directories for the mount's life.
 public final class BucketFileSystem: Sendable {

@@ -9,18 +9,22 @@ public final class SyncStoreBackend: MountBackend {
     public let store: SyncStore
     private let onOutgoing: @Sendable ([OutgoingChange]) -> Void
     private let onBucketCreated: @Sendable (String) -> Void
+    private let onBucketRemoved: @Sendable (String) -> Void
     private let logger: Logger
 
     /// An adapter over `store`; `onOutgoing` receives changes ready to send after each local edit,
-    /// `onBucketCreated` the name of a bucket made with mkdir (so the engine starts syncing it).
+    /// `onBucketCreated` the name of a bucket made with mkdir (so the engine starts syncing it),
+    /// `onBucketRemoved` the name of one removed with rmdir (so the engine stops).
     public init(
         store: SyncStore, logger: Logger = Logger(label: "bucketfs.fuse"),
         onBucketCreated: @escaping @Sendable (String) -> Void = { _ in },
+        onBucketRemoved: @escaping @Sendable (String) -> Void = { _ in },
         onOutgoing: @escaping @Sendable ([OutgoingChange]) -> Void = { _ in }
     ) {
         self.store = store
         self.logger = logger
         self.onBucketCreated = onBucketCreated
+        self.onBucketRemoved = onBucketRemoved
         self.onOutgoing = onOutgoing
     }
 
@@ -39,8 +43,10 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     public func removeBucket(named name: String) throws(FSError) {
-        // The store keeps a bucket's sync state (cv, index) forever; removing it is not supported.
-        throw FSError.notPermitted
+        // Only an empty bucket goes (the store refuses one holding anything, even a removal the
+        // server has not acknowledged yet); the server keeps its data, and mkdir brings it back.
+        try mapped { () throws(StoreError) in try store.removeBucket(named: name) }
+        onBucketRemoved(name)
     }
 
     public func entries(bucket: String) throws(FSError) -> [MountEntry] {
@@ -169,6 +175,7 @@ public final class SyncStoreBackend: MountBackend {
         } catch {
             switch error {
             case .unknownBucket, .unknownEntity, .unknownLocalFile: throw FSError.notFound
+            case .bucketNotEmpty: throw FSError.notEmpty
             default: throw FSError.io(error.description)
             }
         }

@@ -102,6 +102,12 @@ public actor SyncClient {
     /// `StoreError.bucketNotEmpty` while it holds entities or local files. The server keeps its data.
     public func removeBucket(_ name: String) async throws(SyncClientError) {
         do { try store.removeBucket(named: name) } catch { throw .store(error) }
+        stopSyncing(name)
+    }
+
+    /// Stops syncing a bucket whose store rows are gone already (the file system removed it in
+    /// the store's transaction); the channel's later messages are ignored.
+    public func stopSyncing(_ name: String) {
         guard let channel = channelsByBucket.removeValue(forKey: name) else { return }
         removedChannels.insert(channel)
     }

@@ -174,18 +174,21 @@ private struct MountSession {
             pid: getpid(), startedAt: Date(), connection: .init(state: "starting"))
         let feed = FeedWriter(path: MountRecord.feedPath(for: mountpoint))
         await client.start()
+        // mkdir and rmdir at the root reach the engine in the order they happened.
+        let (bucketEdits, bucketEditsInput) = AsyncStream<BucketEdit>.makeStream()
         let reporters = [
             Task { await reportConnection(client, record: record) },
             Task { await reportRemoteChanges(store, feed: feed) },
             Task { await reportProgress(client) },
             Task { await reportAuthFailures(client, record: record) },
+            Task { await applyBucketEdits(bucketEdits, to: client, logger: logger) },
         ]
 
-        let backend = SyncStoreBackend(store: store, logger: logger, onBucketCreated: { bucket in
-            Task {
-                do { try await client.addBucket(bucket) } catch { logger.error("cannot sync the new bucket \(bucket): \(error)") }
-            }
-        }) { changes in
+        let backend = SyncStoreBackend(
+            store: store, logger: logger,
+            onBucketCreated: { bucketEditsInput.yield(.created($0)) },
+            onBucketRemoved: { bucketEditsInput.yield(.removed($0)) }
+        ) { changes in
             for change in changes {
                 let kind = if case .remove = change.operation { "removed" } else { change.sourceVersion == nil ? "created" : "changed" }
                 feed.append(FeedEvent(
@@ -266,6 +269,19 @@ private struct MountSession {
         }
     }
 
+    /// A bucket made with mkdir starts syncing; one removed with rmdir (the store has forgotten
+    /// it already) stops.
+    private func applyBucketEdits(_ edits: AsyncStream<BucketEdit>, to client: SyncClient, logger: Logger) async {
+        for await edit in edits {
+            switch edit {
+            case .created(let bucket):
+                do { try await client.addBucket(bucket) } catch { logger.error("cannot sync the new bucket \(bucket): \(error)") }
+            case .removed(let bucket):
+                await client.stopSyncing(bucket)
+            }
+        }
+    }
+
     /// Feeds `bucketfs watch` with every change the server makes to the store.
     private func reportRemoteChanges(_ store: SyncStore, feed: FeedWriter) async {
         for await event in store.remoteEvents() {
@@ -315,4 +331,10 @@ enum SampleNotes {
             ("ideas", note("Ideas\n\ngrep -r across every note, rsync them for backups, and watch changes arrive from other machines.\n", tags: ["work", "ideas"])),
         ]
     }
+}
+
+/// mkdir or rmdir of a bucket at the mount root.
+private enum BucketEdit: Sendable {
+    case created(String)
+    case removed(String)
 }

@@ -21,6 +21,39 @@ struct BucketAndTimeTests {
         #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
     }
 
+    @Test func rmdirStopsSyncingABucketAndMkdirBringsTheServersCopyBack() throws {
+        let cli = try CLIHarness()
+        let (server, port, token) = try cli.serverWithUser(data: try cli.directory("server"))
+        let first = try cli.directory("one")
+        let second = try cli.directory("two")
+        try cli.mount(first, port: port, token: token, buckets: ["notes", "todo"])
+        try cli.mount(second, port: port, token: token, buckets: ["notes", "todo"])
+        try Data("{\"task\": \"water plants\"}\n".utf8).write(to: URL(fileURLWithPath: second + "/todo/today.json"))
+        try eventually { FileManager.default.fileExists(atPath: first + "/todo/today.json") }
+
+        // The removal is owed to the server until acknowledged: rmdir waits for that, not for a timer.
+        try FileManager.default.removeItem(atPath: first + "/todo/today.json")
+        try eventually { !FileManager.default.fileExists(atPath: second + "/todo/today.json") }
+        try eventually { rmdir(first + "/todo") == 0 }
+        #expect(!FileManager.default.fileExists(atPath: first + "/todo"))
+
+        // A change to the removed bucket no longer reaches the first mount; one to `notes`, made
+        // after it, does (so the first had its chance to see both).
+        try Data("{\"task\": \"later\"}\n".utf8).write(to: URL(fileURLWithPath: second + "/todo/later.json"))
+        try Data("{\"after\": true}\n".utf8).write(to: URL(fileURLWithPath: second + "/notes/marker.json"))
+        try eventually { FileManager.default.fileExists(atPath: first + "/notes/marker.json") }
+        #expect(!FileManager.default.fileExists(atPath: first + "/todo"))
+
+        // mkdir syncs it again, with what the server holds.
+        try FileManager.default.createDirectory(atPath: first + "/todo", withIntermediateDirectories: false)
+        try eventually { FileManager.default.fileExists(atPath: first + "/todo/later.json") }
+        #expect(try String(contentsOfFile: first + "/todo/later.json", encoding: .utf8).contains("later"))
+        #expect(!FileManager.default.fileExists(atPath: first + "/todo/today.json"))
+        #expect(try cli.bucketfs(["unmount", first]).status == 0)
+        #expect(try cli.bucketfs(["unmount", second]).status == 0)
+        cli.stop(server)
+    }
+
     @Test func touchTimesSurviveARemount() throws {
         let cli = try CLIHarness()
         let mountpoint = try cli.directory("m")

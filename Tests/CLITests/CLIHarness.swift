@@ -134,6 +134,24 @@ final class CLIHarness: @unchecked Sendable {
         return (process, try #require(found))
     }
 
+    /// A `bucketfs serve` with one user (alice@example.com); returns it, its port and a token.
+    func serverWithUser(data: String) throws -> (Process, Int, String) {
+        let token = try bucketfs(["user", "add", "--data", data, "alice@example.com"], stdin: "secret-password\n")
+        #expect(token.status == 0, "user add failed: \(token.stderr)")
+        let (server, port) = try startServer(data: data)
+        return (server, port, token.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// `bucketfs mount` of `buckets` from the server on `port`, in the background; expects success.
+    func mount(_ mountpoint: String, port: Int, token: String, buckets: [String] = ["notes"], store: String? = nil) throws {
+        var arguments = ["mount", mountpoint, "--server", "ws://localhost:\(port)", "--app-id", "test-app", "--token", token]
+        for bucket in buckets { arguments += ["--bucket", bucket] }
+        if let store { arguments += ["--store", store] }
+        let result = try bucketfs(arguments)
+        #expect(result.status == 0, "mount failed: \(result.stderr)")
+        #expect(result.stdout.contains("mounted at \(mountpoint)"))
+    }
+
     func stop(_ process: Process) {
         guard process.isRunning else { return }
         kill(process.processIdentifier, SIGTERM)

@@ -5,22 +5,6 @@ import Testing
 /// Every test drives the real binary against a real server and real FUSE mounts.
 @Suite("daily use: status, watch, fstab, systemd, login", .serialized, .timeLimit(.minutes(5)))
 struct DailyUseTests {
-    /// A server with one user; returns its port and a token.
-    private func serverWithUser(_ cli: CLIHarness, data: String) throws -> (Process, Int, String) {
-        let token = try cli.bucketfs(["user", "add", "--data", data, "alice@example.com"], stdin: "secret-password\n")
-        #expect(token.status == 0, "user add failed: \(token.stderr)")
-        let (server, port) = try cli.startServer(data: data)
-        return (server, port, token.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
-    }
-
-    private func mount(_ cli: CLIHarness, _ mountpoint: String, port: Int, token: String, store: String? = nil) throws {
-        var arguments = ["mount", mountpoint, "--server", "ws://localhost:\(port)", "--app-id", "test-app", "--token", token, "--bucket", "notes"]
-        if let store { arguments += ["--store", store] }
-        let result = try cli.bucketfs(arguments)
-        #expect(result.status == 0, "mount failed: \(result.stderr)")
-        #expect(result.stdout.contains("mounted at \(mountpoint)"))
-    }
-
     private func statusJSON(_ cli: CLIHarness, _ mountpoint: String) throws -> [String: Any] {
         let result = try cli.bucketfs(["status", mountpoint, "--json"])
         #expect(result.status == 0, "status failed: \(result.stderr)")
@@ -61,9 +45,9 @@ struct DailyUseTests {
     @Test func statusShowsPendingSaveWhileServerIsDownAndClearsWhenItReturns() throws {
         let cli = try CLIHarness()
         let data = try cli.directory("server")
-        var (server, port, token) = try serverWithUser(cli, data: data)
+        var (server, port, token) = try cli.serverWithUser(data: data)
         let mountpoint = try cli.directory("m")
-        try mount(cli, mountpoint, port: port, token: token)
+        try cli.mount(mountpoint, port: port, token: token)
         try Data("{\"a\": 1}\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/first.json"))
         try eventually { (try statusJSON(cli, mountpoint)["pendingSaves"] as? Int) == 0 }
 
@@ -85,11 +69,11 @@ struct DailyUseTests {
 
     @Test func watchPrintsAChangeMadeThroughASecondMount() throws {
         let cli = try CLIHarness()
-        let (server, port, token) = try serverWithUser(cli, data: try cli.directory("server"))
+        let (server, port, token) = try cli.serverWithUser(data: try cli.directory("server"))
         let first = try cli.directory("one")
         let second = try cli.directory("two")
-        try mount(cli, first, port: port, token: token)
-        try mount(cli, second, port: port, token: token)
+        try cli.mount(first, port: port, token: token)
+        try cli.mount(second, port: port, token: token)
         let (watch, output) = try cli.start(["watch", first, "--json"])
         Thread.sleep(forTimeInterval: 0.5)
         try Data("{\"from\": \"two\"}\n".utf8).write(to: URL(fileURLWithPath: second + "/notes/shared.json"))
@@ -154,7 +138,7 @@ struct DailyUseTests {
 
     @Test func loginStoresTheTokenPrivatelyAndMountUsesTheRemote() throws {
         let cli = try CLIHarness()
-        let (server, port, _) = try serverWithUser(cli, data: try cli.directory("server"))
+        let (server, port, _) = try cli.serverWithUser(data: try cli.directory("server"))
         let login = try cli.bucketfs(
             ["login", "work", "--server", "ws://localhost:\(port)", "--app-id", "test-app", "--user", "alice@example.com"],
             stdin: "secret-password\n")
@@ -195,10 +179,10 @@ struct DailyUseTests {
         let missing = try cli.bucketfs(["mount", cli.path("nowhere")])
         #expect(missing.stderr.contains("is not a directory: create it first"))
 
-        let (server, port, _) = try serverWithUser(cli, data: try cli.directory("server"))
+        let (server, port, _) = try cli.serverWithUser(data: try cli.directory("server"))
         let mountpoint = try cli.directory("m")
         let badToken = String(repeating: "x", count: 32)
-        try mount(cli, mountpoint, port: port, token: badToken)
+        try cli.mount(mountpoint, port: port, token: badToken)
         try eventually {
             let text = try cli.bucketfs(["status", mountpoint]).stdout
             return text.contains("unauthorized") && text.contains("bad token (401)") && text.contains("fresh --token")
