@@ -76,7 +76,36 @@ final class BenchClient: Sendable {
     }
 }
 
-func runLatency(server: BenchServer, token: String, bucket: String, samples: Int) async throws -> LatencyRun {
+/// What each timed save changes in the note.
+enum SaveKind: String, CaseIterable, Sendable {
+    /// A few words typed into the body and the modification date bumped: what an editor's save
+    /// usually is, sent as a small `d` delta.
+    case edit
+    /// The whole ~900-character body replaced by an unrelated one: diff-match-patch's worst case
+    /// (Myers' O(N·D) with D close to N costs about 3 ms of diffing on this machine).
+    case rewrite
+
+    /// The value of save `sample`, given the previous one.
+    func value(sample: Int, previous: JSONObject) -> JSONObject {
+        switch self {
+        case .rewrite:
+            var value = Documents.object(sample % 1000)
+            value["counter"] = .integer(Int64(sample))
+            return value
+        case .edit:
+            var value = previous
+            var body = Array((previous["content"]?.stringValue ?? "").utf16)
+            let position = body.isEmpty ? 0 : (sample &* 7919) % body.count
+            body.insert(contentsOf: "typed \(sample) ".utf16, at: position)
+            if body.count > 2000 { body.removeLast(body.count - 2000) }
+            value["content"] = .string(String(decoding: body, as: UTF16.self))
+            value["modificationDate"] = .double(1_700_000_100.25 + Double(sample))
+            return value
+        }
+    }
+}
+
+func runLatency(server: BenchServer, token: String, bucket: String, samples: Int, kind: SaveKind) async throws -> LatencyRun {
     let writer = try await BenchClient(server: server, token: token, bucket: bucket, name: "writer")
     let reader = try await BenchClient(server: server, token: token, bucket: bucket, name: "reader")
     let heartbeats = HeartbeatProbe()
@@ -89,9 +118,9 @@ func runLatency(server: BenchServer, token: String, bucket: String, samples: Int
     defer { commits.remove() }
     var run = LatencyRun()
     // Sample 0 creates the entity (and warms both paths); it is not recorded.
+    var value = Documents.object(0)
     for sample in 0...samples {
-        var value = Documents.object(sample % 1000)
-        value["counter"] = .integer(Int64(sample))
+        value = kind.value(sample: sample, previous: value)
         let start = ContinuousClock.now
         let saved = try await writer.client.save(bucket: bucket, key: key, value: value)
         let savedAt = ContinuousClock.now

@@ -66,38 +66,40 @@ let benchmarks: @Sendable () -> Void = {
         ))
     }
 
-    Benchmark(
-        "latency: save-to-ack and save-to-remote-event, \(latencySamples) saves, 2 clients",
-        configuration: .init(
-            metrics: [.wallClock, saveToAckLatency, remoteEventLatency, heartbeatLatency, syncedCommitLatency],
-            setup: {
-                server = try await BenchServer.start()
-                token = try await server?.makeUser("latency") ?? ""
-            },
-            teardown: { await server?.stop(); server = nil }
-        )
-    ) { benchmark in
-        guard let server else { throw BenchFailure("no server") }
-        runCounter += 1
-        let run = try await runLatency(server: server, token: token, bucket: "latency\(runCounter)", samples: latencySamples)
-        for sample in run.saveToAck { benchmark.measurement(saveToAckLatency, sample.microseconds) }
-        for sample in run.saveToRemoteEvent { benchmark.measurement(remoteEventLatency, sample.microseconds) }
-        for sample in run.heartbeat { benchmark.measurement(heartbeatLatency, sample.microseconds) }
-        for sample in run.syncedCommit { benchmark.measurement(syncedCommitLatency, sample.microseconds) }
-        let commitP50 = percentile(run.syncedCommit, 50)
-        print(
-            "baseline fsync'd SQLite commit: p50 \(milliseconds(commitP50)), p99 \(milliseconds(percentile(run.syncedCommit, 99)));"
-                + " the path to an ack holds two (client save, server commit); the save call alone: p50 \(milliseconds(percentile(run.saveCall, 50))), p99 \(milliseconds(percentile(run.saveCall, 99)))"
-        )
-        let baselineP50 = percentile(run.heartbeat, 50)
-        let baselineP99 = percentile(run.heartbeat, 99)
-        for (name, samples) in [("save-to-ack", run.saveToAck), ("save-to-remote-event", run.saveToRemoteEvent)] {
-            let p50 = percentile(samples, 50)
-            let p99 = percentile(samples, 99)
-            print(
-                "\(name): p50 \(milliseconds(p50)), p99 \(milliseconds(p99)); baseline h round trip p50 \(milliseconds(baselineP50)), p99 \(milliseconds(baselineP99));"
-                    + String(format: " ratio p50 %.1f, p99 %.1f", p50.seconds / max(baselineP50.seconds, 1e-9), p99.seconds / max(baselineP99.seconds, 1e-9))
+    for kind in SaveKind.allCases {
+        Benchmark(
+            "latency (\(kind.rawValue)): save-to-ack and save-to-remote-event, \(latencySamples) saves, 2 clients",
+            configuration: .init(
+                metrics: [.wallClock, saveToAckLatency, remoteEventLatency, heartbeatLatency, syncedCommitLatency],
+                setup: {
+                    server = try await BenchServer.start()
+                    token = try await server?.makeUser("latency") ?? ""
+                },
+                teardown: { await server?.stop(); server = nil }
             )
+        ) { benchmark in
+            guard let server else { throw BenchFailure("no server") }
+            runCounter += 1
+            let run = try await runLatency(server: server, token: token, bucket: "latency\(runCounter)", samples: latencySamples, kind: kind)
+            for sample in run.saveToAck { benchmark.measurement(saveToAckLatency, sample.microseconds) }
+            for sample in run.saveToRemoteEvent { benchmark.measurement(remoteEventLatency, sample.microseconds) }
+            for sample in run.heartbeat { benchmark.measurement(heartbeatLatency, sample.microseconds) }
+            for sample in run.syncedCommit { benchmark.measurement(syncedCommitLatency, sample.microseconds) }
+            let commitP50 = percentile(run.syncedCommit, 50)
+            print(
+                "\(kind.rawValue): baseline fsync'd SQLite commit: p50 \(milliseconds(commitP50)), p99 \(milliseconds(percentile(run.syncedCommit, 99)));"
+                    + " the path to an ack holds two (client save, server commit); the save call alone: p50 \(milliseconds(percentile(run.saveCall, 50))), p99 \(milliseconds(percentile(run.saveCall, 99)))"
+            )
+            let baselineP50 = percentile(run.heartbeat, 50)
+            let baselineP99 = percentile(run.heartbeat, 99)
+            for (name, samples) in [("save-to-ack", run.saveToAck), ("save-to-remote-event", run.saveToRemoteEvent)] {
+                let p50 = percentile(samples, 50)
+                let p99 = percentile(samples, 99)
+                print(
+                    "\(kind.rawValue) \(name): p50 \(milliseconds(p50)), p99 \(milliseconds(p99)); baseline h round trip p50 \(milliseconds(baselineP50)), p99 \(milliseconds(baselineP99));"
+                        + String(format: " ratio p50 %.1f, p99 %.1f", p50.seconds / max(baselineP50.seconds, 1e-9), p99.seconds / max(baselineP99.seconds, 1e-9))
+                )
+            }
         }
     }
 }

@@ -132,87 +132,7 @@ extension DiffMatchPatch {
     }
 
     func bisect(_ text1: UnitBuffer, _ text2: UnitBuffer, deadline: ContinuousClock.Instant?) -> [UnitDiff] {
-        let length1 = text1.count
-        let length2 = text2.count
-        let maxD = (length1 + length2 + 1) / 2
-        let vOffset = maxD
-        let vLength = 2 * maxD
-        var v1 = [Int](repeating: -1, count: vLength)
-        var v2 = [Int](repeating: -1, count: vLength)
-        v1[vOffset + 1] = 0
-        v2[vOffset + 1] = 0
-        let delta = length1 - length2
-        // With an odd difference in lengths the front path collides with the reverse path.
-        let front = delta % 2 != 0
-        var k1start = 0, k1end = 0, k2start = 0, k2end = 0
-
-        let a = text1
-        let b = text2
-        let split: (Int, Int)? = { () -> (Int, Int)? in
-            do {
-                for d in 0..<maxD {
-                    if let deadline, ContinuousClock.now > deadline { break }
-                    var k1 = -d + k1start
-                    while k1 <= d - k1end {
-                        let k1Offset = vOffset + k1
-                        var x1: Int
-                        if k1 == -d || (k1 != d && v1[k1Offset - 1] < v1[k1Offset + 1]) {
-                            x1 = v1[k1Offset + 1]
-                        } else {
-                            x1 = v1[k1Offset - 1] + 1
-                        }
-                        var y1 = x1 - k1
-                        while x1 < length1 && y1 < length2 && a[x1] == b[y1] {
-                            x1 += 1
-                            y1 += 1
-                        }
-                        v1[k1Offset] = x1
-                        if x1 > length1 {
-                            k1end += 2
-                        } else if y1 > length2 {
-                            k1start += 2
-                        } else if front {
-                            let k2Offset = vOffset + delta - k1
-                            if k2Offset >= 0 && k2Offset < vLength && v2[k2Offset] != -1 {
-                                let x2 = length1 - v2[k2Offset]
-                                if x1 >= x2 { return (x1, y1) }
-                            }
-                        }
-                        k1 += 2
-                    }
-                    var k2 = -d + k2start
-                    while k2 <= d - k2end {
-                        let k2Offset = vOffset + k2
-                        var x2: Int
-                        if k2 == -d || (k2 != d && v2[k2Offset - 1] < v2[k2Offset + 1]) {
-                            x2 = v2[k2Offset + 1]
-                        } else {
-                            x2 = v2[k2Offset - 1] + 1
-                        }
-                        var y2 = x2 - k2
-                        while x2 < length1 && y2 < length2 && a[length1 - x2 - 1] == b[length2 - y2 - 1] {
-                            x2 += 1
-                            y2 += 1
-                        }
-                        v2[k2Offset] = x2
-                        if x2 > length1 {
-                            k2end += 2
-                        } else if y2 > length2 {
-                            k2start += 2
-                        } else if !front {
-                            let k1Offset = vOffset + delta - k2
-                            if k1Offset >= 0 && k1Offset < vLength && v1[k1Offset] != -1 {
-                                let x1 = v1[k1Offset]
-                                let y1 = vOffset + x1 - k1Offset
-                                if x1 >= length1 - x2 { return (x1, y1) }
-                            }
-                        }
-                        k2 += 2
-                    }
-                }
-                return nil
-            }
-        }()
+        let split = Self.middleSnake(text1, text2, deadline: deadline)
         guard let (x, y) = split else {
             // Out of time or no commonality at all.
             return [UnitDiff(.delete, Array(text1)), UnitDiff(.insert, Array(text2))]
@@ -220,6 +140,90 @@ extension DiffMatchPatch {
         var diffs = diffMain(text1.units(upTo: x), text2.units(upTo: y), checkLines: false, deadline: deadline)
         diffs += diffMain(text1.units(from: x), text2.units(from: y), checkLines: false, deadline: deadline)
         return diffs
+    }
+
+    /// Where the forward and reverse D-paths of Myers' algorithm first overlap, or nil when the
+    /// deadline passes first. The V arrays live in one unsafe allocation: this loop is the whole
+    /// cost of diffing unrelated texts, and array bounds and exclusivity checks doubled it.
+    static func middleSnake(_ a: UnitBuffer, _ b: UnitBuffer, deadline: ContinuousClock.Instant?) -> (Int, Int)? {
+        let length1 = a.count
+        let length2 = b.count
+        let maxD = (length1 + length2 + 1) / 2
+        guard maxD > 0 else { return nil }
+        let vOffset = maxD
+        let vLength = 2 * maxD
+        let storage = UnsafeMutableBufferPointer<Int>.allocate(capacity: 2 * vLength)
+        defer { storage.deallocate() }
+        storage.initialize(repeating: -1)
+        let v1 = UnsafeMutableBufferPointer(rebasing: storage[0..<vLength])
+        let v2 = UnsafeMutableBufferPointer(rebasing: storage[vLength...])
+        v1[vOffset + 1] = 0
+        v2[vOffset + 1] = 0
+        let delta = length1 - length2
+        // With an odd difference in lengths the front path collides with the reverse path.
+        let front = delta % 2 != 0
+        var k1start = 0, k1end = 0, k2start = 0, k2end = 0
+        for d in 0..<maxD {
+            if let deadline, ContinuousClock.now > deadline { return nil }
+            var k1 = -d + k1start
+            while k1 <= d - k1end {
+                let k1Offset = vOffset + k1
+                var x1: Int
+                if k1 == -d || (k1 != d && v1[k1Offset - 1] < v1[k1Offset + 1]) {
+                    x1 = v1[k1Offset + 1]
+                } else {
+                    x1 = v1[k1Offset - 1] + 1
+                }
+                var y1 = x1 - k1
+                while x1 < length1 && y1 < length2 && a[x1] == b[y1] {
+                    x1 += 1
+                    y1 += 1
+                }
+                v1[k1Offset] = x1
+                if x1 > length1 {
+                    k1end += 2
+                } else if y1 > length2 {
+                    k1start += 2
+                } else if front {
+                    let k2Offset = vOffset + delta - k1
+                    if k2Offset >= 0 && k2Offset < vLength && v2[k2Offset] != -1 {
+                        let x2 = length1 - v2[k2Offset]
+                        if x1 >= x2 { return (x1, y1) }
+                    }
+                }
+                k1 += 2
+            }
+            var k2 = -d + k2start
+            while k2 <= d - k2end {
+                let k2Offset = vOffset + k2
+                var x2: Int
+                if k2 == -d || (k2 != d && v2[k2Offset - 1] < v2[k2Offset + 1]) {
+                    x2 = v2[k2Offset + 1]
+                } else {
+                    x2 = v2[k2Offset - 1] + 1
+                }
+                var y2 = x2 - k2
+                while x2 < length1 && y2 < length2 && a[length1 - x2 - 1] == b[length2 - y2 - 1] {
+                    x2 += 1
+                    y2 += 1
+                }
+                v2[k2Offset] = x2
+                if x2 > length1 {
+                    k2end += 2
+                } else if y2 > length2 {
+                    k2start += 2
+                } else if !front {
+                    let k1Offset = vOffset + delta - k2
+                    if k1Offset >= 0 && k1Offset < vLength && v1[k1Offset] != -1 {
+                        let x1 = v1[k1Offset]
+                        let y1 = vOffset + x1 - k1Offset
+                        if x1 >= length1 - x2 { return (x1, y1) }
+                    }
+                }
+                k2 += 2
+            }
+        }
+        return nil
     }
 
     struct HalfMatch {
