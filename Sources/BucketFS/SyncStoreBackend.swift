@@ -106,13 +106,10 @@ public final class SyncStoreBackend: MountBackend {
 
     public func rename(bucket: String, from source: MountItemName, to destination: MountItemName) throws(FSError) -> MountEntry {
         try mapped { () throws(StoreError) -> MountEntry in
-            let changes = try store.rename(bucket: bucket, from: Self.storeName(source), to: Self.storeName(destination))
-            if !changes.isEmpty { onOutgoing(changes) }
-            guard let after = try store.lookup(bucket: bucket, name: Self.storeName(destination)) else {
-                throw StoreError.unknownLocalFile(bucket: bucket, name: FileNameCodec.fileName(for: destination))
-            }
+            let renamed = try store.rename(bucket: bucket, from: Self.storeName(source), to: Self.storeName(destination))
+            if !renamed.changes.isEmpty { onOutgoing(renamed.changes) }
             // rsync -a sets the time on its temporary file, then renames it over the target.
-            return entry(bucket, after)
+            return entry(bucket, renamed.destination)
         }
     }
 

@@ -162,9 +162,9 @@ public actor SyncClient {
 
     /// Renames within a bucket (see `SyncStore.rename`); returns once durable.
     public func rename(bucket: String, from source: EntryName, to target: EntryName) async throws(SyncClientError) {
-        let changes: [OutgoingChange]
-        do { changes = try store.rename(bucket: bucket, from: source, to: target) } catch { throw .store(error) }
-        await send(changes)
+        let renamed: RenameResult
+        do { renamed = try store.rename(bucket: bucket, from: source, to: target) } catch { throw .store(error) }
+        await send(renamed.changes)
     }
 
     /// Entities changed by the server, after the store committed them.

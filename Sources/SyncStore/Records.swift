@@ -99,6 +99,14 @@ public struct DirectoryEntry: Hashable, Sendable {
     public let ctime: StoreTime
 }
 
+/// What a rename did.
+public struct RenameResult: Hashable, Sendable {
+    /// The changes ready to send (a save of the target, a removal of a renamed entity).
+    public let changes: [OutgoingChange]
+    /// The target as it now is.
+    public let destination: DirectoryEntry
+}
+
 /// Where an outgoing change is in its life.
 public enum ChangeState: Hashable, Sendable, CustomStringConvertible {
     /// Recorded, not yet written to a connection.

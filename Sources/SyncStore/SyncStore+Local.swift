@@ -80,75 +80,90 @@ extension SyncStore {
 
     /// Renames within a bucket as one atomic replace: a scratch file renamed onto `key` is a save
     /// of that entity; `a` renamed to `b` is a save of `b` plus a delete of `a`; a local file
-    /// renamed to another local name keeps its id. Returns the changes ready to send.
-    public func rename(bucket: String, from source: EntryName, to target: EntryName) throws(StoreError) -> [OutgoingChange] {
+    /// renamed to another local name keeps its id.
+    public func rename(bucket: String, from source: EntryName, to target: EntryName) throws(StoreError) -> RenameResult {
         try write { db in
-            let bucketRow = try BucketRow.named(bucket, db)
-            let now = Self.now()
-            var ready: [OutgoingChange] = []
-            let bytes: [UInt8]
-            // rename(2) moves the file, times included (`rsync -a` sets the temp file's mtime, then renames it).
-            let sourceMTime: StoreTime
-            switch source {
-            case .entity(let key):
-                guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let content = row.content else {
-                    throw StoreError.unknownEntity(bucket: bucket, key: key)
-                }
-                bytes = [UInt8](content)
-                sourceMTime = row.mtime
-            case .localFile(let name):
-                guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db) else {
-                    throw StoreError.unknownLocalFile(bucket: bucket, name: name)
-                }
-                bytes = [UInt8](row.content)
-                sourceMTime = row.mtime
+            let changes = try Self.rename(bucket: bucket, from: source, to: target, db)
+            guard let destination = try Self.lookup(bucket: bucket, name: target, db) else {
+                throw StoreError.database("renamed \(target) is missing")
             }
-            guard source != target else { return [] }
-            switch (source, target) {
-            case (.localFile(let from), .localFile(let to)):
-                try db.execute(
-                    sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ?", arguments: [bucketRow.id, to])
-                try db.execute(
-                    sql: "UPDATE local_file SET name = ?, ctime = ? WHERE bucket_id = ? AND name = ?",
-                    arguments: [to, now, bucketRow.id, from])
-            case (.localFile(let from), .entity(let key)):
-                if let change = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, db).readyToSend {
-                    ready.append(change)
-                }
-                try Self.setEntityMTime(sourceMTime, key: key, bucket: bucketRow, db)
-                try db.execute(
-                    sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ?", arguments: [bucketRow.id, from])
-            case (.entity(let from), .entity(let key)):
-                if let change = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, db).readyToSend {
-                    ready.append(change)
-                }
-                try Self.setEntityMTime(sourceMTime, key: key, bucket: bucketRow, db)
-                if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
-            case (.entity(let from), .localFile(let name)):
-                var row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db)
-                    ?? LocalFileRow(
-                        id: try Schema.allocateNodeID(db), bucketID: bucketRow.id, name: name, content: Data(),
-                        mtime: now, ctime: now)
-                row.content = Data(bytes)
-                row.mtime = sourceMTime
-                row.ctime = now
-                try row.save(db)
-                if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
-            }
-            return ready
+            return RenameResult(changes: changes, destination: destination)
         }
     }
 
-    static func setEntityMTime(_ mtime: StoreTime, key: String, bucket: BucketRow, _ db: Database) throws {
-        try db.execute(
-            sql: "UPDATE entity SET mtime = ? WHERE bucket_id = ? AND key = ?", arguments: [mtime, bucket.id, key])
+    /// `rename` inside the caller's transaction; returns the changes ready to send.
+    private static func rename(bucket: String, from source: EntryName, to target: EntryName, _ db: Database) throws -> [OutgoingChange] {
+        let bucketRow = try BucketRow.named(bucket, db)
+        let now = Self.now()
+        var ready: [OutgoingChange] = []
+        let bytes: [UInt8]
+        // rename(2) moves the file, times included (`rsync -a` sets the temp file's mtime, then renames it).
+        let sourceMTime: StoreTime
+        switch source {
+        case .entity(let key):
+            guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let content = row.content else {
+                throw StoreError.unknownEntity(bucket: bucket, key: key)
+            }
+            bytes = [UInt8](content)
+            sourceMTime = row.mtime
+        case .localFile(let name):
+            guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db) else {
+                throw StoreError.unknownLocalFile(bucket: bucket, name: name)
+            }
+            bytes = [UInt8](row.content)
+            sourceMTime = row.mtime
+        }
+        guard source != target else { return [] }
+        switch (source, target) {
+        case (.localFile(let from), .localFile(let to)):
+            try db.execute(
+                sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ?", arguments: [bucketRow.id, to])
+            try db.execute(
+                sql: "UPDATE local_file SET name = ?, ctime = ? WHERE bucket_id = ? AND name = ?",
+                arguments: [to, now, bucketRow.id, from])
+        case (.localFile(let from), .entity(let key)):
+            if let change = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, db).readyToSend {
+                ready.append(change)
+            }
+            try db.execute(
+                sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ?", arguments: [bucketRow.id, from])
+        case (.entity(let from), .entity(let key)):
+            if let change = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, db).readyToSend {
+                ready.append(change)
+            }
+            if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
+        case (.entity(let from), .localFile(let name)):
+            var row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db)
+                ?? LocalFileRow(
+                    id: try Schema.allocateNodeID(db), bucketID: bucketRow.id, name: name, content: Data(),
+                    mtime: now, ctime: now)
+            row.content = Data(bytes)
+            row.mtime = sourceMTime
+            row.ctime = now
+            try row.save(db)
+            if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
+        }
+        return ready
     }
 
-    static func save(bytes: [UInt8], key: String, bucket: BucketRow, now: Int64, _ db: Database) throws -> SaveResult {
-        var row = try EntityRow.find(bucketID: bucket.id, key: key, db)
-            ?? EntityRow.new(bucketID: bucket.id, key: key, now: now, db)
+    /// Saves `bytes` as the entity's file; `mtime` is the file's new modification time (now,
+    /// or the time a rename carries over). The row is written once when it exists already.
+    static func save(
+        bytes: [UInt8], key: String, bucket: BucketRow, now: Int64, mtime: Int64? = nil, _ db: Database
+    ) throws -> SaveResult {
+        var row: EntityRow
+        if let existing = try EntityRow.find(bucketID: bucket.id, key: key, db) {
+            row = existing
+            // A new save supersedes an earlier refusal: the user changed something, so try again.
+            try db.cachedStatement(sql: "DELETE FROM pending_change WHERE entity_id = ? AND state LIKE 'rejected:%'")
+                .execute(arguments: [row.id])
+        } else {
+            // Inserted first: its queued change refers to it.
+            row = try EntityRow.new(bucketID: bucket.id, key: key, now: now, db)
+            try row.insert(db)
+        }
         row.content = Data(bytes)
-        row.mtime = now
+        row.mtime = mtime ?? now
         row.ctime = now
         row.deletedPending = false
         var parseError: String?
@@ -162,24 +177,18 @@ extension SyncStore {
         } catch {
             parseError = "invalid JSON: \(error)"
         }
-        // A new save supersedes an earlier refusal: the user changed something, so try again.
-        try db.execute(
-            sql: "DELETE FROM pending_change WHERE entity_id = ? AND state LIKE 'rejected:%'", arguments: [row.id])
         let ready: OutgoingChange?
         if let parseError {
             // The last valid value may still have a change owed; keep it, but show `invalid`.
-            try row.save(db)
             ready = nil
             row.state = EntityState.invalid.description
             row.reason = parseError
-            try row.update(db)
         } else {
             row.reason = nil
             row.state = EntityState.synced.description
-            try row.save(db)
             ready = try reconcileQueue(&row, bucket: bucket.name, db)
-            try row.update(db)
         }
+        try row.update(db)
         return SaveResult(entity: try row.info(bucket: bucket.name), parseError: parseError, readyToSend: ready)
     }
 

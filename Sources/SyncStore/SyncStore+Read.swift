@@ -65,18 +65,20 @@ extension SyncStore {
 
     /// The directory entry for one name, if it exists (lookup).
     public func lookup(bucket: String, name: EntryName) throws(StoreError) -> DirectoryEntry? {
-        try read { db in
-            let bucketRow = try BucketRow.named(bucket, db)
-            switch name {
-            case .entity(let key):
-                guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let content = row.content else {
-                    return nil
-                }
-                return DirectoryEntry(id: row.id, name: name, size: content.count, mtime: row.mtime, ctime: row.ctime)
-            case .localFile(let fileName):
-                guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: fileName, db) else { return nil }
-                return DirectoryEntry(id: row.id, name: name, size: row.content.count, mtime: row.mtime, ctime: row.ctime)
+        try read { db in try Self.lookup(bucket: bucket, name: name, db) }
+    }
+
+    static func lookup(bucket: String, name: EntryName, _ db: Database) throws -> DirectoryEntry? {
+        let bucketRow = try BucketRow.named(bucket, db)
+        switch name {
+        case .entity(let key):
+            guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let content = row.content else {
+                return nil
             }
+            return DirectoryEntry(id: row.id, name: name, size: content.count, mtime: row.mtime, ctime: row.ctime)
+        case .localFile(let fileName):
+            guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: fileName, db) else { return nil }
+            return DirectoryEntry(id: row.id, name: name, size: row.content.count, mtime: row.mtime, ctime: row.ctime)
         }
     }
 

@@ -123,7 +123,8 @@ struct SaveLocalTests {
             #expect(try store.localFile(bucket: "notes", name: ".a.json.swp")?.content == [0, 1, 2])
             #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
             let renamed = try store.rename(bucket: "notes", from: .localFile(name: ".a.json.swp"), to: .localFile(name: "x~"))
-            #expect(renamed.isEmpty)
+            #expect(renamed.changes.isEmpty)
+            #expect(renamed.destination.id == file.id)
             #expect(try store.lookup(bucket: "notes", name: .localFile(name: "x~"))?.id == file.id)
             try store.removeLocalFile(bucket: "notes", name: "x~")
             #expect(try store.entries(bucket: "notes").isEmpty)
@@ -135,8 +136,9 @@ struct SaveLocalTests {
             _ = try store.saveLocal(bucket: "notes", key: "a", value: ["n": 1])
             let entityID = try #require(try store.lookup(bucket: "notes", name: .entity(key: "a"))?.id)
             _ = try store.writeLocalFile(bucket: "notes", name: "4913", bytes: bytes("{\"n\": 2}\n"))
-            let ready = try store.rename(bucket: "notes", from: .localFile(name: "4913"), to: .entity(key: "a"))
-            #expect(ready.count == 1)
+            let renamed = try store.rename(bucket: "notes", from: .localFile(name: "4913"), to: .entity(key: "a"))
+            #expect(renamed.changes.count == 1)
+            #expect(renamed.destination.id == entityID && renamed.destination.size == 9)
             #expect(try store.readEntity(bucket: "notes", key: "a") == bytes("{\"n\": 2}\n"))
             #expect(try store.localFile(bucket: "notes", name: "4913") == nil)
             #expect(try store.lookup(bucket: "notes", name: .entity(key: "a"))?.id == entityID)
@@ -146,8 +148,8 @@ struct SaveLocalTests {
     @Test func renamingEntityToEntityIsCreatePlusRemove() throws {
         try withStore { store, _ in
             _ = try seed(store, key: "a", version: 1, data: ["n": 1])
-            let ready = try store.rename(bucket: "notes", from: .entity(key: "a"), to: .entity(key: "b"))
-            #expect(Set(ready.map(\.key)) == ["a", "b"])
+            let renamed = try store.rename(bucket: "notes", from: .entity(key: "a"), to: .entity(key: "b"))
+            #expect(Set(renamed.changes.map(\.key)) == ["a", "b"])
             #expect(try store.lookup(bucket: "notes", name: .entity(key: "a")) == nil)
             #expect(try store.entity(bucket: "notes", key: "b")?.value == ["n": 1])
         }
