@@ -21,6 +21,7 @@ private final class PipelinedClient: @unchecked Sendable {
     private let window: Int
     private let ackMarker: [UInt8]
     private let errorMarker = Array(#""error":"#.utf8)
+    private let ccidsMarker = Array(#""ccids":"#.utf8)
     private let lock = NSLock()
     private var sent = 0
     private var socket: BenchSocket?
@@ -48,8 +49,13 @@ private final class PipelinedClient: @unchecked Sendable {
                 failures.record("change refused: \(text.prefix(300))")
                 return
             }
-            broadcastsSeen.tick()
-            if text.utf8.containsBytes(ackMarker) { acknowledged.tick(); sendNext() }
+            // The server merges queued broadcasts into one message: count changes, not messages.
+            broadcastsSeen.tick(text.utf8.occurrences(of: ccidsMarker))
+            let acks = text.utf8.occurrences(of: ackMarker)
+            if acks > 0 {
+                acknowledged.tick(acks)
+                sendNext(count: acks)
+            }
         } else if text.hasPrefix("h:") {
             acknowledged.tick()
             sendNext()
@@ -276,23 +282,32 @@ func milliseconds(_ duration: Duration) -> String {
 }
 
 extension String.UTF8View {
-    /// Whether `needle` occurs: a plain byte search (Foundation's `contains` costs the client
-    /// side of the benchmark more CPU than the server spends per change).
-    func containsBytes(_ needle: [UInt8]) -> Bool {
-        guard let first = needle.first else { return true }
-        return withContiguousStorageIfAvailable { bytes -> Bool in
-            guard bytes.count >= needle.count else { return false }
+    /// Whether `needle` occurs.
+    func containsBytes(_ needle: [UInt8]) -> Bool { occurrences(of: needle) > 0 }
+
+    /// How often `needle` occurs (without overlaps): a plain byte search (Foundation's
+    /// `contains` costs the client side of the benchmark more CPU than the server spends per
+    /// change).
+    func occurrences(of needle: [UInt8]) -> Int {
+        guard let first = needle.first else { return 0 }
+        return withContiguousStorageIfAvailable { bytes -> Int in
+            guard bytes.count >= needle.count else { return 0 }
+            var found = 0
             var index = 0
             let last = bytes.count - needle.count
             while index <= last {
                 if bytes[index] == first {
                     var matched = 1
                     while matched < needle.count, bytes[index + matched] == needle[matched] { matched += 1 }
-                    if matched == needle.count { return true }
+                    if matched == needle.count {
+                        found += 1
+                        index += needle.count
+                        continue
+                    }
                 }
                 index += 1
             }
-            return false
-        } ?? String(self).contains(String(decoding: needle, as: UTF8.self))
+            return found
+        } ?? (String(self).components(separatedBy: String(decoding: needle, as: UTF8.self)).count - 1)
     }
 }

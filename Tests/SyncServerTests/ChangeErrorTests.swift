@@ -32,7 +32,8 @@ struct ChangeErrorTests {
             #expect(try await errorCode(socket, #"0:c:{"id":"k","o":"M","v":[],"ccid":"c3"}"#) == 400)
             #expect(try await errorCode(socket, #"0:c:{"id":"k","o":"M","ccid":"c4"}"#) == 400)
             #expect(try await errorCode(socket, #"0:c:{"id":5,"o":"M","v":{},"ccid":"c5"}"#) == 400)
-            // A batch: each change answered on its own, the valid one applied.
+            // A batch: each change answered on its own (maybe merged into one message), the valid one applied.
+            await socket.splitMergedChanges()
             socket.send(#"0:c:[{"id":"bad key","o":"M","v":{},"ccid":"c6"},{"id":"good","o":"M","v":{"a":{"o":"+","v":1}},"ccid":"c7"}]"#)
             #expect(try rejection(try await socket.receiveMessage()).code == 400)
             #expect(try appliedChange(try await socket.receiveMessage()).ccids == ["c7"])

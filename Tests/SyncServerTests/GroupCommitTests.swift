@@ -17,6 +17,7 @@ struct GroupCommitTests {
             for index in 0..<writers {
                 let socket = try await server.socket()
                 _ = try await socket.authorize(token: token, clientID: "w\(index)")
+                await socket.splitMergedChanges()
                 sockets.append(socket)
             }
             // Every connection sends all its changes without waiting, one bad change among them.
@@ -69,6 +70,7 @@ struct GroupCommitTests {
             let token = try await makeUser(server)
             let socket = try await server.socket()
             _ = try await socket.authorize(token: token)
+            await socket.splitMergedChanges()
             for number in 0..<count {
                 socket.send(changeFrame(key: "k\(number)", diff: #"{"n":{"o":"+","v":\#(number)}}"#, ccid: "c\(number)"))
             }

@@ -140,7 +140,19 @@ actor TestSocket {
     }
 
     private func markConnected() { connected = true }
-    private func append(_ text: String) { received.append(text) }
+    /// Whether `receive` hands out one change per message. The server merges the queued
+    /// broadcasts of a channel into one `c` array, so a test that pipelines changes and reads
+    /// one answer each sets this; a `cv` catch-up reply is then split too.
+    var splitsMergedChanges = false
+
+    func splitMergedChanges() { splitsMergedChanges = true }
+
+    private func append(_ text: String) {
+        guard splitsMergedChanges, case .channel(let channel, .changes(let list))? = try? ServerMessage.parse(text), list.count > 1 else {
+            return received.append(text)
+        }
+        for change in list { received.append(ServerMessage.channel(channel, .changes([change])).render()) }
+    }
     private func finish(closeFrame: WebSocketCloseFrame?, error: (any Error)?) {
         self.closeFrame = closeFrame
         self.endError = error

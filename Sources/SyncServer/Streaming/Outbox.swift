@@ -87,6 +87,69 @@ final class Outbox: Sendable {
         }
     }
 
+    /// The next frame to write, with every frame queued behind it merged in where the protocol
+    /// allows: consecutive `c` frames of one channel become one `c` array (up to
+    /// `maxMergedBytes`). Under load a connection then gets one message, and one flush, for
+    /// many broadcasts instead of one each; nothing waits for a merge. Nil as for `next()`.
+    func nextMerged(maxMergedBytes: Int) async -> [String]? {
+        guard let first = await next() else { return nil }
+        let queued: [String] = state.withLockedValue { state in
+            guard !state.abandoned, state.head < state.frames.count else { return [] }
+            let rest = Array(state.frames[state.head...])
+            state.frames.removeAll(keepingCapacity: true)
+            state.head = 0
+            state.bytes = 0
+            return rest
+        }
+        return Self.merged([first] + queued, maxMergedBytes: maxMergedBytes)
+    }
+
+    /// Merges runs of `<channel>:c:[...]` frames of the same channel (order kept).
+    static func merged(_ frames: [String], maxMergedBytes: Int) -> [String] {
+        var result: [String] = []
+        var run: (prefix: Substring, items: [Substring], bytes: Int)?
+        func flush() {
+            guard let current = run else { return }
+            if current.items.count == 1 {
+                result.append(String(current.prefix) + "[" + current.items[0] + "]")
+            } else {
+                result.append(String(current.prefix) + "[" + current.items.joined(separator: ",") + "]")
+            }
+            run = nil
+        }
+        for frame in frames {
+            guard let (prefix, items) = changeArray(frame) else {
+                flush()
+                result.append(frame)
+                continue
+            }
+            if let current = run, current.prefix == prefix, current.bytes + items.utf8.count + 1 <= maxMergedBytes {
+                run?.items.append(items)
+                run?.bytes += items.utf8.count + 1
+            } else {
+                flush()
+                run = (prefix, [items], frame.utf8.count)
+            }
+        }
+        flush()
+        return result
+    }
+
+    /// `("3:c:", items)` for a frame `3:c:[items]`; nil for any other frame.
+    private static func changeArray(_ frame: String) -> (prefix: Substring, items: Substring)? {
+        let utf8 = frame.utf8
+        guard let colon = utf8.firstIndex(of: UInt8(ascii: ":")), colon > utf8.startIndex,
+            utf8[utf8.startIndex..<colon].allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+        else { return nil }
+        let command = utf8.index(after: colon)
+        guard utf8[command...].starts(with: "c:[".utf8), utf8.last == UInt8(ascii: "]") else { return nil }
+        let open = utf8.index(command, offsetBy: 2)
+        let itemsStart = utf8.index(after: open)
+        let itemsEnd = utf8.index(before: utf8.endIndex)
+        guard itemsStart < itemsEnd else { return nil }
+        return (frame[..<open], frame[itemsStart..<itemsEnd])
+    }
+
     /// Accepts no more frames; those queued are still handed out by `next()`.
     func finish() {
         let waiter = state.withLockedValue { state -> CheckedContinuation<String?, Never>? in

@@ -13,6 +13,9 @@ struct StreamingEndpoint: Sendable {
 
     /// How long queued frames may take to reach the client once the connection is ending.
     static let drainTimeout: Duration = .seconds(5)
+    /// The largest `c` message that merging queued broadcasts makes (a single larger change is
+    /// sent as it is); well under what clients accept for one message.
+    static let maxMergedFrameBytes = 64 * 1024
     /// WebSocket close reasons must fit a 125-byte control frame with the 2-byte code.
     static let maxCloseReasonBytes = 120
 
@@ -37,8 +40,8 @@ struct StreamingEndpoint: Sendable {
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                while let frame = await outbox.next() {
-                    try await outbound.writeTextMessage(frame)
+                while let frames = await outbox.nextMerged(maxMergedBytes: Self.maxMergedFrameBytes) {
+                    for frame in frames { try await outbound.writeTextMessage(frame) }
                 }
             }
             var closeReason: String?

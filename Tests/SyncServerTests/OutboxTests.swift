@@ -1,0 +1,37 @@
+@testable import SyncServer
+import Testing
+
+/// A connection's outbox merges the broadcasts queued behind each other into one `c` message.
+extension OutboxTests {
+    @Test func consecutiveChangeFramesOfOneChannelMerge() {
+        let frames = [
+            "0:c:[{\"id\":\"a\"}]", "0:c:[{\"id\":\"b\"}]", "12:c:[{\"id\":\"c\"}]", "0:c:[{\"id\":\"d\"}]",
+            "h:3", "0:c:[{\"id\":\"e\"}]", "0:c:[{\"id\":\"f\"},{\"id\":\"g\"}]", "0:cv:?", "0:c:[]", "0:c:[{\"id\":\"h\"}]",
+        ]
+        #expect(Outbox.merged(frames, maxMergedBytes: 1 << 16) == [
+            "0:c:[{\"id\":\"a\"},{\"id\":\"b\"}]", "12:c:[{\"id\":\"c\"}]", "0:c:[{\"id\":\"d\"}]",
+            "h:3", "0:c:[{\"id\":\"e\"},{\"id\":\"f\"},{\"id\":\"g\"}]", "0:cv:?", "0:c:[]", "0:c:[{\"id\":\"h\"}]",
+        ])
+    }
+
+    @Test func mergingStopsAtTheSizeLimitAndKeepsOrder() {
+        let frames = (0..<10).map { "3:c:[{\"id\":\"k\($0)\"}]" }
+        let merged = Outbox.merged(frames, maxMergedBytes: 40)
+        #expect(merged.allSatisfy { $0.utf8.count <= 40 })
+        #expect(merged.count > 1 && merged.count < frames.count)
+        // Every change once, in the order queued.
+        let keys = merged.joined().split(separator: "\"").filter { $0.hasPrefix("k") }.map(String.init)
+        #expect(keys == (0..<10).map { "k\($0)" })
+    }
+
+    @Test func nextMergedTakesEverythingQueuedAndEndsAfterFinish() async {
+        let outbox = Outbox(limit: 1 << 20) {}
+        for key in ["a", "b", "c"] { outbox.enqueue("0:c:[{\"id\":\"\(key)\"}]") }
+        outbox.enqueue("0:i:{\"index\":[]}")
+        #expect(await outbox.nextMerged(maxMergedBytes: 1 << 16) == ["0:c:[{\"id\":\"a\"},{\"id\":\"b\"},{\"id\":\"c\"}]", "0:i:{\"index\":[]}"])
+        outbox.enqueue("0:c:[{\"id\":\"d\"}]")
+        outbox.finish()
+        #expect(await outbox.nextMerged(maxMergedBytes: 1 << 16) == ["0:c:[{\"id\":\"d\"}]"])
+        #expect(await outbox.nextMerged(maxMergedBytes: 1 << 16) == nil)
+    }
+}
