@@ -204,21 +204,22 @@ extension SyncClient {
     /// would change a change the server may already have (same ccid, different content).
     public func send(_ changes: [OutgoingChange]) async {
         var frames: [String] = []
-        var ccids: [String] = []
+        var queued: [String] = []
         for change in changes {
             guard let channel = channelsByBucket[change.bucket], machines[channel].isReady, connection != nil else { continue }
             if change.state == .sent && sentOnConnection.contains(change.ccid) { continue }
             do {
                 let request = try Conversions.request(change, clientID: configuration.clientID)
                 frames.append(ChannelClientMessage.changes([request]).frameText(channel: channel))
-                ccids.append(change.ccid)
+                if change.state == .queued { queued.append(change.ccid) }
                 sentOnConnection.insert(change.ccid)
             } catch {
                 logger.error("cannot encode change \(change.ccid): \(error)")
             }
         }
         guard !frames.isEmpty else { return }
-        do { try store.markSent(ccids: ccids) } catch { logger.error("marking sent failed: \(error)") }
+        // A save that was about to go out was recorded as sent in its own transaction.
+        do { try store.markSent(ccids: queued) } catch { logger.error("marking sent failed: \(error)") }
         for frame in frames { await write(frame) }
     }
 

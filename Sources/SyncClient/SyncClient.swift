@@ -135,7 +135,9 @@ public actor SyncClient {
     /// Saves new file bytes; returns once durable in the store (the send happens after).
     public func save(bucket: String, key: String, bytes: [UInt8]) async throws(SyncClientError) -> SaveResult {
         let result: SaveResult
-        do { result = try store.saveLocal(bucket: bucket, key: key, bytes: bytes) } catch { throw .store(error) }
+        // Nothing suspends between this check and `send`: the change goes out on this connection.
+        let goesOutNow = channelsByBucket[bucket].map { machines[$0].isReady } == true && connection != nil
+        do { result = try store.saveLocal(bucket: bucket, key: key, bytes: bytes, markingSent: goesOutNow) } catch { throw .store(error) }
         if let change = result.readyToSend { await send([change]) }
         return result
     }

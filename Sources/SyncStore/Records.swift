@@ -156,6 +156,12 @@ public struct OutgoingChange: Hashable, Sendable {
     /// The whole object, sent as `d` after a 440 (or a 404 re-create).
     public let fullData: JSONObject?
     public let state: ChangeState
+
+    func marked(_ state: ChangeState) -> OutgoingChange {
+        OutgoingChange(
+            bucket: bucket, key: key, entityID: entityID, ccid: ccid, sourceVersion: sourceVersion, operation: operation,
+            fullData: fullData, state: state)
+    }
 }
 
 /// A change received from the server (`c` message element without an error).

@@ -15,10 +15,16 @@ public struct SaveResult: Hashable, Sendable {
 extension SyncStore {
     /// Saves the file's new bytes durably and queues the change (coalesced with any unsent one).
     /// The bytes are kept exactly; if they are not a JSON object the entity becomes `invalid`.
-    public func saveLocal(bucket: String, key: String, bytes: [UInt8]) throws(StoreError) -> SaveResult {
+    ///
+    /// `markingSent`: the caller writes the change to a live connection right after, so it is
+    /// recorded as sent in this same transaction (what `markSent` would do in a second one).
+    public func saveLocal(bucket: String, key: String, bytes: [UInt8], markingSent: Bool = false) throws(StoreError) -> SaveResult {
         try write { db in
             let bucketRow = try BucketRow.named(bucket, db)
-            return try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: Self.now(), db)
+            let result = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: Self.now(), db)
+            guard markingSent, let change = result.readyToSend, change.state == .queued else { return result }
+            try db.cachedStatement(sql: "UPDATE pending_change SET state = 'sent' WHERE ccid = ?").execute(arguments: [change.ccid])
+            return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: change.marked(.sent))
         }
     }
 
