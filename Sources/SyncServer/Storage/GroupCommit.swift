@@ -4,8 +4,8 @@ import SyncProtocol
 
 /// One entry of the group-commit queue.
 enum CommitQueueItem: Sendable {
-    /// A change to apply; `completion` runs on the writer queue after the batch's commit (or
-    /// failure), in queue order: accepted changes are durable before it runs.
+    /// A change to apply; `completion` runs after the batch's commit (or failure), on the
+    /// store's serial completion queue, in queue order: accepted changes are durable before it runs.
     case change(PendingChange)
     /// Runs in queue order after the batch's commit; keeps a reply that needs no storage (a
     /// malformed change's rejection) behind the acknowledgements of changes sent before it.
@@ -50,7 +50,7 @@ final class CommitQueue: Sendable {
 
 extension ServerStore {
     /// Queues `change` for the next group commit and returns at once. `completion` runs on the
-    /// writer queue once the change is durable (or refused, or failed), in submission order
+    /// completion queue once the change is durable (or refused, or failed), in submission order
     /// across all connections, so publishing from it broadcasts changes in cv order and never
     /// before they are durable.
     func submit(
@@ -60,7 +60,7 @@ extension ServerStore {
         enqueue(.change(PendingChange(change: change, clientID: clientID, bucket: bucket, limits: limits, completion: completion)))
     }
 
-    /// Runs `action` on the writer queue after every change submitted before it has completed.
+    /// Runs `action` on the completion queue after every change submitted before it has completed.
     func submitInLine(_ action: @escaping @Sendable () -> Void) {
         enqueue(.inLine(action))
     }
@@ -109,12 +109,17 @@ extension ServerStore {
                 results = batch.map { _ in .failure(error) }
             }
         }
-        for (index, item) in batch.enumerated() {
-            switch item {
-            case .change(let pending):
-                pending.completion(results[index] ?? .failure(SyncServerError.storage("change skipped")))
-            case .inLine(let action):
-                action()
+        // Everything in `results` is durable now; answering it is the completion queue's work
+        // (serial, batches in commit order), so the writer can start the next batch meanwhile.
+        let verdicts = results
+        completionQueue.async {
+            for (index, item) in batch.enumerated() {
+                switch item {
+                case .change(let pending):
+                    pending.completion(verdicts[index] ?? .failure(SyncServerError.storage("change skipped")))
+                case .inLine(let action):
+                    action()
+                }
             }
         }
     }

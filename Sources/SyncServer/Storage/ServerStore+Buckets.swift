@@ -19,8 +19,8 @@ extension ServerStore {
         }
     }
 
-    /// Reads one index page and hands it to `deliver` on the writer queue, so that no change
-    /// committed after the page's `current` can be broadcast before the page is delivered.
+    /// Reads one index page and hands it to `deliver` in line with broadcasts: after those of
+    /// every change the page includes, before any of a change committed after its `current`.
     /// - Parameter maxDataBytes: a page with data ends early (with a mark) once its entities
     ///   reach this many bytes, so one page never outgrows the connection's outbound buffer.
     func readIndexPage(
@@ -32,16 +32,24 @@ extension ServerStore {
                 db, bucket: bucket, afterKey: afterKey, offset: offset, limit: limit,
                 includeData: includeData, maxDataBytes: maxDataBytes
             )
-            deliver(page)
+            deliverInLine { deliver(page) }
         }
     }
 
-    /// Reads every change after `cv` and hands the result to `deliver` on the writer queue
-    /// (ordered with broadcasts, as for `readIndexPage`).
+    /// Reads every change after `cv` and hands the result to `deliver` (ordered with
+    /// broadcasts, as for `readIndexPage`).
     func readChanges(bucket: BucketHandle, since cv: String, deliver: @escaping @Sendable (CatchUp) -> Void) async throws {
         try await pool.writeWithoutTransaction { db in
-            deliver(try Self.catchUp(db, bucket: bucket, since: cv))
+            let catchUp = try Self.catchUp(db, bucket: bucket, since: cv)
+            deliverInLine { deliver(catchUp) }
         }
+    }
+
+    /// From inside a writer access: runs `deliver` on the completion queue once the broadcasts
+    /// of every batch committed so far have gone out, and keeps the writer (so any later
+    /// batch's broadcasts) waiting until it has.
+    private func deliverInLine(_ deliver: @Sendable () -> Void) {
+        completionQueue.sync { deliver() }
     }
 
     /// The data of `key` at `version`, if that version is kept and is not a deletion.

@@ -13,6 +13,9 @@ public final class ServerStore: Sendable {
     let passwordHasher: PasswordHasher
     /// Changes waiting for the next group commit (see `CommitQueue`).
     let commitQueue = CommitQueue()
+    /// Runs each committed batch's completions (acknowledgements, broadcasts) in commit order,
+    /// while the writer goes on with the next batch.
+    let completionQueue = DispatchQueue(label: "bucketfs-server.completions")
 
     /// Opens (creating if needed) the store in `directory` and migrates its schema.
     /// - Parameter passwordIterations: PBKDF2 rounds for new passwords (existing ones keep theirs).

@@ -36,13 +36,17 @@ final class SubscriptionHub: Sendable {
     }
 
     /// Queues a committed change on every channel following the bucket. Called on the store's
-    /// writer queue right after the commit, so channels see changes in cv order.
+    /// serial completion queue after the commit, so channels see changes in cv order.
     func publish(bucketID: Int64, change: StoredChange) {
         let payload = Change.renderPayload([.applied(change.applied)])
         state.withLockedValue { state in
             guard let subscribers = state.buckets[bucketID] else { return }
+            // Most connections use channel 0: render each channel's frame once.
+            var frames: [Int: String] = [:]
             for subscriber in subscribers.values {
-                subscriber.outbox.enqueue(Frame(channel: subscriber.channel, command: .changes, payload: payload).render())
+                let frame = frames[subscriber.channel] ?? Frame(channel: subscriber.channel, command: .changes, payload: payload).render()
+                frames[subscriber.channel] = frame
+                subscriber.outbox.enqueue(frame)
             }
         }
     }
