@@ -98,4 +98,51 @@ struct GroupCommitTests {
             await socket.close()
         }
     }
+
+    @Test func indexPagesStayInLineWithBroadcasts() async throws {
+        try await withServer { server in
+            let token = try await makeUser(server)
+            let writer = try await server.socket()
+            _ = try await writer.authorize(token: token, clientID: "writer")
+            let reader = try await server.socket()
+            _ = try await reader.authorize(token: token, clientID: "reader")
+            await reader.splitMergedChanges()
+            let count = 1000
+            for number in 0..<count {
+                writer.send(changeFrame(key: "k\(number)", diff: #"{"n":{"o":"+","v":\#(number)}}"#, ccid: "c\(number)"))
+            }
+            // While the changes are being committed the reader asks for the index now and then:
+            // every entity a page lists was broadcast to it before the page.
+            var broadcast: [String] = []
+            var lastCV = ""
+            var pages = 0
+            var requested = 0
+            var nextRequest = 10
+            while broadcast.count < count || pages < requested {
+                if broadcast.count >= nextRequest {
+                    reader.send("0:i::::1000")
+                    requested += 1
+                    nextRequest += 25
+                }
+                switch try await reader.receiveMessage() {
+                case .channel(0, .changes(let list)):
+                    for case .applied(let change) in list {
+                        broadcast.append(change.id)
+                        lastCV = change.changeVersion
+                    }
+                case .channel(0, .index(let page)):
+                    pages += 1
+                    let ahead = Set(page.index.map(\.id)).subtracting(broadcast)
+                    #expect(ahead.isEmpty, "an index page got ahead of the broadcasts of \(ahead.count) entities")
+                    #expect(page.current <= lastCV, "page made at \(page.current), broadcasts seen up to \(lastCV)")
+                case let other:
+                    throw TestFailure("unexpected \(other)")
+                }
+            }
+            #expect(broadcast == (0..<count).map { "k\($0)" })
+            #expect(pages > 0)
+            await writer.close()
+            await reader.close()
+        }
+    }
 }
