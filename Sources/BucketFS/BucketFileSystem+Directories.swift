@@ -1,4 +1,5 @@
 import CFuse
+import Dispatch
 import Glibc
 
 /// Directories: the root lists buckets, a bucket lists its files.
@@ -118,14 +119,35 @@ extension BucketFileSystem {
         guard parent == InodeTable.rootInode else {
             return fail(request, state.withLock { $0.table.child(of: parent, named: name) } == nil ? .notFound : .notDirectory)
         }
-        perform(request, on: writeQueue) { [self] () throws(FSError) in
-            guard let node = state.withLock({ $0.table.child(of: parent, named: name) }) else { throw FSError.notFound }
-            guard case .bucket(let bucketName) = node.kind else { throw FSError.notDirectory }
-            try loadDirectory(node.ino)
-            if !state.withLock({ $0.table.childInodes(of: node.ino).isEmpty }) { throw FSError.notEmpty }
-            try backend.removeBucket(named: bucketName)
-            state.withLock { $0.table.unlink(parent: parent, name: name) }
-            request.replyOK()
+        removeBucket(request, name: name, until: .now() + Self.removalConfirmationWait)
+    }
+
+    /// How long rmdir of a bucket waits for the server to confirm the removals made in it
+    /// (`rm -r` removes the files, then the directory at once); offline it then fails ENOTEMPTY.
+    static let removalConfirmationWait: DispatchTimeInterval = .seconds(5)
+
+    /// On `writeQueue`; while the bucket holds only removals the server has not confirmed, tries
+    /// again a little later (the request waits, as on a network file system) until `deadline`.
+    private func removeBucket(_ request: FuseRequest, name: String, until deadline: DispatchTime) {
+        let root = InodeTable.rootInode
+        writeQueue.async { [self] in
+            do throws(FSError) {
+                guard let node = state.withLock({ $0.table.child(of: root, named: name) }) else { throw FSError.notFound }
+                guard case .bucket(let bucketName) = node.kind else { throw FSError.notDirectory }
+                try loadDirectory(node.ino)
+                if !state.withLock({ $0.table.childInodes(of: node.ino).isEmpty }) { throw FSError.notEmpty }
+                try backend.removeBucket(named: bucketName)
+                state.withLock { $0.table.unlink(parent: root, name: name) }
+                request.replyOK()
+            } catch .busy where DispatchTime.now() < deadline {
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) { [self] in
+                    // Unmounted meanwhile: the session that would take the answer is gone.
+                    guard session != nil else { return }
+                    removeBucket(request, name: name, until: deadline)
+                }
+            } catch {
+                fail(request, error == .busy ? .notEmpty : error)
+            }
         }
     }
 }

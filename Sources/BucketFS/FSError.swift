@@ -12,6 +12,8 @@ public enum FSError: Error, Sendable, Hashable, CustomStringConvertible {
     case notDirectory
     /// rmdir of a bucket that still holds files.
     case notEmpty
+    /// Busy for now: rmdir of a bucket whose removals the server has not confirmed yet.
+    case busy
     /// The layout forbids it (files at the root, subdirectories in a bucket, chmod to another mode).
     case notPermitted
     /// Not supported by this file system (setxattr, removexattr, RENAME_EXCHANGE flags).
@@ -39,6 +41,7 @@ public enum FSError: Error, Sendable, Hashable, CustomStringConvertible {
         case .isDirectory: return EISDIR
         case .notDirectory: return ENOTDIR
         case .notEmpty: return ENOTEMPTY
+        case .busy: return EBUSY
         case .notPermitted: return EPERM
         case .notSupported: return ENOTSUP
         case .invalidArgument: return EINVAL
@@ -58,6 +61,7 @@ public enum FSError: Error, Sendable, Hashable, CustomStringConvertible {
         case .isDirectory: return "is a directory"
         case .notDirectory: return "not a directory"
         case .notEmpty: return "directory not empty"
+        case .busy: return "waiting for the server"
         case .notPermitted: return "operation not permitted"
         case .notSupported: return "operation not supported"
         case .invalidArgument: return "invalid argument"

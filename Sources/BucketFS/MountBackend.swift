@@ -89,7 +89,8 @@ public protocol MountBackend: Sendable {
     func buckets() throws(FSError) -> [MountBucket]
     /// Adds a bucket (mkdir at the root); returns the existing one if it is already there.
     func createBucket(named name: String) throws(FSError) -> MountBucket
-    /// Removes an empty bucket directory; `.notEmpty` if it still holds files.
+    /// Removes an empty bucket directory; `.notEmpty` if it still holds files, `.busy` while it
+    /// holds only removals the server has not confirmed.
     func removeBucket(named name: String) throws(FSError)
     /// The bucket's files: entities that have a file, and local-only files.
     func entries(bucket: String) throws(FSError) -> [MountEntry]

@@ -173,6 +173,7 @@ public final class SyncStoreBackend: MountBackend {
             switch error {
             case .unknownBucket, .unknownEntity, .unknownLocalFile: throw FSError.notFound
             case .bucketNotEmpty: throw FSError.notEmpty
+            case .bucketAwaitsRemovals: throw FSError.busy
             default: throw FSError.io(error.description)
             }
         }

@@ -12,8 +12,10 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     case unknownChange(ccid: String)
     /// A value stored in the database could not be decoded (corrupt row).
     case corruptRow(String)
-    /// The bucket still holds entities (also ones whose removal is not yet acknowledged) or local files.
+    /// The bucket still holds entities or local files.
     case bucketNotEmpty(String)
+    /// The bucket holds nothing but removals the server has not acknowledged yet.
+    case bucketAwaitsRemovals(String)
 
     public var description: String {
         switch self {
@@ -24,6 +26,7 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case .unknownChange(let ccid): return "unknown change \(ccid)"
         case .corruptRow(let message): return "corrupt row: \(message)"
         case .bucketNotEmpty(let name): return "bucket \(name) is not empty"
+        case .bucketAwaitsRemovals(let name): return "bucket \(name) waits for the server to acknowledge removals"
         }
     }
 }

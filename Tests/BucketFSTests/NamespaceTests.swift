@@ -184,6 +184,7 @@ struct NamespaceTests {
             cv: "cv-1")
         _ = try mount.store.applyRemote(bucket: "notes", changes: [change])
         #expect(try Tool.shell("rm notes/known.json", in: mount.mountPoint).status == 0)
+        // No server here to confirm the removal: rmdir waits a few seconds for it, then refuses.
         let rmdir = try Tool.shell("rmdir notes", in: mount.mountPoint, expectSuccess: false)
         #expect(rmdir.status != 0 && rmdir.stderr.contains("not empty"), "\(rmdir.stderr)")
         #expect(try mount.store.buckets().map(\.name) == ["notes"])

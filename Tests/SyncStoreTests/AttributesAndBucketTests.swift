@@ -84,15 +84,15 @@ struct AttributesAndBucketTests {
             _ = try store.saveLocal(bucket: "todo", key: "k", bytes: bytes(#"{"a":1}"#))
             #expect(throws: StoreError.bucketNotEmpty("todo")) { try store.removeBucket(named: "todo") }
 
-            // Deleted locally but the removal is not acknowledged yet: still not empty (the
-            // entity reached the server once, so its removal is owed).
+            // Deleted locally but the removal is not acknowledged yet: kept (the entity reached
+            // the server once, so its removal is owed), and said so apart from "not empty".
             _ = try store.applyRemote(
                 bucket: "todo",
                 changes: [RemoteChange(key: "r", operation: .modify(diff: wireDiff([:], ["x": 1])), sourceVersion: nil, endVersion: 1, cv: "c1")])
             _ = try store.deleteLocal(bucket: "todo", key: "r")
             _ = try store.deleteLocal(bucket: "todo", key: "k")
             #expect(try store.entries(bucket: "todo").isEmpty)
-            #expect(throws: StoreError.bucketNotEmpty("todo")) { try store.removeBucket(named: "todo") }
+            #expect(throws: StoreError.bucketAwaitsRemovals("todo")) { try store.removeBucket(named: "todo") }
             let removal = try #require(try store.outgoingChanges(bucket: "todo").first)
             _ = try store.applyRemote(
                 bucket: "todo",
