@@ -124,7 +124,7 @@ extension BucketFileSystem {
 
     /// How long rmdir of a bucket waits for the server to confirm the removals made in it
     /// (`rm -r` removes the files, then the directory at once); offline it then fails ENOTEMPTY.
-    static let removalConfirmationWait: DispatchTimeInterval = .seconds(5)
+    static let removalConfirmationWait: DispatchTimeInterval = .seconds(10)
 
     /// On `writeQueue`; while the bucket holds only removals the server has not confirmed, tries
     /// again a little later (the request waits, as on a network file system) until `deadline`.
