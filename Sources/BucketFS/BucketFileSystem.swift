@@ -32,9 +32,10 @@ public struct MountOptions: Sendable {
 ///
 /// Behaviour beyond DESIGN.md: chmod of permission bits is accepted and changes nothing (files
 /// are 0644, buckets 0755); chown only to the current owner; hard links, fifos and devices are
-/// EPERM; rmdir of a bucket the backend still holds anything of is ENOTEMPTY; rename between buckets is EXDEV (mv copies instead); symlinks exist only for local-only
-/// names (emacs locks) and only while mounted; utimens times of files live in the backend, of
-/// directories for the mount's life.
+/// EPERM; rmdir of a bucket the backend still holds anything of is ENOTEMPTY (after waiting a
+/// little for removals the server has not confirmed); rename between buckets is EXDEV (mv copies
+/// instead); symlinks exist only for local-only names (emacs locks) and only while mounted;
+/// utimens times of files live in the backend, of directories for the mount's life.
 public final class BucketFileSystem: Sendable {
     let backend: any MountBackend
     let logger: Logger

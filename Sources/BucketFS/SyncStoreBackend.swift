@@ -43,8 +43,8 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     public func removeBucket(named name: String) throws(FSError) {
-        // Only an empty bucket goes (the store refuses one holding anything, even a removal the
-        // server has not acknowledged yet); the server keeps its data, and mkdir brings it back.
+        // Only an empty bucket goes: `.notEmpty` while it holds files, `.busy` while removals
+        // wait for the server. The server keeps its data, and mkdir brings it back.
         try mapped { () throws(StoreError) in try store.removeBucket(named: name) }
         onBucketRemoved(name)
     }

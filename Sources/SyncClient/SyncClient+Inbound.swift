@@ -197,6 +197,12 @@ extension SyncClient {
         await perform(machines[channel].fetch(reloads), channel: channel)
     }
 
+    /// The bucket's channel when changes written now go out: connected, and the bucket in sync.
+    func liveChannel(of bucket: String) -> Int? {
+        guard connection != nil, let channel = channelsByBucket[bucket], machines[channel].isReady else { return nil }
+        return channel
+    }
+
     /// Writes changes on their bucket's channel if it is in sync; otherwise they wait in the
     /// store and go out with the rest when it is. A sent change is not repeated on the same
     /// connection unless it was requeued (error handling). Changes are marked `sent` before the
@@ -206,7 +212,7 @@ extension SyncClient {
         var frames: [String] = []
         var queued: [String] = []
         for change in changes {
-            guard let channel = channelsByBucket[change.bucket], machines[channel].isReady, connection != nil else { continue }
+            guard let channel = liveChannel(of: change.bucket) else { continue }
             if change.state == .sent && sentOnConnection.contains(change.ccid) { continue }
             do {
                 let request = try Conversions.request(change, clientID: configuration.clientID)

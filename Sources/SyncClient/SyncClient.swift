@@ -136,7 +136,7 @@ public actor SyncClient {
     public func save(bucket: String, key: String, bytes: [UInt8]) async throws(SyncClientError) -> SaveResult {
         let result: SaveResult
         // Nothing suspends between this check and `send`: the change goes out on this connection.
-        let goesOutNow = channelsByBucket[bucket].map { machines[$0].isReady } == true && connection != nil
+        let goesOutNow = liveChannel(of: bucket) != nil
         do { result = try store.saveLocal(bucket: bucket, key: key, bytes: bytes, markingSent: goesOutNow) } catch { throw .store(error) }
         if let change = result.readyToSend { await send([change]) }
         return result

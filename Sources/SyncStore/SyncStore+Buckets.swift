@@ -8,15 +8,13 @@ extension SyncStore {
     public func removeBucket(named name: String) throws(StoreError) {
         try write { db in
             let bucketRow = try BucketRow.named(name, db)
-            let holdsEntities = try Bool.fetchOne(
-                db, sql: "SELECT EXISTS (SELECT 1 FROM entity WHERE bucket_id = ? AND deleted_pending = 0)",
-                arguments: [bucketRow.id]) ?? false
+            // NULL: no entity; false: one that has (or will have) a file; true: only pending removals.
+            let onlyRemovals = try Bool.fetchOne(
+                db, sql: "SELECT MIN(deleted_pending) FROM entity WHERE bucket_id = ?", arguments: [bucketRow.id])
             let holdsFiles = try Bool.fetchOne(
                 db, sql: "SELECT EXISTS (SELECT 1 FROM local_file WHERE bucket_id = ?)", arguments: [bucketRow.id]) ?? false
-            if holdsEntities || holdsFiles { throw StoreError.bucketNotEmpty(name) }
-            let awaitsRemovals = try Bool.fetchOne(
-                db, sql: "SELECT EXISTS (SELECT 1 FROM entity WHERE bucket_id = ?)", arguments: [bucketRow.id]) ?? false
-            if awaitsRemovals { throw StoreError.bucketAwaitsRemovals(name) }
+            if onlyRemovals == false || holdsFiles { throw StoreError.bucketNotEmpty(name) }
+            if onlyRemovals == true { throw StoreError.bucketAwaitsRemovals(name) }
             try bucketRow.delete(db)
         }
     }

@@ -110,11 +110,7 @@ final class Outbox: Sendable {
         var run: (prefix: Substring, items: [Substring], bytes: Int)?
         func flush() {
             guard let current = run else { return }
-            if current.items.count == 1 {
-                result.append(String(current.prefix) + "[" + current.items[0] + "]")
-            } else {
-                result.append(String(current.prefix) + "[" + current.items.joined(separator: ",") + "]")
-            }
+            result.append(String(current.prefix) + "[" + current.items.joined(separator: ",") + "]")
             run = nil
         }
         for frame in frames {
