@@ -5,7 +5,7 @@ import Glibc
 extension BucketFileSystem {
     /// Runs `body` on `queue` (store work never runs on a FUSE thread); a thrown error is the reply.
     func perform(_ request: FuseRequest, on queue: WorkQueue, _ body: @escaping @Sendable () throws(FSError) -> Void) {
-        queue.async { [self] in
+        queue.run { [self] in
             do throws(FSError) { try body() } catch { fail(request, error) }
         }
     }

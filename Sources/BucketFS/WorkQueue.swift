@@ -8,9 +8,13 @@ final class WorkQueue: @unchecked Sendable {
     private var jobs: [@Sendable () -> Void] = []
     private var head = 0
     private var stopping = false
+    /// Jobs running now (at most one on a serial queue), on a worker or on a caller's thread.
+    private var running = 0
+    private let threads: Int
 
     /// `threads` workers named `name`; one worker makes the queue serial (jobs run in order).
     init(name: String, threads: Int) {
+        self.threads = max(threads, 1)
         for index in 0..<max(threads, 1) {
             let thread = Thread { [self] in work() }
             thread.name = "\(name)-\(index)"
@@ -27,6 +31,24 @@ final class WorkQueue: @unchecked Sendable {
         }
         jobs.append(job)
         condition.signal()
+        condition.unlock()
+    }
+
+    /// Runs `job` on the calling thread when a worker is free and nothing waits before it, else
+    /// queues it. Jobs keep their order either way; the hand-off to another thread (a wake-up,
+    /// often on the other CPU) is what a lone request would otherwise wait for.
+    func run(_ job: @escaping @Sendable () -> Void) {
+        condition.lock()
+        guard !stopping, head == jobs.count, running < threads else {
+            condition.unlock()
+            return async(job)
+        }
+        running += 1
+        condition.unlock()
+        job()
+        condition.lock()
+        running -= 1
+        if head < jobs.count { condition.signal() }
         condition.unlock()
     }
 
@@ -49,7 +71,7 @@ final class WorkQueue: @unchecked Sendable {
     private func work() {
         while true {
             condition.lock()
-            while head == jobs.count && !stopping { condition.wait() }
+            while (head == jobs.count || running >= threads) && !stopping { condition.wait() }
             if head == jobs.count {
                 condition.unlock()
                 return
@@ -60,8 +82,13 @@ final class WorkQueue: @unchecked Sendable {
                 jobs.removeFirst(head)
                 head = 0
             }
+            running += 1
             condition.unlock()
             job()
+            condition.lock()
+            running -= 1
+            if head < jobs.count { condition.signal() }
+            condition.unlock()
         }
     }
 }
