@@ -16,7 +16,11 @@ enum StoredJSON {
     }
 }
 
-struct BucketRow: Codable, FetchableRecord, PersistableRecord {
+// The records map their columns by hand (GRDB's `init(row:)` and `encode(to:)`) rather than
+// through Codable: every file-system save reads and writes several of them, and Codable's
+// per-column keyed containers cost more than the SQL around them.
+
+struct BucketRow: FetchableRecord, PersistableRecord {
     static let databaseTableName = "bucket"
     var id: Int64
     var name: String
@@ -25,10 +29,31 @@ struct BucketRow: Codable, FetchableRecord, PersistableRecord {
     var indexGeneration: Int64
     var ctime: Int64
 
-    enum CodingKeys: String, CodingKey {
-        case id, name, cv, ctime
-        case indexCV = "index_cv"
-        case indexGeneration = "index_generation"
+    init(id: Int64, name: String, cv: String?, indexCV: String?, indexGeneration: Int64, ctime: Int64) {
+        self.id = id
+        self.name = name
+        self.cv = cv
+        self.indexCV = indexCV
+        self.indexGeneration = indexGeneration
+        self.ctime = ctime
+    }
+
+    init(row: Row) {
+        id = row["id"]
+        name = row["name"]
+        cv = row["cv"]
+        indexCV = row["index_cv"]
+        indexGeneration = row["index_generation"]
+        ctime = row["ctime"]
+    }
+
+    func encode(to container: inout PersistenceContainer) {
+        container["id"] = id
+        container["name"] = name
+        container["cv"] = cv
+        container["index_cv"] = indexCV
+        container["index_generation"] = indexGeneration
+        container["ctime"] = ctime
     }
 
     var info: BucketInfo { BucketInfo(id: id, name: name, cv: cv, ctime: ctime) }
@@ -43,7 +68,7 @@ struct BucketRow: Codable, FetchableRecord, PersistableRecord {
     }
 }
 
-struct EntityRow: Codable, FetchableRecord, PersistableRecord {
+struct EntityRow: FetchableRecord, PersistableRecord {
     static let databaseTableName = "entity"
     var id: Int64
     var bucketID: Int64
@@ -61,16 +86,62 @@ struct EntityRow: Codable, FetchableRecord, PersistableRecord {
     var needsReload: Bool
     var seenGeneration: Int64
 
-    enum CodingKeys: String, CodingKey {
-        case id, key, content, mtime, ctime, state, reason
-        case bucketID = "bucket_id"
-        case ghostVersion = "ghost_version"
-        case ghostData = "ghost_data"
-        case localValue = "local_value"
-        case deletedPending = "deleted_pending"
-        case reloadVersion = "reload_version"
-        case needsReload = "needs_reload"
-        case seenGeneration = "seen_generation"
+    init(
+        id: Int64, bucketID: Int64, key: String, ghostVersion: Int?, ghostData: String, localValue: String?,
+        content: Data?, mtime: Int64, ctime: Int64, state: String, reason: String?, deletedPending: Bool,
+        reloadVersion: Int?, needsReload: Bool, seenGeneration: Int64
+    ) {
+        self.id = id
+        self.bucketID = bucketID
+        self.key = key
+        self.ghostVersion = ghostVersion
+        self.ghostData = ghostData
+        self.localValue = localValue
+        self.content = content
+        self.mtime = mtime
+        self.ctime = ctime
+        self.state = state
+        self.reason = reason
+        self.deletedPending = deletedPending
+        self.reloadVersion = reloadVersion
+        self.needsReload = needsReload
+        self.seenGeneration = seenGeneration
+    }
+
+    init(row: Row) {
+        id = row["id"]
+        bucketID = row["bucket_id"]
+        key = row["key"]
+        ghostVersion = row["ghost_version"]
+        ghostData = row["ghost_data"]
+        localValue = row["local_value"]
+        content = row["content"]
+        mtime = row["mtime"]
+        ctime = row["ctime"]
+        state = row["state"]
+        reason = row["reason"]
+        deletedPending = row["deleted_pending"]
+        reloadVersion = row["reload_version"]
+        needsReload = row["needs_reload"]
+        seenGeneration = row["seen_generation"]
+    }
+
+    func encode(to container: inout PersistenceContainer) {
+        container["id"] = id
+        container["bucket_id"] = bucketID
+        container["key"] = key
+        container["ghost_version"] = ghostVersion
+        container["ghost_data"] = ghostData
+        container["local_value"] = localValue
+        container["content"] = content
+        container["mtime"] = mtime
+        container["ctime"] = ctime
+        container["state"] = state
+        container["reason"] = reason
+        container["deleted_pending"] = deletedPending
+        container["reload_version"] = reloadVersion
+        container["needs_reload"] = needsReload
+        container["seen_generation"] = seenGeneration
     }
 
     /// A fresh row for a key this store has not seen.
@@ -117,7 +188,7 @@ struct EntityRow: Codable, FetchableRecord, PersistableRecord {
     }
 }
 
-struct ChangeRow: Codable, FetchableRecord, MutablePersistableRecord {
+struct ChangeRow: FetchableRecord, MutablePersistableRecord {
     static let databaseTableName = "pending_change"
     var seq: Int64?
     var entityID: Int64
@@ -129,10 +200,43 @@ struct ChangeRow: Codable, FetchableRecord, MutablePersistableRecord {
     var state: String
     var created: Int64
 
-    enum CodingKeys: String, CodingKey {
-        case seq, ccid, sv, op, diff, state, created
-        case entityID = "entity_id"
-        case fullData = "full_data"
+    init(
+        seq: Int64? = nil, entityID: Int64, ccid: String, sv: Int?, op: String, diff: String?, fullData: String?,
+        state: String, created: Int64
+    ) {
+        self.seq = seq
+        self.entityID = entityID
+        self.ccid = ccid
+        self.sv = sv
+        self.op = op
+        self.diff = diff
+        self.fullData = fullData
+        self.state = state
+        self.created = created
+    }
+
+    init(row: Row) {
+        seq = row["seq"]
+        entityID = row["entity_id"]
+        ccid = row["ccid"]
+        sv = row["sv"]
+        op = row["op"]
+        diff = row["diff"]
+        fullData = row["full_data"]
+        state = row["state"]
+        created = row["created"]
+    }
+
+    func encode(to container: inout PersistenceContainer) {
+        container["seq"] = seq
+        container["entity_id"] = entityID
+        container["ccid"] = ccid
+        container["sv"] = sv
+        container["op"] = op
+        container["diff"] = diff
+        container["full_data"] = fullData
+        container["state"] = state
+        container["created"] = created
     }
 
     mutating func didInsert(_ inserted: InsertionSuccess) {
@@ -161,7 +265,7 @@ struct ChangeRow: Codable, FetchableRecord, MutablePersistableRecord {
     }
 }
 
-struct LocalFileRow: Codable, FetchableRecord, PersistableRecord {
+struct LocalFileRow: FetchableRecord, PersistableRecord {
     static let databaseTableName = "local_file"
     var id: Int64
     var bucketID: Int64
@@ -170,9 +274,31 @@ struct LocalFileRow: Codable, FetchableRecord, PersistableRecord {
     var mtime: Int64
     var ctime: Int64
 
-    enum CodingKeys: String, CodingKey {
-        case id, name, content, mtime, ctime
-        case bucketID = "bucket_id"
+    init(id: Int64, bucketID: Int64, name: String, content: Data, mtime: Int64, ctime: Int64) {
+        self.id = id
+        self.bucketID = bucketID
+        self.name = name
+        self.content = content
+        self.mtime = mtime
+        self.ctime = ctime
+    }
+
+    init(row: Row) {
+        id = row["id"]
+        bucketID = row["bucket_id"]
+        name = row["name"]
+        content = row["content"]
+        mtime = row["mtime"]
+        ctime = row["ctime"]
+    }
+
+    func encode(to container: inout PersistenceContainer) {
+        container["id"] = id
+        container["bucket_id"] = bucketID
+        container["name"] = name
+        container["content"] = content
+        container["mtime"] = mtime
+        container["ctime"] = ctime
     }
 
     static func find(bucketID: Int64, name: String, _ db: Database) throws -> LocalFileRow? {
