@@ -176,27 +176,22 @@ private struct MountSession {
         await client.start()
         // mkdir and rmdir at the root reach the engine in the order they happened.
         let (bucketEdits, bucketEditsInput) = AsyncStream<BucketEdit>.makeStream()
+        let localSaves = LocalSaveQueue()
         let reporters = [
             Task { await reportConnection(client, record: record) },
             Task { await reportRemoteChanges(store, feed: feed) },
             Task { await reportProgress(client) },
             Task { await reportAuthFailures(client, record: record) },
             Task { await applyBucketEdits(bucketEdits, to: client, logger: logger) },
+            Task { await sendLocalSaves(localSaves, to: client, feed: feed) },
         ]
 
         let backend = SyncStoreBackend(
             store: store, logger: logger,
             onBucketCreated: { bucketEditsInput.yield(.created($0)) },
-            onBucketRemoved: { bucketEditsInput.yield(.removed($0)) }
-        ) { changes in
-            for change in changes {
-                let kind = if case .remove = change.operation { "removed" } else { change.sourceVersion == nil ? "created" : "changed" }
-                feed.append(FeedEvent(
-                    time: Date(), bucket: change.bucket, key: change.key, version: change.sourceVersion,
-                    origin: "local", kind: kind))
-            }
-            Task { await client.send(changes) }
-        }
+            onBucketRemoved: { bucketEditsInput.yield(.removed($0)) },
+            onOutgoing: localSaves.add
+        )
         let fileSystem = BucketFileSystem(backend: backend, logger: logger)
         var fuseOptions: [String] = []
         if command.readOnly || settings?.readOnly == true { fuseOptions.append("ro") }
@@ -279,6 +274,19 @@ private struct MountSession {
             case .removed(let bucket):
                 await client.stopSyncing(bucket)
             }
+        }
+    }
+
+    /// Hands the mount's saves to the engine (and to `bucketfs watch`), a batch at a time.
+    private func sendLocalSaves(_ saves: LocalSaveQueue, to client: SyncClient, feed: FeedWriter) async {
+        await saves.forEachBatch { changes in
+            for change in changes {
+                let kind = if case .remove = change.operation { "removed" } else { change.sourceVersion == nil ? "created" : "changed" }
+                feed.append(FeedEvent(
+                    time: Date(), bucket: change.bucket, key: change.key, version: change.sourceVersion,
+                    origin: "local", kind: kind))
+            }
+            await client.send(changes)
         }
     }
 

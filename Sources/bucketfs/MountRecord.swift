@@ -69,6 +69,8 @@ struct FeedEvent: Codable, Sendable {
 final class FeedWriter: @unchecked Sendable {
     private let handle: FileHandle?
     private let lock = NSLock()
+    /// Guarded by `lock` (made once: an encoder costs more to make than a line to encode).
+    private let encoder = JSONEncoder.bucketfs
 
     init(path: String) {
         if !FileManager.default.fileExists(atPath: path) {
@@ -79,10 +81,10 @@ final class FeedWriter: @unchecked Sendable {
     }
 
     func append(_ event: FeedEvent) {
-        guard var line = try? JSONEncoder.bucketfs.encode(event) else { return }
-        line.append(UInt8(ascii: "\n"))
         lock.lock()
         defer { lock.unlock() }
+        guard var line = try? encoder.encode(event) else { return }
+        line.append(UInt8(ascii: "\n"))
         try? handle?.write(contentsOf: line)
     }
 }
