@@ -97,9 +97,13 @@ extension BucketFileSystem {
         request.replyOK()
     }
 
+    /// Creates, renames and removals are kept from their reply on; this makes them (and every
+    /// save before) survive a power loss too, as fsync of a directory does on a local disk.
     func fsyncdir(_ request: FuseRequest) {
-        // Every directory change is durable in the store before its reply.
-        request.replyOK()
+        perform(request, on: writeQueue) { [self] () throws(FSError) in
+            try backend.sync()
+            request.replyOK()
+        }
     }
 
     /// mkdir at the root adds a bucket; buckets hold no subdirectories.

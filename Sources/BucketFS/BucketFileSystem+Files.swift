@@ -109,33 +109,35 @@ extension BucketFileSystem {
         }
     }
 
-    /// close(2) waits for flush: the save is durable in the store before close returns.
+    /// close(2) waits for flush: the save is in the store (safe from a crash of this process)
+    /// before close returns.
     func flush(_ request: FuseRequest, handle: UInt64) {
-        saveHandle(request, handle: handle, release: false)
+        saveHandle(request, handle: handle, release: false, sync: false)
     }
 
+    /// fsync(2) also makes the save, and every change before it, survive a power loss.
     func fsync(_ request: FuseRequest, handle: UInt64) {
-        saveHandle(request, handle: handle, release: false)
+        saveHandle(request, handle: handle, release: false, sync: true)
     }
 
     func release(_ request: FuseRequest, handle: UInt64) {
-        saveHandle(request, handle: handle, release: true)
+        saveHandle(request, handle: handle, release: true, sync: false)
     }
 
-    private func saveHandle(_ request: FuseRequest, handle: UInt64, release: Bool) {
+    private func saveHandle(_ request: FuseRequest, handle: UInt64, release: Bool, sync: Bool) {
         let target = state.withLock { state -> (ino: UInt64, dirty: Bool)? in
             guard case .file(let ino)? = state.handles[handle] else { return nil }
             return (ino, state.openFiles[ino]?.dirty ?? false)
         }
         guard let target else { return fail(request, .badHandle) }
-        if !target.dirty {
+        if !target.dirty && !sync {
             // Nothing to save (and no save of it in flight: `dirty` clears only once one is done).
             if release { closeHandle(handle, ino: target.ino) }
             return request.replyOK()
         }
         perform(request, on: writeQueue) { [self] () throws(FSError) in
             defer { if release { closeHandle(handle, ino: target.ino) } }
-            try saveIfDirty(target.ino)
+            if try !saveIfDirty(target.ino, sync: sync), sync { try backend.sync() }
             request.replyOK()
         }
     }
@@ -153,9 +155,11 @@ extension BucketFileSystem {
         }
     }
 
-    /// On `writeQueue`: writes the working copy to the store if it changed since the last save.
-    /// A file unlinked meanwhile is not brought back.
-    func saveIfDirty(_ ino: UInt64) throws(FSError) {
+    /// On `writeQueue`: writes the working copy to the store if it changed since the last save
+    /// (with `sync`, to survive a power loss); returns whether it did. A file unlinked meanwhile
+    /// is not brought back.
+    @discardableResult
+    func saveIfDirty(_ ino: UInt64, sync: Bool = false) throws(FSError) -> Bool {
         let snapshot = state.withLock { state -> (bucket: String, item: MountItemName, bytes: [UInt8], generation: UInt64, time: MountTime?)? in
             guard let open = state.openFiles[ino], open.dirty, open.loaded else { return nil }
             guard let node = state.table.node(ino), node.linked, case .file(let bucket, let item) = node.kind else {
@@ -165,10 +169,12 @@ extension BucketFileSystem {
             }
             return (bucket, item, open.bytes, open.generation, open.pendingModificationTime)
         }
-        guard let snapshot else { return }
-        var entry = try backend.save(bucket: snapshot.bucket, name: snapshot.item, bytes: snapshot.bytes)
+        guard let snapshot else { return false }
+        var entry = try backend.save(
+            bucket: snapshot.bucket, name: snapshot.item, bytes: snapshot.bytes, sync: sync && snapshot.time == nil)
         if let time = snapshot.time {
             entry = try backend.setModificationTime(bucket: snapshot.bucket, name: snapshot.item, to: time)
+            if sync { try backend.sync() }
         }
         state.withLock { state in
             if var open = state.openFiles[ino], open.generation == snapshot.generation {
@@ -188,6 +194,7 @@ extension BucketFileSystem {
                 state.table.updateAttributes(of: node.ino, size: entry.size, mtime: entry.mtime, ctime: entry.ctime)
             }
         }
+        return true
     }
 
     func create(_ request: FuseRequest, parent: UInt64, name: String, mode: mode_t, info: FileInfo) {
@@ -210,7 +217,7 @@ extension BucketFileSystem {
                 guard let info, info.flags & O_EXCL == 0, case .file = existing.kind else { throw FSError.exists }
                 return reopen(request, ino: existing.ino, info: info)
             }
-            let entry = try backend.save(bucket: bucket, name: item, bytes: [])
+            let entry = try backend.save(bucket: bucket, name: item, bytes: [], sync: false)
             let node = Self.node(for: entry, parent: parent)
             let handle = state.withLock { state -> UInt64? in
                 state.table.upsert(node)

@@ -249,13 +249,17 @@ public final class BucketFileSystem: Sendable {
         }
     }
 
-    /// Saves every dirty buffer (unmount, signals) and waits for queued store writes.
+    /// Saves every dirty buffer (unmount, signals), waits for queued store writes and makes
+    /// them all survive a power loss.
     func flushAll() {
         let dirty = state.withLock { state in state.openFiles.filter { $0.value.dirty }.map(\.key) }
         for ino in dirty {
             writeQueue.async { [self] in
                 do { try saveIfDirty(ino) } catch { logger.error("save at unmount failed", metadata: ["ino": "\(ino)", "error": "\(error)"]) }
             }
+        }
+        writeQueue.async { [self] in
+            do throws(FSError) { try backend.sync() } catch { logger.error("sync at unmount failed", metadata: ["error": "\(error)"]) }
         }
         writeQueue.drain()
     }

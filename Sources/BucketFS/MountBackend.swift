@@ -84,6 +84,10 @@ public struct MountChange: Hashable, Sendable {
 /// Methods may block on the local disk but must never wait for the network: the file system
 /// calls them from its own work queues (never from a FUSE thread that holds a lock) and replies
 /// to the kernel when they return.
+///
+/// Durability follows POSIX: a change is kept when its method returns, so a crash of this
+/// process (kill -9) loses nothing; surviving a power loss as well is what `sync()` (fsync(2))
+/// is for, as on any local file system.
 public protocol MountBackend: Sendable {
     /// All buckets, by name.
     func buckets() throws(FSError) -> [MountBucket]
@@ -98,9 +102,10 @@ public protocol MountBackend: Sendable {
     func entry(bucket: String, name: MountItemName) throws(FSError) -> MountEntry?
     /// The exact bytes of the file (`.notFound` if it does not exist).
     func read(bucket: String, name: MountItemName) throws(FSError) -> [UInt8]
-    /// Replaces the file's bytes, creating it if needed; durable in the local store on return.
+    /// Replaces the file's bytes, creating it if needed; kept in the local store on return, and
+    /// with `sync` made to survive a power loss like everything before it (fsync, in one step).
     /// An entity whose bytes are not a JSON object is kept as written, state `invalid`, not sent.
-    func save(bucket: String, name: MountItemName, bytes: [UInt8]) throws(FSError) -> MountEntry
+    func save(bucket: String, name: MountItemName, bytes: [UInt8], sync: Bool) throws(FSError) -> MountEntry
     /// Removes the file (an entity removal is sent; a local file just goes).
     func delete(bucket: String, name: MountItemName) throws(FSError)
     /// Moves `source`'s bytes (and modification time) to `destination` in one transaction,
@@ -109,6 +114,8 @@ public protocol MountBackend: Sendable {
     func rename(bucket: String, from source: MountItemName, to destination: MountItemName) throws(FSError) -> MountEntry
     /// Sets the file's modification time (touch, rsync -a).
     func setModificationTime(bucket: String, name: MountItemName, to time: MountTime) throws(FSError) -> MountEntry
+    /// Makes every change made so far survive a power loss (fsync, fsyncdir, unmount).
+    func sync() throws(FSError)
     /// The entity's xattr data; nil for names that are not entities or do not exist.
     func status(bucket: String, key: String) throws(FSError) -> MountEntityStatus?
     /// Entities changed by the server, each published after its transaction committed.

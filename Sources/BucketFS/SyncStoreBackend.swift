@@ -3,8 +3,10 @@ import Synchronization
 import SyncStore
 
 /// The mount's backend over the SQLite `SyncStore`: a thin adapter. Saves, deletes and renames
-/// are durable when they return; the changes they make ready are handed to `onOutgoing` (the
-/// sync engine sends them; it also finds them in the store after a restart).
+/// are `.deferred` store writes (kept through a crash of this process; `sync()` makes them
+/// survive a power loss); the changes they make ready are handed to `onOutgoing` (the sync
+/// engine sends them, never before the writes they rest on are synced; it also finds them in
+/// the store after a restart).
 public final class SyncStoreBackend: MountBackend {
     public let store: SyncStore
     private let onOutgoing: @Sendable ([OutgoingChange]) -> Void
@@ -70,11 +72,12 @@ public final class SyncStoreBackend: MountBackend {
         return bytes
     }
 
-    public func save(bucket: String, name: MountItemName, bytes: [UInt8]) throws(FSError) -> MountEntry {
-        try mapped { () throws(StoreError) -> MountEntry in
+    public func save(bucket: String, name: MountItemName, bytes: [UInt8], sync: Bool) throws(FSError) -> MountEntry {
+        let durability: SyncStore.Durability = sync ? .synced : .deferred
+        return try mapped { () throws(StoreError) -> MountEntry in
             switch name {
             case .entity(let key):
-                let result = try store.saveLocal(bucket: bucket, key: key, bytes: bytes)
+                let result = try store.saveLocal(bucket: bucket, key: key, bytes: bytes, durability: durability)
                 if let change = result.readyToSend { onOutgoing([change]) }
                 if let problem = result.parseError, !bytes.isEmpty {
                     // DESIGN.md: an invalid write is kept, not sent, and reported (xattr, log, status).
@@ -85,7 +88,7 @@ public final class SyncStoreBackend: MountBackend {
                     id: UInt64(entity.id), bucket: bucket, name: name, size: entity.content.count, mtime: entity.mtime,
                     ctime: entity.ctime)
             case .localFile(let fileName):
-                let file = try store.writeLocalFile(bucket: bucket, name: fileName, bytes: bytes)
+                let file = try store.writeLocalFile(bucket: bucket, name: fileName, bytes: bytes, durability: durability)
                 return MountEntry(
                     id: UInt64(file.id), bucket: bucket, name: name, size: file.content.count, mtime: file.mtime,
                     ctime: file.ctime)
@@ -97,16 +100,17 @@ public final class SyncStoreBackend: MountBackend {
         try mapped { () throws(StoreError) in
             switch name {
             case .entity(let key):
-                if let change = try store.deleteLocal(bucket: bucket, key: key) { onOutgoing([change]) }
+                if let change = try store.deleteLocal(bucket: bucket, key: key, durability: .deferred) { onOutgoing([change]) }
             case .localFile(let fileName):
-                try store.removeLocalFile(bucket: bucket, name: fileName)
+                try store.removeLocalFile(bucket: bucket, name: fileName, durability: .deferred)
             }
         }
     }
 
     public func rename(bucket: String, from source: MountItemName, to destination: MountItemName) throws(FSError) -> MountEntry {
         try mapped { () throws(StoreError) -> MountEntry in
-            let renamed = try store.rename(bucket: bucket, from: Self.storeName(source), to: Self.storeName(destination))
+            let renamed = try store.rename(
+                bucket: bucket, from: Self.storeName(source), to: Self.storeName(destination), durability: .deferred)
             if !renamed.changes.isEmpty { onOutgoing(renamed.changes) }
             // rsync -a sets the time on its temporary file, then renames it over the target.
             return entry(bucket, renamed.destination)
@@ -115,9 +119,15 @@ public final class SyncStoreBackend: MountBackend {
 
     public func setModificationTime(bucket: String, name: MountItemName, to time: MountTime) throws(FSError) -> MountEntry {
         // Stored, so touch/rsync -a times survive remounts (backup tools compare them).
-        try mapped { () throws(StoreError) in try store.setModificationTime(bucket: bucket, name: Self.storeName(name), mtime: time) }
+        try mapped { () throws(StoreError) in
+            try store.setModificationTime(bucket: bucket, name: Self.storeName(name), mtime: time, durability: .deferred)
+        }
         guard let updated = try entry(bucket: bucket, name: name) else { throw FSError.notFound }
         return updated
+    }
+
+    public func sync() throws(FSError) {
+        try mapped { () throws(StoreError) in try store.syncDeferredWrites() }
     }
 
     public func status(bucket: String, key: String) throws(FSError) -> MountEntityStatus? {

@@ -3,8 +3,10 @@ import GRDB
 extension SyncStore {
     /// Sets the modification time a file shows (utimensat: `touch`, `rsync -a`, `cp -p`),
     /// durably, so it is the same after a remount. The change time becomes now, as POSIX says.
-    public func setModificationTime(bucket: String, name: EntryName, mtime: StoreTime) throws(StoreError) {
-        try write { db in
+    public func setModificationTime(
+        bucket: String, name: EntryName, mtime: StoreTime, durability: Durability = .synced
+    ) throws(StoreError) {
+        try write(durability) { db in
             let bucketRow = try BucketRow.named(bucket, db)
             let now = Self.now()
             switch name {

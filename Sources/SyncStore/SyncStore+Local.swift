@@ -18,8 +18,11 @@ extension SyncStore {
     ///
     /// `markingSent`: the caller writes the change to a live connection right after, so it is
     /// recorded as sent in this same transaction (what `markSent` would do in a second one).
-    public func saveLocal(bucket: String, key: String, bytes: [UInt8], markingSent: Bool = false) throws(StoreError) -> SaveResult {
-        try write { db in
+    /// `durability` `.deferred` (a file closed but not fsynced): see `syncDeferredWrites()`.
+    public func saveLocal(
+        bucket: String, key: String, bytes: [UInt8], markingSent: Bool = false, durability: Durability = .synced
+    ) throws(StoreError) -> SaveResult {
+        try write(durability) { db in
             let bucketRow = try BucketRow.named(bucket, db)
             let result = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: Self.now(), db)
             guard markingSent, let change = result.readyToSend, change.state == .queued else { return result }
@@ -49,16 +52,18 @@ extension SyncStore {
 
     /// Deletes the entity's file durably; the removal is queued for the server (an entity that
     /// never reached the server is simply forgotten).
-    public func deleteLocal(bucket: String, key: String) throws(StoreError) -> OutgoingChange? {
-        try write { db in
+    public func deleteLocal(bucket: String, key: String, durability: Durability = .synced) throws(StoreError) -> OutgoingChange? {
+        try write(durability) { db in
             let bucketRow = try BucketRow.named(bucket, db)
             return try Self.delete(key: key, bucket: bucketRow, now: Self.now(), db)
         }
     }
 
     /// Creates or replaces a local-only file (editor scratch names); never sent.
-    public func writeLocalFile(bucket: String, name: String, bytes: [UInt8]) throws(StoreError) -> LocalFileInfo {
-        try write { db in
+    public func writeLocalFile(
+        bucket: String, name: String, bytes: [UInt8], durability: Durability = .synced
+    ) throws(StoreError) -> LocalFileInfo {
+        try write(durability) { db in
             let bucketRow = try BucketRow.named(bucket, db)
             let now = Self.now()
             var row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db)
@@ -74,8 +79,8 @@ extension SyncStore {
     }
 
     /// Removes a local-only file.
-    public func removeLocalFile(bucket: String, name: String) throws(StoreError) {
-        try write { db in
+    public func removeLocalFile(bucket: String, name: String, durability: Durability = .synced) throws(StoreError) {
+        try write(durability) { db in
             let bucketRow = try BucketRow.named(bucket, db)
             guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db) else {
                 throw StoreError.unknownLocalFile(bucket: bucket, name: name)
@@ -87,8 +92,10 @@ extension SyncStore {
     /// Renames within a bucket as one atomic replace: a scratch file renamed onto `key` is a save
     /// of that entity; `a` renamed to `b` is a save of `b` plus a delete of `a`; a local file
     /// renamed to another local name keeps its id.
-    public func rename(bucket: String, from source: EntryName, to target: EntryName) throws(StoreError) -> RenameResult {
-        try write { db in
+    public func rename(
+        bucket: String, from source: EntryName, to target: EntryName, durability: Durability = .synced
+    ) throws(StoreError) -> RenameResult {
+        try write(durability) { db in
             let changes = try Self.rename(bucket: bucket, from: source, to: target, db)
             guard let destination = try Self.lookup(bucket: bucket, name: target, db) else {
                 throw StoreError.database("renamed \(target) is missing")

@@ -13,7 +13,7 @@ public final class SyncStore: Sendable {
     let path: String
     private let subscribers = Mutex<[UUID: AsyncStream<RemoteEvent>.Continuation]>([:])
     /// A `.deferred` write committed since the last fsync of the WAL (only touched on the writer queue).
-    private let hasUnsyncedWrites = Mutex(false)
+    private let unsyncedWrites = Mutex(false)
 
     /// Opens (creating and migrating if needed) the store at `path`.
     public init(path: String) throws(StoreError) {
@@ -63,13 +63,15 @@ public final class SyncStore: Sendable {
     }
 
     /// How a write transaction reaches the disk.
-    enum Durability {
+    public enum Durability: Sendable {
         /// fsynced before returning: survives power loss (local saves, error records).
         case synced
         /// Handed to the OS before returning: survives a process crash (kill -9). A power loss
         /// may drop it and later deferred writes (never an earlier synced one: the WAL is
         /// ordered); the protocol recovers them (remote data is fetched again from the stored
-        /// cv, an unrecorded ack makes a resend that the server answers with 409).
+        /// cv, an unrecorded ack makes a resend that the server answers with 409). Local edits
+        /// made through the mount are deferred until fsync (`syncDeferredWrites`), as on a
+        /// local disk; none goes on the wire before it is synced (`markSent`).
         case deferred
         /// Deferred, or synced when a deferred write is still unsynced: what goes on the wire
         /// after this (a change queued by an ack) never rests on a write a power loss could drop.
@@ -84,7 +86,7 @@ public final class SyncStore: Sendable {
                 switch durability {
                 case .synced: deferred = false
                 case .deferred: deferred = true
-                case .syncedIfDeferredPending: deferred = !hasUnsyncedWrites.withLock { $0 }
+                case .syncedIfDeferredPending: deferred = !unsyncedWrites.withLock { $0 }
                 }
                 // `synchronous` cannot change inside a transaction; the connection is FULL otherwise.
                 if deferred { try db.execute(sql: "PRAGMA synchronous = NORMAL") }
@@ -96,7 +98,7 @@ public final class SyncStore: Sendable {
                     return .commit
                 }
                 // A commit that wrote nothing syncs nothing either.
-                if db.totalChangesCount != changesBefore { hasUnsyncedWrites.withLock { $0 = deferred } }
+                if db.totalChangesCount != changesBefore { unsyncedWrites.withLock { $0 = deferred } }
                 guard let result else { throw StoreError.database("write transaction produced no result") }
                 return result
             }
@@ -104,6 +106,20 @@ public final class SyncStore: Sendable {
             throw error
         } catch {
             throw StoreError.database(String(describing: error))
+        }
+    }
+
+    /// Whether a `.deferred` write waits for `syncDeferredWrites` (or the next synced write).
+    public var hasUnsyncedWrites: Bool { unsyncedWrites.withLock { $0 } }
+
+    /// Makes every `.deferred` write so far survive a power loss too: what fsync(2) of a mounted
+    /// file promises for the saves, creates and renames that came before it.
+    public func syncDeferredWrites() throws(StoreError) {
+        guard unsyncedWrites.withLock({ $0 }) else { return }
+        // A synced commit fsyncs the WAL, which holds every commit before it. It must write
+        // something to commit at all: the node-id counter, unchanged.
+        try write(.synced) { db in
+            try db.cachedStatement(sql: "UPDATE meta SET value = value WHERE name = 'next_node_id'").execute()
         }
     }
 

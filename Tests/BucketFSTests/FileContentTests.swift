@@ -138,4 +138,45 @@ struct FileContentTests {
         #expect(try mount.store.entries(bucket: "notes").count == 200)
         #expect(try mount.store.readEntity(bucket: "notes", key: "t7-24")?.count == "{\"t\": 7, \"i\": 24, \"pad\": \"\"}".utf8.count + 2400)
     }
+
+    /// Durability as on a local disk: close and rename keep a change through a crash of the
+    /// mount; fsync of the file (dirty or not) or of its directory makes it survive a power loss.
+    @Test func fsyncAndFsyncdirMakeEarlierChangesSurvivePowerLoss() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let script = """
+            import os, sys
+            def write(name, text, sync=False):
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.write(fd, text.encode())
+                if sync: os.fsync(fd)
+                os.close(fd)
+            def fsync(name, flags=os.O_RDONLY):
+                fd = os.open(name, flags)
+                os.fsync(fd)
+                os.close(fd)
+            step = sys.argv[1]
+            if step == "close": write("notes/a.json", '{"a": 1}')
+            if step == "fsync clean": fsync("notes/a.json")
+            if step == "fsyncdir": fsync("notes", os.O_RDONLY | os.O_DIRECTORY)
+            if step == "fsync dirty": write("notes/c.json", '{"c": 1}', sync=True)
+            """
+        func run(_ step: String) throws {
+            let result = try Tool.run("/usr/bin/python3", ["-c", script, step], directory: mount.mountPoint)
+            #expect(result.status == 0, "\(step): \(result.stderr)")
+        }
+        try run("close")
+        #expect(mount.store.hasUnsyncedWrites)
+        try run("fsync clean")
+        #expect(!mount.store.hasUnsyncedWrites)
+        try Tool.shell("printf '{\"b\": 0}' > notes/b.json && printf '{\"b\": 1}' > notes/.b.json.tmp", in: mount.mountPoint)
+        try Tool.shell("mv notes/.b.json.tmp notes/b.json", in: mount.mountPoint)
+        #expect(mount.store.hasUnsyncedWrites)
+        try run("fsyncdir")
+        #expect(!mount.store.hasUnsyncedWrites)
+        #expect(try mount.store.readEntity(bucket: "notes", key: "b") == Array("{\"b\": 1}".utf8))
+        try run("fsync dirty")
+        #expect(!mount.store.hasUnsyncedWrites)
+        #expect(try mount.store.readEntity(bucket: "notes", key: "c") == Array("{\"c\": 1}".utf8))
+    }
 }

@@ -83,8 +83,36 @@ struct DurabilityTests {
         }
     }
 
-    /// A child process saves in a loop and reports each save after the call returned; it is
-    /// killed with SIGKILL; every reported save must be in the reopened store.
+    /// The mount's edits are deferred until an fsync asks for them; a change never goes on the
+    /// wire resting on one (marking it sent syncs first).
+    @Test func deferredWritesWaitForASyncAndNeverForTheWire() throws {
+        try withStore { store, _ in
+            #expect(!store.hasUnsyncedWrites)
+            let saved = try store.saveLocal(bucket: "notes", key: "a", bytes: bytes("{\"a\": 1}"), durability: .deferred)
+            #expect(store.hasUnsyncedWrites)
+            try store.syncDeferredWrites()
+            #expect(!store.hasUnsyncedWrites)
+
+            _ = try store.writeLocalFile(bucket: "notes", name: ".a.json.tmp", bytes: bytes("{\"a\": 2}"), durability: .deferred)
+            _ = try store.rename(bucket: "notes", from: .localFile(name: ".a.json.tmp"), to: .entity(key: "a"), durability: .deferred)
+            #expect(store.hasUnsyncedWrites)
+            let change = try #require(saved.readyToSend)
+            try store.markSent(ccids: [change.ccid])
+            #expect(!store.hasUnsyncedWrites)
+
+            // A synced write covers the deferred ones before it (the WAL is ordered).
+            _ = try store.deleteLocal(bucket: "notes", key: "a", durability: .deferred)
+            #expect(store.hasUnsyncedWrites)
+            _ = try store.saveLocal(bucket: "notes", key: "b", bytes: bytes("{}"))
+            #expect(!store.hasUnsyncedWrites)
+            try store.syncDeferredWrites()  // nothing left to sync: no write at all
+            #expect(try store.readEntity(bucket: "notes", key: "a") == nil)
+        }
+    }
+
+    /// A child process saves in a loop (deferred and synced saves in turn) and reports each
+    /// save after the call returned; it is killed with SIGKILL; every reported save must be in
+    /// the reopened store: a deferred write is in the OS's hands when the call returns.
     @Test func sigkillMidSaveLoopLosesNoReturnedSave() throws {
         if let path = ProcessInfo.processInfo.environment[childStoreVariable] {
             try runChildSaveLoop(path: path)
@@ -143,7 +171,9 @@ private let childStoreVariable = "SYNCSTORE_CHILD_STORE"
 private func runChildSaveLoop(path: String) throws {
     let store = try SyncStore(path: path)
     for index in 0..<100_000 {
-        _ = try store.saveLocal(bucket: "notes", key: "k\(index)", bytes: bytes("{\"i\": \(index)}"))
+        _ = try store.saveLocal(
+            bucket: "notes", key: "k\(index)", bytes: bytes("{\"i\": \(index)}"),
+            durability: index.isMultiple(of: 2) ? .deferred : .synced)
         let line = "saved \(index)\n"
         _ = line.withCString { write(STDOUT_FILENO, $0, strlen($0)) }
     }
