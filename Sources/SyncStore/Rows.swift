@@ -18,7 +18,10 @@ enum StoredJSON {
 
 // The records map their columns by hand (GRDB's `init(row:)` and `encode(to:)`) rather than
 // through Codable: every file-system save reads and writes several of them, and Codable's
-// per-column keyed containers cost more than the SQL around them.
+// per-column keyed containers cost more than the SQL around them. For the same reason the
+// rows written on every save and acknowledgement have their own `update(_:)` and `delete(_:)`
+// on cached statements, in place of GRDB's generic ones, which build their SQL on each call;
+// they do the same (and throw `recordNotFound` the same way).
 
 struct BucketRow: FetchableRecord, PersistableRecord {
     static let databaseTableName = "bucket"
@@ -126,6 +129,22 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         seenGeneration = row["seen_generation"]
     }
 
+    func update(_ db: Database) throws {
+        let statement = try db.cachedStatement(
+            sql: """
+                UPDATE entity SET bucket_id = ?, key = ?, ghost_version = ?, ghost_data = ?, local_value = ?,
+                content = ?, mtime = ?, ctime = ?, state = ?, reason = ?, deleted_pending = ?, reload_version = ?,
+                needs_reload = ?, seen_generation = ? WHERE id = ?
+                """)
+        try statement.execute(arguments: [
+            bucketID, key, ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
+            reloadVersion, needsReload, seenGeneration, id,
+        ])
+        guard db.changesCount > 0 else {
+            throw RecordError.recordNotFound(databaseTableName: Self.databaseTableName, key: ["id": id.databaseValue])
+        }
+    }
+
     func encode(to container: inout PersistenceContainer) {
         container["id"] = id
         container["bucket_id"] = bucketID
@@ -225,6 +244,13 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
         fullData = row["full_data"]
         state = row["state"]
         created = row["created"]
+    }
+
+    @discardableResult
+    func delete(_ db: Database) throws -> Bool {
+        guard let seq else { return false }
+        try db.cachedStatement(sql: "DELETE FROM pending_change WHERE seq = ?").execute(arguments: [seq])
+        return db.changesCount > 0
     }
 
     func encode(to container: inout PersistenceContainer) {

@@ -89,8 +89,8 @@ public final class SyncStore: Sendable {
                 case .syncedIfDeferredPending: deferred = !unsyncedWrites.withLock { $0 }
                 }
                 // `synchronous` cannot change inside a transaction; the connection is FULL otherwise.
-                if deferred { try db.execute(sql: "PRAGMA synchronous = NORMAL") }
-                defer { if deferred { try? db.execute(sql: "PRAGMA synchronous = FULL") } }
+                if deferred { try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute() }
+                defer { if deferred { try? db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute() } }
                 let changesBefore = db.totalChangesCount
                 var result: T?
                 try db.inTransaction(.immediate) {
