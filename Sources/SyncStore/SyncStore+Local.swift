@@ -66,14 +66,15 @@ extension SyncStore {
         try write(durability) { db in
             let bucketRow = try BucketRow.named(bucket, db)
             let now = Self.now()
-            var row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db)
-                ?? LocalFileRow(
-                    id: try Schema.allocateNodeID(db), bucketID: bucketRow.id, name: name, content: Data(),
-                    mtime: now, ctime: now)
-            row.content = Data(bytes)
-            row.mtime = now
-            row.ctime = now
-            try row.save(db)
+            // Editors write their scratch files on every save: one statement when the file exists.
+            let content = Data(bytes)
+            let update = try db.cachedStatement(
+                sql: "UPDATE local_file SET content = ?, mtime = ?, ctime = ? WHERE bucket_id = ? AND name = ? RETURNING id")
+            let id = try Int64.fetchOne(update, arguments: [content, now, now, bucketRow.id, name])
+            let row = LocalFileRow(
+                id: try id ?? Schema.allocateNodeID(db), bucketID: bucketRow.id, name: name, content: content, mtime: now,
+                ctime: now)
+            if id == nil { try row.insert(db) }
             return row.info(bucket: bucket)
         }
     }
