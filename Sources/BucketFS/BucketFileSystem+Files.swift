@@ -137,7 +137,8 @@ extension BucketFileSystem {
         }
         perform(request, on: writeQueue) { [self] () throws(FSError) in
             defer { if release { closeHandle(handle, ino: target.ino) } }
-            if try !saveIfDirty(target.ino, sync: sync), sync { try backend.sync() }
+            try saveIfDirty(target.ino)
+            if sync { try backend.sync() }
             request.replyOK()
         }
     }
@@ -155,11 +156,9 @@ extension BucketFileSystem {
         }
     }
 
-    /// On `writeQueue`: writes the working copy to the store if it changed since the last save
-    /// (with `sync`, to survive a power loss); returns whether it did. A file unlinked meanwhile
-    /// is not brought back.
-    @discardableResult
-    func saveIfDirty(_ ino: UInt64, sync: Bool = false) throws(FSError) -> Bool {
+    /// On `writeQueue`: writes the working copy to the store if it changed since the last save.
+    /// A file unlinked meanwhile is not brought back.
+    func saveIfDirty(_ ino: UInt64) throws(FSError) {
         let snapshot = state.withLock { state -> (bucket: String, item: MountItemName, bytes: [UInt8], generation: UInt64, time: MountTime?)? in
             guard let open = state.openFiles[ino], open.dirty, open.loaded else { return nil }
             guard let node = state.table.node(ino), node.linked, case .file(let bucket, let item) = node.kind else {
@@ -169,12 +168,10 @@ extension BucketFileSystem {
             }
             return (bucket, item, open.bytes, open.generation, open.pendingModificationTime)
         }
-        guard let snapshot else { return false }
-        var entry = try backend.save(
-            bucket: snapshot.bucket, name: snapshot.item, bytes: snapshot.bytes, sync: sync && snapshot.time == nil)
+        guard let snapshot else { return }
+        var entry = try backend.save(bucket: snapshot.bucket, name: snapshot.item, bytes: snapshot.bytes)
         if let time = snapshot.time {
             entry = try backend.setModificationTime(bucket: snapshot.bucket, name: snapshot.item, to: time)
-            if sync { try backend.sync() }
         }
         state.withLock { state in
             if var open = state.openFiles[ino], open.generation == snapshot.generation {
@@ -194,7 +191,6 @@ extension BucketFileSystem {
                 state.table.updateAttributes(of: node.ino, size: entry.size, mtime: entry.mtime, ctime: entry.ctime)
             }
         }
-        return true
     }
 
     func create(_ request: FuseRequest, parent: UInt64, name: String, mode: mode_t, info: FileInfo) {
@@ -217,7 +213,7 @@ extension BucketFileSystem {
                 guard let info, info.flags & O_EXCL == 0, case .file = existing.kind else { throw FSError.exists }
                 return reopen(request, ino: existing.ino, info: info)
             }
-            let entry = try backend.save(bucket: bucket, name: item, bytes: [], sync: false)
+            let entry = try backend.save(bucket: bucket, name: item, bytes: [])
             let node = Self.node(for: entry, parent: parent)
             let handle = state.withLock { state -> UInt64? in
                 state.table.upsert(node)

@@ -102,10 +102,9 @@ public protocol MountBackend: Sendable {
     func entry(bucket: String, name: MountItemName) throws(FSError) -> MountEntry?
     /// The exact bytes of the file (`.notFound` if it does not exist).
     func read(bucket: String, name: MountItemName) throws(FSError) -> [UInt8]
-    /// Replaces the file's bytes, creating it if needed; kept in the local store on return, and
-    /// with `sync` made to survive a power loss like everything before it (fsync, in one step).
+    /// Replaces the file's bytes, creating it if needed; kept in the local store on return.
     /// An entity whose bytes are not a JSON object is kept as written, state `invalid`, not sent.
-    func save(bucket: String, name: MountItemName, bytes: [UInt8], sync: Bool) throws(FSError) -> MountEntry
+    func save(bucket: String, name: MountItemName, bytes: [UInt8]) throws(FSError) -> MountEntry
     /// Removes the file (an entity removal is sent; a local file just goes).
     func delete(bucket: String, name: MountItemName) throws(FSError)
     /// Moves `source`'s bytes (and modification time) to `destination` in one transaction,

@@ -72,12 +72,11 @@ public final class SyncStoreBackend: MountBackend {
         return bytes
     }
 
-    public func save(bucket: String, name: MountItemName, bytes: [UInt8], sync: Bool) throws(FSError) -> MountEntry {
-        let durability: SyncStore.Durability = sync ? .synced : .deferred
-        return try mapped { () throws(StoreError) -> MountEntry in
+    public func save(bucket: String, name: MountItemName, bytes: [UInt8]) throws(FSError) -> MountEntry {
+        try mapped { () throws(StoreError) -> MountEntry in
             switch name {
             case .entity(let key):
-                let result = try store.saveLocal(bucket: bucket, key: key, bytes: bytes, durability: durability)
+                let result = try store.saveLocal(bucket: bucket, key: key, bytes: bytes, durability: .deferred)
                 if let change = result.readyToSend { onOutgoing([change]) }
                 if let problem = result.parseError, !bytes.isEmpty {
                     // DESIGN.md: an invalid write is kept, not sent, and reported (xattr, log, status).
@@ -88,7 +87,7 @@ public final class SyncStoreBackend: MountBackend {
                     id: UInt64(entity.id), bucket: bucket, name: name, size: entity.content.count, mtime: entity.mtime,
                     ctime: entity.ctime)
             case .localFile(let fileName):
-                let file = try store.writeLocalFile(bucket: bucket, name: fileName, bytes: bytes, durability: durability)
+                let file = try store.writeLocalFile(bucket: bucket, name: fileName, bytes: bytes, durability: .deferred)
                 return MountEntry(
                     id: UInt64(file.id), bucket: bucket, name: name, size: file.content.count, mtime: file.mtime,
                     ctime: file.ctime)

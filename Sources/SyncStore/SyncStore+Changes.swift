@@ -20,11 +20,13 @@ extension SyncStore {
     /// Records that these changes were written to a connection (they keep their ccid from now on).
     public func markSent(ccids: [String]) throws(StoreError) {
         guard !ccids.isEmpty else { return }
-        // The changes are durable already; only a queued-by-an-ack one may rest on a deferred write.
-        try write(.syncedIfDeferredPending) { db in
+        try write(.deferred) { db in
             let statement = try db.cachedStatement(sql: "UPDATE pending_change SET state = 'sent' WHERE ccid = ? AND state = 'queued'")
             for ccid in ccids { try statement.execute(arguments: [ccid]) }
         }
+        // The changes may rest on deferred writes (a mount's close, an ack): on disk before they
+        // go on the wire, so a power loss cannot take back what the server has.
+        try syncDeferredWrites()
     }
 
     /// Records a change error and decides the follow-up, per the spec's "Handling Change Errors":

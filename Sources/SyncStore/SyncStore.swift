@@ -12,8 +12,15 @@ public final class SyncStore: Sendable {
     let pool: DatabasePool
     let path: String
     private let subscribers = Mutex<[UUID: AsyncStream<RemoteEvent>.Continuation]>([:])
-    /// A `.deferred` write committed since the last fsync of the WAL (only touched on the writer queue).
-    private let unsyncedWrites = Mutex(false)
+    /// Which `.deferred` commits the disk already holds.
+    private let syncProgress = Mutex(SyncProgress())
+
+    struct SyncProgress {
+        /// `.deferred` commits that wrote something, counted on the writer.
+        var deferredCommits: UInt64 = 0
+        /// The count up to which they are on disk (a synced commit or a WAL fsync since).
+        var syncedThrough: UInt64 = 0
+    }
 
     /// Opens (creating and migrating if needed) the store at `path`.
     public init(path: String) throws(StoreError) {
@@ -73,21 +80,13 @@ public final class SyncStore: Sendable {
         /// made through the mount are deferred until fsync (`syncDeferredWrites`), as on a
         /// local disk; none goes on the wire before it is synced (`markSent`).
         case deferred
-        /// Deferred, or synced when a deferred write is still unsynced: what goes on the wire
-        /// after this (a change queued by an ack) never rests on a write a power loss could drop.
-        case syncedIfDeferredPending
     }
 
     /// One write transaction; GRDB errors become `StoreError.database`.
     func write<T>(_ durability: Durability = .synced, _ body: (Database) throws -> T) throws(StoreError) -> T {
         do {
             return try pool.writeWithoutTransaction { db in
-                let deferred: Bool
-                switch durability {
-                case .synced: deferred = false
-                case .deferred: deferred = true
-                case .syncedIfDeferredPending: deferred = !unsyncedWrites.withLock { $0 }
-                }
+                let deferred = durability == .deferred
                 // `synchronous` cannot change inside a transaction; the connection is FULL otherwise.
                 if deferred { try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute() }
                 defer { if deferred { try? db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute() } }
@@ -97,8 +96,16 @@ public final class SyncStore: Sendable {
                     result = try body(db)
                     return .commit
                 }
-                // A commit that wrote nothing syncs nothing either.
-                if db.totalChangesCount != changesBefore { unsyncedWrites.withLock { $0 = deferred } }
+                // A commit that wrote nothing syncs nothing either; a synced one syncs all before it.
+                if db.totalChangesCount != changesBefore {
+                    syncProgress.withLock { progress in
+                        if deferred {
+                            progress.deferredCommits += 1
+                        } else {
+                            progress.syncedThrough = progress.deferredCommits
+                        }
+                    }
+                }
                 guard let result else { throw StoreError.database("write transaction produced no result") }
                 return result
             }
@@ -110,17 +117,30 @@ public final class SyncStore: Sendable {
     }
 
     /// Whether a `.deferred` write waits for `syncDeferredWrites` (or the next synced write).
-    public var hasUnsyncedWrites: Bool { unsyncedWrites.withLock { $0 } }
+    public var hasUnsyncedWrites: Bool {
+        syncProgress.withLock { $0.deferredCommits > $0.syncedThrough }
+    }
 
     /// Makes every `.deferred` write so far survive a power loss too: what fsync(2) of a mounted
     /// file promises for the saves, creates and renames that came before it.
+    ///
+    /// It fsyncs the WAL, as a synchronous=FULL commit does after writing its frames, but
+    /// without holding the writer: saves and acknowledgements go on while the disk flushes.
     public func syncDeferredWrites() throws(StoreError) {
-        guard unsyncedWrites.withLock({ $0 }) else { return }
-        // A synced commit fsyncs the WAL, which holds every commit before it. It must write
-        // something to commit at all: the node-id counter, unchanged.
-        try write(.synced) { db in
-            try db.cachedStatement(sql: "UPDATE meta SET value = value WHERE name = 'next_node_id'").execute()
+        // Every commit counted here has its frames in the WAL file already.
+        let target = syncProgress.withLock { $0.deferredCommits > $0.syncedThrough ? $0.deferredCommits : nil }
+        guard let target else { return }
+        let descriptor = Glibc.open(path + "-wal", O_WRONLY | O_CLOEXEC)
+        if descriptor < 0 {
+            // No WAL: the last connection checkpointed it into the (synced) database file.
+            if errno == ENOENT { return }
+            throw StoreError.database("cannot open the WAL to sync it: \(String(cString: strerror(errno)))")
         }
+        defer { Glibc.close(descriptor) }
+        guard fdatasync(descriptor) == 0 else {
+            throw StoreError.database("fsync of the WAL failed: \(String(cString: strerror(errno)))")
+        }
+        syncProgress.withLock { $0.syncedThrough = max($0.syncedThrough, target) }
     }
 
     /// One read from a WAL snapshot.

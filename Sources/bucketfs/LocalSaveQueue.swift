@@ -24,7 +24,8 @@ final class LocalSaveQueue: Sendable {
         if wasEmpty { signal.yield() }
     }
 
-    /// Calls `body` with each batch, in the order the changes were added, until `finish()`.
+    /// Calls `body` with each batch, in the order the changes were added, until the task is
+    /// cancelled.
     func forEachBatch(_ body: ([OutgoingChange]) async -> Void) async {
         for await _ in signals {
             let batch = pending.withLock { pending in
@@ -33,9 +34,5 @@ final class LocalSaveQueue: Sendable {
             }
             if !batch.isEmpty { await body(batch) }
         }
-    }
-
-    func finish() {
-        signal.finish()
     }
 }
