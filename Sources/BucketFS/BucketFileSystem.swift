@@ -84,7 +84,12 @@ public final class BucketFileSystem: Sendable {
             state.table.replaceListing(of: InodeTable.rootInode, with: buckets.map(Self.node(for:)))
         }
         var arguments = ["bucketfs"]
-        var fuseOptions = ["fsname=bucketfs", "subtype=bucketfs", "default_permissions"] + options.fuseOptions
+        var fuseOptions = ["fsname=bucketfs", "subtype=bucketfs"] + options.fuseOptions
+        // Only the mounting user reaches the files unless allow_other is set, and for that user
+        // the fixed modes (0644, 0755) allow everything: the kernel's checks matter only for
+        // others. Without them it need not fetch a directory's attributes again after every
+        // create, rename or unlink in it.
+        if options.fuseOptions.contains("allow_other") { fuseOptions.append("default_permissions") }
         if options.debug { arguments.append("-d") }
         fuseOptions = fuseOptions.filter { !$0.isEmpty }
         arguments += ["-o", fuseOptions.joined(separator: ",")]
