@@ -43,12 +43,7 @@ final class WorkQueue: @unchecked Sendable {
             condition.unlock()
             return async(job)
         }
-        running += 1
-        condition.unlock()
-        job()
-        condition.lock()
-        running -= 1
-        if head < jobs.count { condition.signal() }
+        execute(job)
         condition.unlock()
     }
 
@@ -82,13 +77,19 @@ final class WorkQueue: @unchecked Sendable {
                 jobs.removeFirst(head)
                 head = 0
             }
-            running += 1
-            condition.unlock()
-            job()
-            condition.lock()
-            running -= 1
-            if head < jobs.count { condition.signal() }
+            execute(job)
             condition.unlock()
         }
+    }
+
+    /// Runs `job` as one of the `running` ones; called, and returns, with the lock held.
+    private func execute(_ job: () -> Void) {
+        running += 1
+        condition.unlock()
+        job()
+        condition.lock()
+        running -= 1
+        // Whatever was queued meanwhile needs a worker now that one is free.
+        if head < jobs.count { condition.signal() }
     }
 }
