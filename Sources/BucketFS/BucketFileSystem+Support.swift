@@ -3,7 +3,8 @@ import Glibc
 
 /// Shared steps of the operations: hand-off, replies, directory loading.
 extension BucketFileSystem {
-    /// Runs `body` on `queue` (store work never runs on a FUSE thread); a thrown error is the reply.
+    /// Runs `body` through `queue`, in its order (here when the queue is idle, else on one of its
+    /// threads); a thrown error is the reply.
     func perform(_ request: FuseRequest, on queue: WorkQueue, _ body: @escaping @Sendable () throws(FSError) -> Void) {
         queue.run { [self] in
             do throws(FSError) { try body() } catch { fail(request, error) }

@@ -82,8 +82,8 @@ public struct MountChange: Hashable, Sendable {
 /// Everything the file system needs from the local store; all of it is local (SQLite or memory).
 ///
 /// Methods may block on the local disk but must never wait for the network: the file system
-/// calls them from its own work queues (never from a FUSE thread that holds a lock) and replies
-/// to the kernel when they return.
+/// calls them through its work queues (on a FUSE thread when the queue is idle, never while
+/// holding a lock) and replies to the kernel when they return.
 ///
 /// Durability follows POSIX: a change is kept when its method returns, so a crash of this
 /// process (kill -9) loses nothing; surviving a power loss as well is what `sync()` (fsync(2))

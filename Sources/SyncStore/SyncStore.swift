@@ -7,7 +7,9 @@ import Synchronization
 /// bytes), the outgoing change queue and local-only files, in one SQLite file (WAL).
 ///
 /// Every public method is one transaction. Writes use `synchronous=FULL`, so a method that
-/// returned has its effect on disk even if the process is killed or the machine loses power.
+/// returned has its effect on disk even if the process is killed or the machine loses power;
+/// those asked for `.deferred` durability (the mount's edits, remote data) survive a kill of
+/// the process, and `syncDeferredWrites()` makes them survive a power loss too.
 public final class SyncStore: Sendable {
     let pool: DatabasePool
     let path: String
