@@ -269,6 +269,12 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
         seq = inserted.rowID
     }
 
+    /// Records a queued change as written to a connection (a change past that stays as it is).
+    static func markSent(ccid: String, _ db: Database) throws {
+        try db.cachedStatement(sql: "UPDATE pending_change SET state = 'sent' WHERE ccid = ? AND state = 'queued'")
+            .execute(arguments: [ccid])
+    }
+
     /// The entity's open change: queued, sent, or `applied` (a 409 waiting for its echo).
     /// Rejected changes are closed; at most one change is open per entity.
     static func open(entityID: Int64, _ db: Database) throws -> ChangeRow? {

@@ -21,8 +21,7 @@ extension SyncStore {
     public func markSent(ccids: [String]) throws(StoreError) {
         guard !ccids.isEmpty else { return }
         try write(.deferred) { db in
-            let statement = try db.cachedStatement(sql: "UPDATE pending_change SET state = 'sent' WHERE ccid = ? AND state = 'queued'")
-            for ccid in ccids { try statement.execute(arguments: [ccid]) }
+            for ccid in ccids { try ChangeRow.markSent(ccid: ccid, db) }
         }
         // The changes may rest on deferred writes (a mount's close, an ack): on disk before they
         // go on the wire, so a power loss cannot take back what the server has.

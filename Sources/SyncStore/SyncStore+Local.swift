@@ -26,7 +26,7 @@ extension SyncStore {
             let bucketRow = try BucketRow.named(bucket, db)
             let result = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: Self.now(), db)
             guard markingSent, let change = result.readyToSend, change.state == .queued else { return result }
-            try db.cachedStatement(sql: "UPDATE pending_change SET state = 'sent' WHERE ccid = ?").execute(arguments: [change.ccid])
+            try ChangeRow.markSent(ccid: change.ccid, db)
             return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: change.marked(.sent))
         }
     }
@@ -66,16 +66,8 @@ extension SyncStore {
         try write(durability) { db in
             let bucketRow = try BucketRow.named(bucket, db)
             let now = Self.now()
-            // Editors write their scratch files on every save: one statement when the file exists.
-            let content = Data(bytes)
-            let update = try db.cachedStatement(
-                sql: "UPDATE local_file SET content = ?, mtime = ?, ctime = ? WHERE bucket_id = ? AND name = ? RETURNING id")
-            let id = try Int64.fetchOne(update, arguments: [content, now, now, bucketRow.id, name])
-            let row = LocalFileRow(
-                id: try id ?? Schema.allocateNodeID(db), bucketID: bucketRow.id, name: name, content: content, mtime: now,
-                ctime: now)
-            if id == nil { try row.insert(db) }
-            return row.info(bucket: bucket)
+            return try Self.putLocalFile(bucketID: bucketRow.id, name: name, content: Data(bytes), mtime: now, now: now, db)
+                .info(bucket: bucket)
         }
     }
 
@@ -147,17 +139,25 @@ extension SyncStore {
             }
             if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
         case (.entity(let from), .localFile(let name)):
-            var row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db)
-                ?? LocalFileRow(
-                    id: try Schema.allocateNodeID(db), bucketID: bucketRow.id, name: name, content: Data(),
-                    mtime: now, ctime: now)
-            row.content = Data(bytes)
-            row.mtime = sourceMTime
-            row.ctime = now
-            try row.save(db)
+            _ = try putLocalFile(bucketID: bucketRow.id, name: name, content: Data(bytes), mtime: sourceMTime, now: now, db)
             if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
         }
         return ready
+    }
+
+    /// Creates or replaces a local file's bytes inside the caller's transaction; `mtime` is now,
+    /// or the time a rename carries over. Editors write their scratch files on every save: one
+    /// statement when the file exists.
+    static func putLocalFile(
+        bucketID: Int64, name: String, content: Data, mtime: Int64, now: Int64, _ db: Database
+    ) throws -> LocalFileRow {
+        let update = try db.cachedStatement(
+            sql: "UPDATE local_file SET content = ?, mtime = ?, ctime = ? WHERE bucket_id = ? AND name = ? RETURNING id")
+        let id = try Int64.fetchOne(update, arguments: [content, mtime, now, bucketID, name])
+        let row = LocalFileRow(
+            id: try id ?? Schema.allocateNodeID(db), bucketID: bucketID, name: name, content: content, mtime: mtime, ctime: now)
+        if id == nil { try row.insert(db) }
+        return row
     }
 
     /// Saves `bytes` as the entity's file; `mtime` is the file's new modification time (now,
