@@ -17,14 +17,10 @@ extension BucketFileSystem {
             if truncate {
                 // With FUSE_CAP_ATOMIC_O_TRUNC the truncation arrives here, not as a setattr.
                 state.closedFiles.remove(realIno)
-                open.bytes = []
-                open.loaded = true
-                open.dirty = true
-                open.generation += 1
+                open.truncate()
             } else if !open.loaded {
                 guard let cached = state.closedFiles.take(realIno) else { return nil }
-                open.bytes = cached
-                open.loaded = true
+                open.load(cached, fresh: true)  // the cache holds only the store's bytes
             }
             open.handles += 1
             state.openFiles[realIno] = open
@@ -36,11 +32,7 @@ extension BucketFileSystem {
             let bytes = try backend.read(bucket: bucket, name: item)
             let handle = state.withLock { state -> UInt64 in
                 var open = state.openFiles[realIno] ?? OpenFile()
-                if !open.loaded {
-                    open.bytes = bytes
-                    open.loaded = true
-                    open.cacheable = state.remoteEpoch == epoch
-                }
+                open.load(bytes, fresh: state.remoteEpoch == epoch)
                 open.handles += 1
                 state.openFiles[realIno] = open
                 return state.addHandle(.file(ino: realIno))
@@ -147,12 +139,7 @@ extension BucketFileSystem {
         state.withLock { state in
             guard state.handles.removeValue(forKey: handle) != nil, var open = state.openFiles[ino] else { return }
             open.handles -= 1
-            if open.handles <= 0 && !open.dirty {
-                state.openFiles.removeValue(forKey: ino)
-                if open.loaded && open.cacheable { state.closedFiles.insert(ino, bytes: open.bytes) }
-            } else {
-                state.openFiles[ino] = open
-            }
+            state.putBack(open, of: ino)
         }
     }
 
@@ -180,12 +167,7 @@ extension BucketFileSystem {
                 // The store now holds exactly these bytes (a remote change merged meanwhile
                 // publishes its own event, which drops them again).
                 open.cacheable = true
-                if open.handles <= 0 {
-                    state.openFiles.removeValue(forKey: ino)
-                    state.closedFiles.insert(ino, bytes: open.bytes)
-                } else {
-                    state.openFiles[ino] = open
-                }
+                state.putBack(open, of: ino)
             }
             if let node = state.table.node(ino) {
                 state.table.updateAttributes(of: node.ino, size: entry.size, mtime: entry.mtime, ctime: entry.ctime)
@@ -247,14 +229,9 @@ extension BucketFileSystem {
                 state.closedFiles.remove(ino)
                 var open = state.openFiles[ino] ?? OpenFile()
                 if truncate {
-                    open.bytes = []
-                    open.loaded = true
-                    open.dirty = true
-                    open.generation += 1
-                } else if !open.loaded {
-                    open.bytes = bytes
-                    open.loaded = true
-                    open.cacheable = state.remoteEpoch == epoch
+                    open.truncate()
+                } else {
+                    open.load(bytes, fresh: state.remoteEpoch == epoch)
                 }
                 open.handles += 1
                 state.openFiles[ino] = open
@@ -277,11 +254,7 @@ extension BucketFileSystem {
         let bytes = try backend.read(bucket: bucket, name: item)
         return state.withLock { state -> T in
             var open = state.openFiles[ino] ?? OpenFile()
-            if !open.loaded {
-                open.bytes = bytes
-                open.loaded = true
-                open.cacheable = state.remoteEpoch == epoch
-            }
+            open.load(bytes, fresh: state.remoteEpoch == epoch)
             state.openFiles[ino] = open
             return body(open.bytes)
         }

@@ -14,6 +14,23 @@ struct OpenFile: Sendable {
     /// False when the bytes were read from the store while a remote change may have landed
     /// (they could be older than the store's): they are not kept in the closed-file cache.
     var cacheable = true
+
+    /// Takes bytes read from the store, unless a working copy is there already. `fresh`: no
+    /// remote change landed while they were read (they may go to the closed-file cache later).
+    mutating func load(_ bytes: [UInt8], fresh: Bool) {
+        guard !loaded else { return }
+        self.bytes = bytes
+        loaded = true
+        cacheable = fresh
+    }
+
+    /// open(O_TRUNC): the working copy becomes empty, to be saved.
+    mutating func truncate() {
+        bytes = []
+        loaded = true
+        dirty = true
+        generation += 1
+    }
 }
 
 /// One row of a directory handle's listing, taken at opendir (stable offsets for readdir).
@@ -49,6 +66,17 @@ struct FileSystemState: Sendable {
 
     init(rootTime: MountTime) {
         table = InodeTable(rootTime: rootTime)
+    }
+
+    /// Puts a file's working copy back. One that no handle holds and that owes the store nothing
+    /// leaves, its bytes kept in the closed-file cache when they are the store's.
+    mutating func putBack(_ open: OpenFile, of ino: UInt64) {
+        if open.handles <= 0 && !open.dirty {
+            openFiles.removeValue(forKey: ino)
+            if open.loaded && open.cacheable { closedFiles.insert(ino, bytes: open.bytes) }
+        } else {
+            openFiles[ino] = open
+        }
     }
 
     mutating func addHandle(_ handle: OpenHandle) -> UInt64 {
