@@ -119,10 +119,8 @@ public final class SyncStoreBackend: MountBackend {
     public func setModificationTime(bucket: String, name: MountItemName, to time: MountTime) throws(FSError) -> MountEntry {
         // Stored, so touch/rsync -a times survive remounts (backup tools compare them).
         try mapped { () throws(StoreError) in
-            try store.setModificationTime(bucket: bucket, name: Self.storeName(name), mtime: time, durability: .deferred)
+            entry(bucket, try store.setModificationTime(bucket: bucket, name: Self.storeName(name), mtime: time, durability: .deferred))
         }
-        guard let updated = try entry(bucket: bucket, name: name) else { throw FSError.notFound }
-        return updated
     }
 
     public func sync() throws(FSError) {

@@ -3,9 +3,11 @@ import GRDB
 extension SyncStore {
     /// Sets the modification time a file shows (utimensat: `touch`, `rsync -a`, `cp -p`),
     /// durably, so it is the same after a remount. The change time becomes now, as POSIX says.
+    /// Returns the file as it now is.
+    @discardableResult
     public func setModificationTime(
         bucket: String, name: EntryName, mtime: StoreTime, durability: Durability = .synced
-    ) throws(StoreError) {
+    ) throws(StoreError) -> DirectoryEntry {
         try write(durability) { db in
             let bucketRow = try BucketRow.named(bucket, db)
             let now = Self.now()
@@ -22,6 +24,10 @@ extension SyncStore {
                     arguments: [mtime, now, bucketRow.id, fileName])
                 guard db.changesCount > 0 else { throw StoreError.unknownLocalFile(bucket: bucket, name: fileName) }
             }
+            guard let updated = try Self.lookup(bucket: bucket, name: name, db) else {
+                throw StoreError.database("\(name) is missing after setting its time")
+            }
+            return updated
         }
     }
 }
