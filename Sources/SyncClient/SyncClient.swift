@@ -113,7 +113,10 @@ public actor SyncClient {
     }
 
     /// The buckets this client syncs, by channel.
-    public var buckets: [String] { machines.filter { !removedChannels.contains($0.channel) }.map(\.bucket) }
+    public var buckets: [String] { activeMachines.map(\.bucket) }
+
+    /// The machines of the buckets still synced (a removed bucket's slot stays).
+    var activeMachines: [BucketMachine] { machines.filter { !removedChannels.contains($0.channel) } }
 
     /// Skips the current reconnect delay (e.g. the network came back).
     public func reconnectNow() {
@@ -190,7 +193,7 @@ public actor SyncClient {
 
     /// Whether every bucket is in sync with nothing owed to the server.
     public func isIdle() -> Bool {
-        let active = machines.filter { !removedChannels.contains($0.channel) }
+        let active = activeMachines
         guard connection != nil, active.allSatisfy(\.isReady) else { return false }
         for machine in active {
             guard let owed = try? store.outgoingChanges(bucket: machine.bucket), owed.isEmpty,
