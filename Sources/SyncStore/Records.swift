@@ -74,6 +74,13 @@ public struct EntityInfo: Hashable, Sendable {
     public let deletedPending: Bool
 }
 
+extension EntityInfo {
+    /// The entity's file as a directory listing shows it.
+    var directoryEntry: DirectoryEntry {
+        DirectoryEntry(id: id, name: .entity(key: key), size: content.count, mtime: mtime, ctime: ctime)
+    }
+}
+
 /// A local-only file (editor scratch names): kept as bytes, never sent.
 public struct LocalFileInfo: Hashable, Sendable {
     public let id: Int64

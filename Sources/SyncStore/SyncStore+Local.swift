@@ -59,16 +59,27 @@ extension SyncStore {
         }
     }
 
-    /// Creates or replaces a local-only file (editor scratch names); never sent.
+    /// Creates or replaces a local-only file (editor scratch names); never sent. `newID`: the id
+    /// a file that does not exist yet gets (one from `reserveNodeIDs`), else a fresh one.
     public func writeLocalFile(
-        bucket: String, name: String, bytes: [UInt8], durability: Durability = .synced
+        bucket: String, name: String, bytes: [UInt8], newID: Int64? = nil, durability: Durability = .synced
     ) throws(StoreError) -> LocalFileInfo {
         try write(durability) { db in
             let bucketRow = try BucketRow.named(bucket, db)
             let now = Self.now()
-            return try Self.putLocalFile(bucketID: bucketRow.id, name: name, content: Data(bytes), mtime: now, now: now, db)
-                .info(bucket: bucket)
+            return try Self.putLocalFile(
+                bucketID: bucketRow.id, name: name, content: Data(bytes), mtime: now, now: now, newID: newID, db
+            ).info(bucket: bucket)
         }
+    }
+
+    /// Takes `count` node ids that nothing in the store will ever use, for files the caller
+    /// creates before it first writes them (`writeLocalFile(newID:)`). A crash may lose the
+    /// reservation only together with every write that used one of its ids (the WAL is ordered).
+    public func reserveNodeIDs(count: Int) throws(StoreError) -> ClosedRange<Int64> {
+        precondition(count > 0, "reserve at least one id")
+        let first = try write(.deferred) { db in try Schema.allocateNodeIDs(db, count: count) }
+        return first...(first + Int64(count) - 1)
     }
 
     /// Removes a local-only file.
@@ -88,20 +99,15 @@ extension SyncStore {
     public func rename(
         bucket: String, from source: EntryName, to target: EntryName, durability: Durability = .synced
     ) throws(StoreError) -> RenameResult {
-        try write(durability) { db in
-            let changes = try Self.rename(bucket: bucket, from: source, to: target, db)
-            guard let destination = try Self.lookup(bucket: bucket, name: target, db) else {
-                throw StoreError.database("renamed \(target) is missing")
-            }
-            return RenameResult(changes: changes, destination: destination)
-        }
+        try write(durability) { db in try Self.rename(bucket: bucket, from: source, to: target, db) }
     }
 
-    /// `rename` inside the caller's transaction; returns the changes ready to send.
-    private static func rename(bucket: String, from source: EntryName, to target: EntryName, _ db: Database) throws -> [OutgoingChange] {
+    /// `rename` inside the caller's transaction.
+    private static func rename(bucket: String, from source: EntryName, to target: EntryName, _ db: Database) throws -> RenameResult {
         let bucketRow = try BucketRow.named(bucket, db)
         let now = Self.now()
         var ready: [OutgoingChange] = []
+        let destination: DirectoryEntry
         let bytes: [UInt8]
         // rename(2) moves the file, times included (`rsync -a` sets the temp file's mtime, then renames it).
         let sourceMTime: StoreTime
@@ -119,43 +125,52 @@ extension SyncStore {
             bytes = [UInt8](row.content)
             sourceMTime = row.mtime
         }
-        guard source != target else { return [] }
+        guard source != target else {
+            guard let unchanged = try lookup(bucket: bucket, name: target, db) else {
+                throw StoreError.database("renamed \(target) is missing")
+            }
+            return RenameResult(changes: [], destination: unchanged)
+        }
         switch (source, target) {
         case (.localFile(let from), .localFile(let to)):
             try db.execute(
                 sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ?", arguments: [bucketRow.id, to])
-            try db.execute(
-                sql: "UPDATE local_file SET name = ?, ctime = ? WHERE bucket_id = ? AND name = ?",
+            let moved = try Int64.fetchOne(
+                db, sql: "UPDATE local_file SET name = ?, ctime = ? WHERE bucket_id = ? AND name = ? RETURNING id",
                 arguments: [to, now, bucketRow.id, from])
+            guard let moved else { throw StoreError.unknownLocalFile(bucket: bucket, name: from) }
+            destination = DirectoryEntry(id: moved, name: target, size: bytes.count, mtime: sourceMTime, ctime: now)
         case (.localFile(let from), .entity(let key)):
-            if let change = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, db).readyToSend {
-                ready.append(change)
-            }
+            let saved = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, db)
+            if let change = saved.readyToSend { ready.append(change) }
+            destination = saved.entity.directoryEntry
             try db.execute(
                 sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ?", arguments: [bucketRow.id, from])
         case (.entity(let from), .entity(let key)):
-            if let change = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, db).readyToSend {
-                ready.append(change)
-            }
+            let saved = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, db)
+            if let change = saved.readyToSend { ready.append(change) }
+            destination = saved.entity.directoryEntry
             if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
         case (.entity(let from), .localFile(let name)):
-            _ = try putLocalFile(bucketID: bucketRow.id, name: name, content: Data(bytes), mtime: sourceMTime, now: now, db)
+            let file = try putLocalFile(bucketID: bucketRow.id, name: name, content: Data(bytes), mtime: sourceMTime, now: now, db)
+            destination = DirectoryEntry(id: file.id, name: target, size: file.content.count, mtime: file.mtime, ctime: file.ctime)
             if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
         }
-        return ready
+        return RenameResult(changes: ready, destination: destination)
     }
 
     /// Creates or replaces a local file's bytes inside the caller's transaction; `mtime` is now,
     /// or the time a rename carries over. Editors write their scratch files on every save: one
     /// statement when the file exists.
     static func putLocalFile(
-        bucketID: Int64, name: String, content: Data, mtime: Int64, now: Int64, _ db: Database
+        bucketID: Int64, name: String, content: Data, mtime: Int64, now: Int64, newID: Int64? = nil, _ db: Database
     ) throws -> LocalFileRow {
         let update = try db.cachedStatement(
             sql: "UPDATE local_file SET content = ?, mtime = ?, ctime = ? WHERE bucket_id = ? AND name = ? RETURNING id")
         let id = try Int64.fetchOne(update, arguments: [content, mtime, now, bucketID, name])
         let row = LocalFileRow(
-            id: try id ?? Schema.allocateNodeID(db), bucketID: bucketID, name: name, content: content, mtime: mtime, ctime: now)
+            id: try id ?? newID ?? Schema.allocateNodeID(db), bucketID: bucketID, name: name, content: content, mtime: mtime,
+            ctime: now)
         if id == nil { try row.insert(db) }
         return row
     }

@@ -6,10 +6,10 @@ import Synchronization
 /// The client's durable state for one mount: buckets, entities (ghost + local value + file
 /// bytes), the outgoing change queue and local-only files, in one SQLite file (WAL).
 ///
-/// Every public method is one transaction. Writes use `synchronous=FULL`, so a method that
-/// returned has its effect on disk even if the process is killed or the machine loses power;
-/// those asked for `.deferred` durability (the mount's edits, remote data) survive a kill of
-/// the process, and `syncDeferredWrites()` makes them survive a power loss too.
+/// Every public method is one transaction. A write that returned has its effect on disk even
+/// if the process is killed or the machine loses power (its WAL frames are fsynced, as with
+/// `synchronous=FULL`); those asked for `.deferred` durability (the mount's edits, remote data)
+/// survive a kill of the process, and `syncDeferredWrites()` makes them survive a power loss too.
 public final class SyncStore: Sendable {
     let pool: DatabasePool
     let path: String
@@ -30,8 +30,10 @@ public final class SyncStore: Sendable {
         configuration.label = "SyncStore"
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
-            // WAL + FULL: each commit fsyncs the WAL, so a returned save survives power loss too.
-            try db.execute(sql: "PRAGMA synchronous = FULL")
+            // WAL + NORMAL: commits do not fsync; a `.synced` write fsyncs the WAL once it has
+            // committed (`write`), which is what FULL would do inside the commit, so one
+            // connection serves both durabilities without switching modes per transaction.
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
@@ -86,27 +88,18 @@ public final class SyncStore: Sendable {
 
     /// One write transaction; GRDB errors become `StoreError.database`.
     func write<T>(_ durability: Durability = .synced, _ body: (Database) throws -> T) throws(StoreError) -> T {
+        let result: T
         do {
-            return try pool.writeWithoutTransaction { db in
-                let deferred = durability == .deferred
-                // `synchronous` cannot change inside a transaction; the connection is FULL otherwise.
-                if deferred { try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute() }
-                defer { if deferred { try? db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute() } }
+            result = try pool.writeWithoutTransaction { db in
                 let changesBefore = db.totalChangesCount
                 var result: T?
                 try db.inTransaction(.immediate) {
                     result = try body(db)
                     return .commit
                 }
-                // A commit that wrote nothing syncs nothing either; a synced one syncs all before it.
+                // A commit that wrote nothing has nothing to sync.
                 if db.totalChangesCount != changesBefore {
-                    syncProgress.withLock { progress in
-                        if deferred {
-                            progress.deferredCommits += 1
-                        } else {
-                            progress.syncedThrough = progress.deferredCommits
-                        }
-                    }
+                    syncProgress.withLock { $0.deferredCommits += 1 }
                 }
                 guard let result else { throw StoreError.database("write transaction produced no result") }
                 return result
@@ -116,6 +109,10 @@ public final class SyncStore: Sendable {
         } catch {
             throw StoreError.database(String(describing: error))
         }
+        // Outside the writer: other writes go on while the disk flushes (the WAL is ordered, so
+        // the fsync also covers every write before this one).
+        if durability == .synced { try syncDeferredWrites() }
+        return result
     }
 
     /// Whether a `.deferred` write waits for `syncDeferredWrites` (or the next synced write).
