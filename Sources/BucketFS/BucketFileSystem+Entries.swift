@@ -108,7 +108,7 @@ extension BucketFileSystem {
         state.withLock { $0.closedFiles.remove(ino) }
         var bytes = try backend.read(bucket: bucket, name: item)
         resize(&bytes, to: size)
-        let entry = try backend.save(bucket: bucket, name: item, bytes: bytes)
+        let entry = try backend.save(bucket: bucket, name: item, bytes: bytes, newID: nil)
         state.withLock { $0.table.updateAttributes(of: ino, size: entry.size, mtime: entry.mtime, ctime: entry.ctime) }
     }
 

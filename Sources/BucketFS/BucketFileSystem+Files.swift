@@ -156,7 +156,7 @@ extension BucketFileSystem {
             return (bucket, item, open.bytes, open.generation, open.pendingModificationTime)
         }
         guard let snapshot else { return }
-        var entry = try backend.save(bucket: snapshot.bucket, name: snapshot.item, bytes: snapshot.bytes)
+        var entry = try backend.save(bucket: snapshot.bucket, name: snapshot.item, bytes: snapshot.bytes, newID: ino)
         if let time = snapshot.time {
             entry = try backend.setModificationTime(bucket: snapshot.bucket, name: snapshot.item, to: time)
         }
@@ -195,14 +195,28 @@ extension BucketFileSystem {
                 guard let info, info.flags & O_EXCL == 0, case .file = existing.kind else { throw FSError.exists }
                 return reopen(request, ino: existing.ino, info: info)
             }
-            let entry = try backend.save(bucket: bucket, name: item, bytes: [])
-            let node = Self.node(for: entry, parent: parent)
+            let node: Node
+            let inMemoryOnly: Bool
+            if info != nil, case .localFile = item {
+                // An editor's scratch file is created, written, fsynced and renamed at once: it
+                // reaches the store at its first save (flush, fsync, rename or release), which
+                // stores it under the number handed out here. Until then it has no bytes to lose.
+                let now = Attributes.now()
+                node = Node(
+                    ino: try reservedID(), parent: parent, fileName: name, kind: .file(bucket: bucket, item: item),
+                    size: 0, mtime: now, ctime: now)
+                inMemoryOnly = true
+            } else {
+                node = Self.node(for: try backend.save(bucket: bucket, name: item, bytes: [], newID: nil), parent: parent)
+                inMemoryOnly = false
+            }
             let handle = state.withLock { state -> UInt64? in
                 state.table.upsert(node)
                 guard info != nil else { return nil }
                 var open = state.openFiles[node.ino] ?? OpenFile()
                 open.bytes = []
                 open.loaded = true
+                open.dirty = inMemoryOnly
                 open.handles += 1
                 state.openFiles[node.ino] = open
                 return state.addHandle(.file(ino: node.ino))
@@ -216,6 +230,18 @@ extension BucketFileSystem {
         }
     }
 
+    /// How many ids one reservation takes: one store write per this many scratch files.
+    static let reservedIDBlock = 256
+
+    /// The next number from the ids reserved for files created in memory (on `writeQueue`, the
+    /// only place that takes them).
+    private func reservedID() throws(FSError) -> UInt64 {
+        if let id = state.withLock({ $0.takeReservedID() }) { return id }
+        let ids = try backend.reserveIDs(count: Self.reservedIDBlock)
+        state.withLock { $0.reservedIDs = (ids.lowerBound + 1)..<(ids.upperBound + 1) }
+        return ids.lowerBound
+    }
+
     /// create() on a name that appeared meanwhile: answer like open(), with an entry.
     private func reopen(_ request: FuseRequest, ino: UInt64, info: FileInfo) {
         do throws(FSError) {
@@ -223,8 +249,9 @@ extension BucketFileSystem {
                 throw FSError.notFound
             }
             let truncate = info.flags & O_TRUNC != 0
-            let epoch = state.withLock { $0.remoteEpoch }
-            let bytes = truncate ? [] : try backend.read(bucket: bucket, name: item)
+            let (epoch, inMemory) = state.withLock { ($0.remoteEpoch, $0.openFiles[ino]?.loaded ?? false) }
+            // A working copy in memory is the file (one created in memory is not stored yet).
+            let bytes = truncate || inMemory ? [] : try backend.read(bucket: bucket, name: item)
             let handle = state.withLock { state -> UInt64 in
                 state.closedFiles.remove(ino)
                 var open = state.openFiles[ino] ?? OpenFile()

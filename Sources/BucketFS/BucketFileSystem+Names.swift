@@ -14,7 +14,11 @@ extension BucketFileSystem {
                 request.replyOK()
             case .file(let bucket, let item):
                 perform(request, on: writeQueue) { [self] () throws(FSError) in
-                    try backend.delete(bucket: bucket, name: item)
+                    do throws(FSError) {
+                        try backend.delete(bucket: bucket, name: item)
+                    } catch .notFound where item.isLocalFile {
+                        // Created in memory and never saved (`makeFile`): the store has nothing to remove.
+                    }
                     state.withLock { state in
                         state.table.unlink(parent: parent, name: name)
                         state.closedFiles.remove(node.ino)

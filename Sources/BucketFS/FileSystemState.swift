@@ -60,6 +60,8 @@ struct FileSystemState: Sendable {
     var nextHandle: UInt64 = 1
     /// Symlinks are not stored; their numbers come from a range the store never reaches.
     var nextSymlinkInode: UInt64 = 1 << 62
+    /// Numbers the store set aside for files created in memory (`MountBackend.reserveIDs`).
+    var reservedIDs: Range<UInt64> = 0..<0
     /// Directory times set by utimens (rsync -a, cp -a); the store keeps no directory times, so
     /// they last for the mount's life.
     var directoryTimes: [UInt64: MountTime] = [:]
@@ -77,6 +79,12 @@ struct FileSystemState: Sendable {
         } else {
             openFiles[ino] = open
         }
+    }
+
+    mutating func takeReservedID() -> UInt64? {
+        guard let id = reservedIDs.first else { return nil }
+        reservedIDs = (id + 1)..<reservedIDs.upperBound
+        return id
     }
 
     mutating func addHandle(_ handle: OpenHandle) -> UInt64 {

@@ -7,6 +7,11 @@ public enum MountItemName: Hashable, Sendable {
     case entity(key: String)
     /// Any other name (editor scratch, non-JSON): kept locally, never sent.
     case localFile(name: String)
+
+    public var isLocalFile: Bool {
+        if case .localFile = self { return true }
+        return false
+    }
 }
 
 /// A bucket (a directory at the mount root).
@@ -104,7 +109,12 @@ public protocol MountBackend: Sendable {
     func read(bucket: String, name: MountItemName) throws(FSError) -> [UInt8]
     /// Replaces the file's bytes, creating it if needed; kept in the local store on return.
     /// An entity whose bytes are not a JSON object is kept as written, state `invalid`, not sent.
-    func save(bucket: String, name: MountItemName, bytes: [UInt8]) throws(FSError) -> MountEntry
+    /// `newID`: the id a local file that is not in the store yet gets (from `reserveIDs`).
+    func save(bucket: String, name: MountItemName, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountEntry
+    /// `count` ids that no stored file will ever get, for local files the file system creates
+    /// in memory and stores at their first save (editors' scratch files are created, written
+    /// and renamed at once: the store sees them once).
+    func reserveIDs(count: Int) throws(FSError) -> ClosedRange<UInt64>
     /// Removes the file (an entity removal is sent; a local file just goes).
     func delete(bucket: String, name: MountItemName) throws(FSError)
     /// Moves `source`'s bytes (and modification time) to `destination` in one transaction,
@@ -113,6 +123,10 @@ public protocol MountBackend: Sendable {
     func rename(bucket: String, from source: MountItemName, to destination: MountItemName) throws(FSError) -> MountEntry
     /// Sets the file's modification time (touch, rsync -a).
     func setModificationTime(bucket: String, name: MountItemName, to time: MountTime) throws(FSError) -> MountEntry
+    /// Hands the changes that the edits so far made ready to the sync engine. The file system
+    /// calls it after replying, so that no reply waits for the hand-off (a wake-up of another
+    /// thread); until then the changes wait in the store, where the engine would find them anyway.
+    func handOffChanges()
     /// Makes every change made so far survive a power loss (fsync, fsyncdir, unmount).
     func sync() throws(FSError)
     /// The entity's xattr data; nil for names that are not entities or do not exist.

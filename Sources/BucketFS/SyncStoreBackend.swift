@@ -4,12 +4,14 @@ import SyncStore
 
 /// The mount's backend over the SQLite `SyncStore`: a thin adapter. Saves, deletes and renames
 /// are `.deferred` store writes (kept through a crash of this process; `sync()` makes them
-/// survive a power loss); the changes they make ready are handed to `onOutgoing` (the sync
-/// engine sends them, never before the writes they rest on are synced; it also finds them in
-/// the store after a restart).
+/// survive a power loss); the changes they make ready are held until `handOffChanges()`, then
+/// go to `onOutgoing` (the sync engine sends them, never before the writes they rest on are
+/// synced; it also finds them in the store after a restart).
 public final class SyncStoreBackend: MountBackend {
     public let store: SyncStore
     private let onOutgoing: @Sendable ([OutgoingChange]) -> Void
+    /// Ready changes not yet handed to `onOutgoing`, in the order the edits made them.
+    private let heldChanges = Mutex<[OutgoingChange]>([])
     private let onBucketCreated: @Sendable (String) -> Void
     private let onBucketRemoved: @Sendable (String) -> Void
     private let logger: Logger
@@ -72,12 +74,12 @@ public final class SyncStoreBackend: MountBackend {
         return bytes
     }
 
-    public func save(bucket: String, name: MountItemName, bytes: [UInt8]) throws(FSError) -> MountEntry {
+    public func save(bucket: String, name: MountItemName, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountEntry {
         try mapped { () throws(StoreError) -> MountEntry in
             switch name {
             case .entity(let key):
                 let result = try store.saveLocal(bucket: bucket, key: key, bytes: bytes, durability: .deferred)
-                if let change = result.readyToSend { onOutgoing([change]) }
+                if let change = result.readyToSend { hold([change]) }
                 if let problem = result.parseError, !bytes.isEmpty {
                     // DESIGN.md: an invalid write is kept, not sent, and reported (xattr, log, status).
                     logger.warning("saved locally only: \(problem)", metadata: ["bucket": "\(bucket)", "key": "\(key)"])
@@ -87,7 +89,8 @@ public final class SyncStoreBackend: MountBackend {
                     id: UInt64(entity.id), bucket: bucket, name: name, size: entity.content.count, mtime: entity.mtime,
                     ctime: entity.ctime)
             case .localFile(let fileName):
-                let file = try store.writeLocalFile(bucket: bucket, name: fileName, bytes: bytes, durability: .deferred)
+                let file = try store.writeLocalFile(
+                    bucket: bucket, name: fileName, bytes: bytes, newID: newID.map(Int64.init), durability: .deferred)
                 return MountEntry(
                     id: UInt64(file.id), bucket: bucket, name: name, size: file.content.count, mtime: file.mtime,
                     ctime: file.ctime)
@@ -95,11 +98,18 @@ public final class SyncStoreBackend: MountBackend {
         }
     }
 
+    public func reserveIDs(count: Int) throws(FSError) -> ClosedRange<UInt64> {
+        try mapped { () throws(StoreError) in
+            let ids = try store.reserveNodeIDs(count: count)
+            return UInt64(ids.lowerBound)...UInt64(ids.upperBound)
+        }
+    }
+
     public func delete(bucket: String, name: MountItemName) throws(FSError) {
         try mapped { () throws(StoreError) in
             switch name {
             case .entity(let key):
-                if let change = try store.deleteLocal(bucket: bucket, key: key, durability: .deferred) { onOutgoing([change]) }
+                if let change = try store.deleteLocal(bucket: bucket, key: key, durability: .deferred) { hold([change]) }
             case .localFile(let fileName):
                 try store.removeLocalFile(bucket: bucket, name: fileName, durability: .deferred)
             }
@@ -110,7 +120,7 @@ public final class SyncStoreBackend: MountBackend {
         try mapped { () throws(StoreError) -> MountEntry in
             let renamed = try store.rename(
                 bucket: bucket, from: Self.storeName(source), to: Self.storeName(destination), durability: .deferred)
-            if !renamed.changes.isEmpty { onOutgoing(renamed.changes) }
+            hold(renamed.changes)
             // rsync -a sets the time on its temporary file, then renames it over the target.
             return entry(bucket, renamed.destination)
         }
@@ -121,6 +131,19 @@ public final class SyncStoreBackend: MountBackend {
         try mapped { () throws(StoreError) in
             entry(bucket, try store.setModificationTime(bucket: bucket, name: Self.storeName(name), mtime: time, durability: .deferred))
         }
+    }
+
+    public func handOffChanges() {
+        let changes = heldChanges.withLock { held in
+            defer { held.removeAll() }
+            return held
+        }
+        if !changes.isEmpty { onOutgoing(changes) }
+    }
+
+    private func hold(_ changes: [OutgoingChange]) {
+        guard !changes.isEmpty else { return }
+        heldChanges.withLock { $0 += changes }
     }
 
     public func sync() throws(FSError) {

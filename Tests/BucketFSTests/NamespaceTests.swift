@@ -95,6 +95,66 @@ struct NamespaceTests {
         #expect(try Tool.run("/bin/cat", [mount.path("notes/b.json")]).stdout == "{\"b\": 2}")
     }
 
+    /// Scratch files are created in memory and stored at their first save, under the number
+    /// create handed out; that number stays theirs, and no stored file ever gets it too.
+    @Test func scratchFilesKeepTheNumberCreateGaveThem() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let dir = mount.path("notes")
+        let result = try Tool.python(
+            """
+            import os
+            def make(name, data, close=True):
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                if data: os.write(fd, data)
+                ino = os.fstat(fd).st_ino
+                if close: os.close(fd)
+                return ino, fd
+            empty, _ = make('empty~', b'')
+            kept, _ = make('kept.tmp', b'abc')
+            gone, fd = make('gone.swp', b'xyz', close=False)
+            os.unlink('gone.swp')
+            os.write(fd, b'more')
+            os.close(fd)
+            moved, fd = make('moved.tmp', b'123', close=False)
+            os.fsync(fd)
+            os.rename('moved.tmp', 'moved.txt')
+            os.close(fd)
+            with open('e.json', 'w') as f: f.write('{}')
+            print(empty, kept, moved, gone, os.stat('e.json').st_ino)
+            print(sorted(os.listdir('.')))
+            """, in: dir)
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        let numbers = lines.first?.split(separator: " ").compactMap { Int64($0) } ?? []
+        try #require(numbers.count == 5)
+        #expect(Set(numbers).count == 5)
+        #expect(lines.last == "['e.json', 'empty~', 'kept.tmp', 'moved.txt']")
+        let empty = try mount.store.localFile(bucket: "notes", name: "empty~")
+        #expect(empty?.id == numbers[0] && empty?.content == [])
+        let kept = try mount.store.localFile(bucket: "notes", name: "kept.tmp")
+        #expect(kept?.id == numbers[1] && kept?.content == Array("abc".utf8))
+        #expect(try mount.store.localFile(bucket: "notes", name: "moved.txt")?.id == numbers[2])
+        #expect(try mount.store.localFile(bucket: "notes", name: "gone.swp") == nil)
+        #expect(try mount.store.lookup(bucket: "notes", name: .entity(key: "e"))?.id == numbers[4])
+
+        let listing = "stat -c '%n %i %s' e.json empty~ kept.tmp moved.txt"
+        let before = try Tool.shell(listing, in: dir).stdout
+        try mount.remount()
+        #expect(try Tool.shell(listing, in: dir).stdout == before)
+        // Numbers reserved by the first mount and never used stay unused.
+        let later = try Tool.python(
+            """
+            import os
+            fd = os.open('later.tmp', os.O_WRONLY | os.O_CREAT, 0o644)
+            os.close(fd)
+            with open('f.json', 'w') as f: f.write('{}')
+            print(os.stat('later.tmp').st_ino, os.stat('f.json').st_ino)
+            """, in: dir)
+        let laterNumbers = later.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Int64($0) }
+        #expect(laterNumbers.count == 2)
+        #expect(Set(laterNumbers + numbers).count == 7)
+    }
+
     @Test func largeDirectoryListsQuickly() throws {
         let mount = try MountFixture(buckets: ["notes", "big"])
         defer { mount.close() }
