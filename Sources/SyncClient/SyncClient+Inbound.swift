@@ -208,25 +208,32 @@ extension SyncClient {
     /// connection unless it was requeued (error handling). Changes are marked `sent` before the
     /// write: the write suspends, and a save coalescing into a still-`queued` row meanwhile
     /// would change a change the server may already have (same ccid, different content).
+    ///
+    /// The changes for one channel go out as one `c:` frame (an array when there are several):
+    /// under a burst of saves the server takes them in one message and one commit.
     public func send(_ changes: [OutgoingChange]) async {
-        var frames: [String] = []
+        var requests: [(channel: Int, requests: [ChangeRequest])] = []
         var queued: [String] = []
         for change in changes {
             guard let channel = liveChannel(of: change.bucket) else { continue }
             if change.state == .sent && sentOnConnection.contains(change.ccid) { continue }
             do {
                 let request = try Conversions.request(change, clientID: configuration.clientID)
-                frames.append(ChannelClientMessage.changes([request]).frameText(channel: channel))
+                if let index = requests.firstIndex(where: { $0.channel == channel }) {
+                    requests[index].requests.append(request)
+                } else {
+                    requests.append((channel, [request]))
+                }
                 if change.state == .queued { queued.append(change.ccid) }
                 sentOnConnection.insert(change.ccid)
             } catch {
                 logger.error("cannot encode change \(change.ccid): \(error)")
             }
         }
-        guard !frames.isEmpty else { return }
+        guard !requests.isEmpty else { return }
         // A save that was about to go out was recorded as sent in its own transaction.
         do { try store.markSent(ccids: queued) } catch { logger.error("marking sent failed: \(error)") }
-        for frame in frames { await write(frame) }
+        for (channel, requests) in requests { await write(ChannelClientMessage.changes(requests).frameText(channel: channel)) }
     }
 
     func publishProgress(channel: Int) {

@@ -111,6 +111,34 @@ struct DriverTests {
         #expect(await client.heartbeatTick(connectionID: id) == false)
     }
 
+    @Test func changesSentTogetherGoOutAsOneFrame() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let (client, store) = try makeClient(directory)
+        defer { try? store.close() }
+        let writer = RecordingWriter()
+        let id = await client.opened(writer: writer)
+        await client.receive("0:auth:alice@example.com", connectionID: id)
+        await client.receive(#"0:i:{"current":"cv1","index":[]}"#, connectionID: id)
+        _ = writer.take()
+        // Saves made while the engine was busy (the mount hands them over in batches).
+        let changes = try ["a", "b", "c"].map { key in
+            try #require(try store.saveLocal(bucket: "notes", key: key, value: ["k": .string(key)]).readyToSend)
+        }
+        await client.send(changes)
+        let frames = writer.take()
+        #expect(frames.count == 1)
+        let frame = try #require(frames.first)
+        #expect(frame.hasPrefix("0:c:["))
+        let requests = try ChangeRequest.parseAll(payload: String(frame.dropFirst("0:c:".count)))
+        #expect(requests.map(\.ccid) == changes.map(\.ccid))
+        #expect(try changes.allSatisfy { try store.entity(bucket: "notes", key: $0.key)?.state == .pending })
+        // A lone change is the object form, which every server takes.
+        let lone = try #require(try store.saveLocal(bucket: "notes", key: "d", value: ["k": 1]).readyToSend)
+        await client.send([lone])
+        #expect(writer.take().first?.hasPrefix("0:c:{") == true)
+    }
+
     @Test func initCanCarryTheFirstCommand() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
