@@ -223,7 +223,14 @@ extension BucketFileSystem {
             }
             let reply = try rememberedEntry(node.ino)
             if let info, let handle {
-                request.reply(create: reply, handle: handle, info: info.raw)
+                // A write-only descriptor of a new file (`> file`, an editor's scratch file)
+                // writes through, past the page cache: the kernel then skips the
+                // security.capability lookup it makes before the first cached write to each new
+                // inode, one round trip per file. Nothing is lost: it cannot be mmapped (that needs
+                // read access), the only thing direct I/O refuses, and other descriptors of the
+                // file still read through the cache, which direct writes invalidate.
+                let writeOnly = info.flags & O_ACCMODE == O_WRONLY
+                request.reply(create: reply, handle: handle, info: info.raw, directIO: writeOnly)
             } else {
                 request.reply(entry: reply)
             }
@@ -264,7 +271,7 @@ extension BucketFileSystem {
                 state.openFiles[ino] = open
                 return state.addHandle(.file(ino: ino))
             }
-            request.reply(create: try rememberedEntry(ino), handle: handle, info: info.raw)
+            request.reply(create: try rememberedEntry(ino), handle: handle, info: info.raw, directIO: false)
         } catch {
             fail(request, error)
         }

@@ -35,11 +35,12 @@ struct FuseRequest: @unchecked Sendable {
         _ = fuse_reply_open(raw, &info)
     }
 
-    func reply(create entry: EntryReply, handle: UInt64, info: fuse_file_info) {
+    func reply(create entry: EntryReply, handle: UInt64, info: fuse_file_info, directIO: Bool) {
         var parameter = entry.parameter
         var info = info
         info.fh = handle
         cfuse_file_info_set_keep_cache(&info, 0)
+        cfuse_file_info_set_direct_io(&info, directIO ? 1 : 0)
         _ = fuse_reply_create(raw, &parameter, &info)
     }
 

@@ -98,6 +98,43 @@ struct FileContentTests {
         #expect(try mount.store.entries(bucket: "notes").count == 20)
     }
 
+    /// New files opened write-only bypass the page cache (no capability lookup per file); other
+    /// descriptors still see every write, and a file created for reading too can be mmapped.
+    @Test func newFilesStayCoherentAcrossDescriptorsAndMappings() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let result = try Tool.python(
+            """
+            import mmap, os
+            for name in ['n.json', '.n.json.swp']:
+                writer = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                os.write(writer, b'{"a": 1}')
+                reader = os.open(name, os.O_RDONLY)
+                first = os.pread(reader, 100, 0)
+                os.pwrite(writer, b'{"b": 2, "c": 3}', 0)
+                second = os.pread(reader, 100, 0)
+                os.close(writer)
+                os.close(reader)
+                print(name, first.decode(), second.decode())
+            shared = os.open('m.json', os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(shared, b'{"m": 1}')
+            view = mmap.mmap(shared, 8, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            view[6:7] = b'2'
+            view.flush()
+            view.close()
+            os.close(shared)
+            print(open('m.json').read())
+            """, in: mount.path("notes"))
+        #expect(result.stdout == """
+            n.json {"a": 1} {"b": 2, "c": 3}
+            .n.json.swp {"a": 1} {"b": 2, "c": 3}
+            {"m": 2}
+
+            """)
+        #expect(try mount.store.readEntity(bucket: "notes", key: "n") == Array(#"{"b": 2, "c": 3}"#.utf8))
+        #expect(try mount.store.readEntity(bucket: "notes", key: "m") == Array(#"{"m": 2}"#.utf8))
+    }
+
     @Test func keysArePercentEncodedFileNames() throws {
         let mount = try MountFixture()
         defer { mount.close() }
