@@ -18,7 +18,9 @@ enum StoredJSON {
 
 // The records map their columns by hand (GRDB's `init(row:)` and `encode(to:)`) rather than
 // through Codable: every file-system save reads and writes several of them, and Codable's
-// per-column keyed containers cost more than the SQL around them. For the same reason the
+// per-column keyed containers cost more than the SQL around them. They are read by position, in
+// the table's column order (every fetch selects `*`; GRDB's lookup by name lowercases the name
+// and hashes it, per column per row); `RecordColumnOrderTests` holds each to its table. For the same reason the
 // rows written on every save and acknowledgement have their own `update(_:)` and `delete(_:)`
 // on cached statements, in place of GRDB's generic ones, which build their SQL on each call;
 // they do the same (and throw `recordNotFound` the same way).
@@ -42,12 +44,12 @@ struct BucketRow: FetchableRecord, PersistableRecord {
     }
 
     init(row: Row) {
-        id = row["id"]
-        name = row["name"]
-        cv = row["cv"]
-        indexCV = row["index_cv"]
-        indexGeneration = row["index_generation"]
-        ctime = row["ctime"]
+        id = row[0]
+        name = row[1]
+        cv = row[2]
+        indexCV = row[3]
+        indexGeneration = row[4]
+        ctime = row[5]
     }
 
     func encode(to container: inout PersistenceContainer) {
@@ -112,21 +114,21 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     }
 
     init(row: Row) {
-        id = row["id"]
-        bucketID = row["bucket_id"]
-        key = row["key"]
-        ghostVersion = row["ghost_version"]
-        ghostData = row["ghost_data"]
-        localValue = row["local_value"]
-        content = row["content"]
-        mtime = row["mtime"]
-        ctime = row["ctime"]
-        state = row["state"]
-        reason = row["reason"]
-        deletedPending = row["deleted_pending"]
-        reloadVersion = row["reload_version"]
-        needsReload = row["needs_reload"]
-        seenGeneration = row["seen_generation"]
+        id = row[0]
+        bucketID = row[1]
+        key = row[2]
+        ghostVersion = row[3]
+        ghostData = row[4]
+        localValue = row[5]
+        content = row[6]
+        mtime = row[7]
+        ctime = row[8]
+        state = row[9]
+        reason = row[10]
+        deletedPending = row[11]
+        reloadVersion = row[12]
+        needsReload = row[13]
+        seenGeneration = row[14]
     }
 
     func update(_ db: Database) throws {
@@ -235,15 +237,15 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
     }
 
     init(row: Row) {
-        seq = row["seq"]
-        entityID = row["entity_id"]
-        ccid = row["ccid"]
-        sv = row["sv"]
-        op = row["op"]
-        diff = row["diff"]
-        fullData = row["full_data"]
-        state = row["state"]
-        created = row["created"]
+        seq = row[0]
+        entityID = row[1]
+        ccid = row[2]
+        sv = row[3]
+        op = row[4]
+        diff = row[5]
+        fullData = row[6]
+        state = row[7]
+        created = row[8]
     }
 
     @discardableResult
@@ -316,12 +318,12 @@ struct LocalFileRow: FetchableRecord, PersistableRecord {
     }
 
     init(row: Row) {
-        id = row["id"]
-        bucketID = row["bucket_id"]
-        name = row["name"]
-        content = row["content"]
-        mtime = row["mtime"]
-        ctime = row["ctime"]
+        id = row[0]
+        bucketID = row[1]
+        name = row[2]
+        content = row[3]
+        mtime = row[4]
+        ctime = row[5]
     }
 
     func encode(to container: inout PersistenceContainer) {

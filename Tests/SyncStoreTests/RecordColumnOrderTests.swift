@@ -1,0 +1,43 @@
+import Foundation
+import GRDB
+import Testing
+@testable import SyncStore
+
+/// The records read their columns by position: each must read back, field for field, what it
+/// wrote by name (a column added to a table, or a field moved, fails here first).
+@Suite("record column order")
+struct RecordColumnOrderTests {
+    @Test func everyRecordReadsBackWhatItWrote() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let store = try SyncStore(path: directory.storePath)
+        defer { try? store.close() }
+        // Distinct values in every column, so a swapped pair cannot read back equal.
+        let bucket = BucketRow(id: 900, name: "b", cv: "cv", indexCV: "icv", indexGeneration: 7, ctime: 11)
+        let entity = EntityRow(
+            id: 901, bucketID: 900, key: "k", ghostVersion: 3, ghostData: "{\"g\":1}", localValue: "{\"l\":2}",
+            content: Data([1, 2]), mtime: 12, ctime: 13, state: "pending", reason: "why", deletedPending: true,
+            reloadVersion: 4, needsReload: true, seenGeneration: 5)
+        var change = ChangeRow(
+            entityID: 901, ccid: "c", sv: 6, op: "M", diff: "{\"d\":1}", fullData: "{\"f\":1}", state: "sent", created: 14)
+        let file = LocalFileRow(id: 902, bucketID: 900, name: "n", content: Data([3]), mtime: 15, ctime: 16)
+        try store.pool.write { db in
+            try bucket.insert(db)
+            try entity.insert(db)
+            try change.insert(db)
+            try file.insert(db)
+        }
+        try store.pool.read { db in
+            let rows: [(written: any EncodableRecord, read: (any EncodableRecord)?)] = [
+                (bucket, try BucketRow.fetchOne(db, sql: "SELECT * FROM bucket WHERE id = 900")),
+                (entity, try EntityRow.fetchOne(db, sql: "SELECT * FROM entity")),
+                (change, try ChangeRow.fetchOne(db, sql: "SELECT * FROM pending_change")),
+                (file, try LocalFileRow.fetchOne(db, sql: "SELECT * FROM local_file")),
+            ]
+            for (written, read) in rows {
+                let read = try #require(read)
+                #expect(try read.databaseDictionary == written.databaseDictionary)
+            }
+        }
+    }
+}
