@@ -35,6 +35,19 @@ struct DriverTests {
         return (try SyncClient(configuration: configuration, store: store, logger: logger), store)
     }
 
+    /// A client whose connection is open, authorized and past an empty first index.
+    func syncedClient(
+        _ directory: TemporaryDirectory, configure: (inout SyncClientConfiguration) -> Void = { _ in }
+    ) async throws -> (client: SyncClient, store: SyncStore, writer: RecordingWriter, connection: Int) {
+        let (client, store) = try makeClient(directory, configure: configure)
+        let writer = RecordingWriter()
+        let id = await client.opened(writer: writer)
+        await client.receive("0:auth:alice@example.com", connectionID: id)
+        await client.receive(#"0:i:{"current":"cv1","index":[]}"#, connectionID: id)
+        _ = writer.take()
+        return (client, store, writer, id)
+    }
+
     @Test func firstSyncThenOwedChangeThenRemoteIndexAndLogging() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
@@ -81,13 +94,11 @@ struct DriverTests {
     @Test func ackMatchesByCCIDAndHeartbeatCountsFollowServer() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let (client, store) = try makeClient(directory) { $0.heartbeatInterval = .milliseconds(40); $0.heartbeatTimeout = .milliseconds(80) }
+        let (client, store, writer, id) = try await syncedClient(directory) {
+            $0.heartbeatInterval = .milliseconds(40)
+            $0.heartbeatTimeout = .milliseconds(80)
+        }
         defer { try? store.close() }
-        let writer = RecordingWriter()
-        let id = await client.opened(writer: writer)
-        await client.receive("0:auth:alice@example.com", connectionID: id)
-        await client.receive(#"0:i:{"current":"cv1","index":[]}"#, connectionID: id)
-        _ = writer.take()
         var acknowledgements = client.acknowledgements().makeAsyncIterator()
         let saved = try await client.save(bucket: "notes", key: "k", value: ["n": 1])
         let ccid = try #require(saved.readyToSend?.ccid)
@@ -114,13 +125,8 @@ struct DriverTests {
     @Test func changesSentTogetherGoOutAsOneFrame() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let (client, store) = try makeClient(directory)
+        let (client, store, writer, _) = try await syncedClient(directory)
         defer { try? store.close() }
-        let writer = RecordingWriter()
-        let id = await client.opened(writer: writer)
-        await client.receive("0:auth:alice@example.com", connectionID: id)
-        await client.receive(#"0:i:{"current":"cv1","index":[]}"#, connectionID: id)
-        _ = writer.take()
         // Saves made while the engine was busy (the mount hands them over in batches).
         let changes = try ["a", "b", "c"].map { key in
             try #require(try store.saveLocal(bucket: "notes", key: key, value: ["k": .string(key)]).readyToSend)
