@@ -95,6 +95,11 @@ public struct LocalFileInfo: Hashable, Sendable {
 public enum EntryName: Hashable, Sendable {
     case entity(key: String)
     case localFile(name: String)
+
+    var isEntity: Bool {
+        if case .entity = self { return true }
+        return false
+    }
 }
 
 /// One row of a bucket listing.

@@ -118,6 +118,15 @@ extension SyncStore {
             }
             bytes = [UInt8](content)
             sourceMTime = row.mtime
+        case .localFile(let name) where target.isEntity:
+            // The editor's save: the scratch file becomes the entity's bytes, and goes.
+            let take = try db.cachedStatement(
+                sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ? RETURNING content, mtime")
+            guard let row = try Row.fetchOne(take, arguments: [bucketRow.id, name]) else {
+                throw StoreError.unknownLocalFile(bucket: bucket, name: name)
+            }
+            bytes = [UInt8](row[0] as Data)
+            sourceMTime = row[1]
         case .localFile(let name):
             guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db) else {
                 throw StoreError.unknownLocalFile(bucket: bucket, name: name)
@@ -140,12 +149,10 @@ extension SyncStore {
                 arguments: [to, now, bucketRow.id, from])
             guard let moved else { throw StoreError.unknownLocalFile(bucket: bucket, name: from) }
             destination = DirectoryEntry(id: moved, name: target, size: bytes.count, mtime: sourceMTime, ctime: now)
-        case (.localFile(let from), .entity(let key)):
+        case (.localFile, .entity(let key)):
             let saved = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, db)
             if let change = saved.readyToSend { ready.append(change) }
             destination = saved.entity.directoryEntry
-            try db.execute(
-                sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ?", arguments: [bucketRow.id, from])
         case (.entity(let from), .entity(let key)):
             let saved = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, db)
             if let change = saved.readyToSend { ready.append(change) }
@@ -161,16 +168,27 @@ extension SyncStore {
 
     /// Creates or replaces a local file's bytes inside the caller's transaction; `mtime` is now,
     /// or the time a rename carries over. Editors write their scratch files on every save: one
-    /// statement when the file exists.
+    /// statement when the file exists, or when its id is known (`newID`).
     static func putLocalFile(
         bucketID: Int64, name: String, content: Data, mtime: Int64, now: Int64, newID: Int64? = nil, _ db: Database
     ) throws -> LocalFileRow {
+        if let newID {
+            let upsert = try db.cachedStatement(
+                sql: """
+                    INSERT INTO local_file (id, bucket_id, name, content, mtime, ctime) VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (bucket_id, name) DO UPDATE SET content = excluded.content, mtime = excluded.mtime,
+                    ctime = excluded.ctime RETURNING id
+                    """)
+            guard let id = try Int64.fetchOne(upsert, arguments: [newID, bucketID, name, content, mtime, now]) else {
+                throw StoreError.database("local file \(name) was not written")
+            }
+            return LocalFileRow(id: id, bucketID: bucketID, name: name, content: content, mtime: mtime, ctime: now)
+        }
         let update = try db.cachedStatement(
             sql: "UPDATE local_file SET content = ?, mtime = ?, ctime = ? WHERE bucket_id = ? AND name = ? RETURNING id")
         let id = try Int64.fetchOne(update, arguments: [content, mtime, now, bucketID, name])
         let row = LocalFileRow(
-            id: try id ?? newID ?? Schema.allocateNodeID(db), bucketID: bucketID, name: name, content: content, mtime: mtime,
-            ctime: now)
+            id: try id ?? Schema.allocateNodeID(db), bucketID: bucketID, name: name, content: content, mtime: mtime, ctime: now)
         if id == nil { try row.insert(db) }
         return row
     }
