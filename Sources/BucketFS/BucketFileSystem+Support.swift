@@ -4,12 +4,10 @@ import Glibc
 /// Shared steps of the operations: hand-off, replies, directory loading.
 extension BucketFileSystem {
     /// Runs `body` through `queue`, in its order (here when the queue is idle, else on one of its
-    /// threads); a thrown error is the reply. The changes `body` made ready go to the sync engine
-    /// once it has replied.
+    /// threads); a thrown error is the reply.
     func perform(_ request: FuseRequest, on queue: WorkQueue, _ body: @escaping @Sendable () throws(FSError) -> Void) {
         queue.run { [self] in
             do throws(FSError) { try body() } catch { fail(request, error) }
-            backend.handOffChanges()
         }
     }
 

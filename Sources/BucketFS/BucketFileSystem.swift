@@ -264,7 +264,6 @@ public final class BucketFileSystem: Sendable {
             }
         }
         writeQueue.async { [self] in
-            backend.handOffChanges()
             do throws(FSError) { try backend.sync() } catch { logger.error("sync at unmount failed", metadata: ["error": "\(error)"]) }
         }
         writeQueue.drain()

@@ -123,10 +123,6 @@ public protocol MountBackend: Sendable {
     func rename(bucket: String, from source: MountItemName, to destination: MountItemName) throws(FSError) -> MountEntry
     /// Sets the file's modification time (touch, rsync -a).
     func setModificationTime(bucket: String, name: MountItemName, to time: MountTime) throws(FSError) -> MountEntry
-    /// Hands the changes that the edits so far made ready to the sync engine. The file system
-    /// calls it after replying, so that no reply waits for the hand-off (a wake-up of another
-    /// thread); until then the changes wait in the store, where the engine would find them anyway.
-    func handOffChanges()
     /// Makes every change made so far survive a power loss (fsync, fsyncdir, unmount).
     func sync() throws(FSError)
     /// The entity's xattr data; nil for names that are not entities or do not exist.

@@ -4,14 +4,12 @@ import SyncStore
 
 /// The mount's backend over the SQLite `SyncStore`: a thin adapter. Saves, deletes and renames
 /// are `.deferred` store writes (kept through a crash of this process; `sync()` makes them
-/// survive a power loss); the changes they make ready are held until `handOffChanges()`, then
-/// go to `onOutgoing` (the sync engine sends them, never before the writes they rest on are
-/// synced; it also finds them in the store after a restart).
+/// survive a power loss); the changes they make ready are handed to `onOutgoing` (the sync
+/// engine sends them, never before the writes they rest on are synced; it also finds them in
+/// the store after a restart).
 public final class SyncStoreBackend: MountBackend {
     public let store: SyncStore
     private let onOutgoing: @Sendable ([OutgoingChange]) -> Void
-    /// Ready changes not yet handed to `onOutgoing`, in the order the edits made them.
-    private let heldChanges = Mutex<[OutgoingChange]>([])
     private let onBucketCreated: @Sendable (String) -> Void
     private let onBucketRemoved: @Sendable (String) -> Void
     private let logger: Logger
@@ -79,7 +77,7 @@ public final class SyncStoreBackend: MountBackend {
             switch name {
             case .entity(let key):
                 let result = try store.saveLocal(bucket: bucket, key: key, bytes: bytes, durability: .deferred)
-                if let change = result.readyToSend { hold([change]) }
+                if let change = result.readyToSend { onOutgoing([change]) }
                 if let problem = result.parseError, !bytes.isEmpty {
                     // DESIGN.md: an invalid write is kept, not sent, and reported (xattr, log, status).
                     logger.warning("saved locally only: \(problem)", metadata: ["bucket": "\(bucket)", "key": "\(key)"])
@@ -109,7 +107,7 @@ public final class SyncStoreBackend: MountBackend {
         try mapped { () throws(StoreError) in
             switch name {
             case .entity(let key):
-                if let change = try store.deleteLocal(bucket: bucket, key: key, durability: .deferred) { hold([change]) }
+                if let change = try store.deleteLocal(bucket: bucket, key: key, durability: .deferred) { onOutgoing([change]) }
             case .localFile(let fileName):
                 try store.removeLocalFile(bucket: bucket, name: fileName, durability: .deferred)
             }
@@ -120,7 +118,7 @@ public final class SyncStoreBackend: MountBackend {
         try mapped { () throws(StoreError) -> MountEntry in
             let renamed = try store.rename(
                 bucket: bucket, from: Self.storeName(source), to: Self.storeName(destination), durability: .deferred)
-            hold(renamed.changes)
+            if !renamed.changes.isEmpty { onOutgoing(renamed.changes) }
             // rsync -a sets the time on its temporary file, then renames it over the target.
             return entry(bucket, renamed.destination)
         }
@@ -131,19 +129,6 @@ public final class SyncStoreBackend: MountBackend {
         try mapped { () throws(StoreError) in
             entry(bucket, try store.setModificationTime(bucket: bucket, name: Self.storeName(name), mtime: time, durability: .deferred))
         }
-    }
-
-    public func handOffChanges() {
-        let changes = heldChanges.withLock { held in
-            defer { held.removeAll() }
-            return held
-        }
-        if !changes.isEmpty { onOutgoing(changes) }
-    }
-
-    private func hold(_ changes: [OutgoingChange]) {
-        guard !changes.isEmpty else { return }
-        heldChanges.withLock { $0 += changes }
     }
 
     public func sync() throws(FSError) {
