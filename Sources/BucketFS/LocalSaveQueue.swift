@@ -3,8 +3,8 @@ import SyncStore
 
 /// Changes made through the mount on their way to the sync engine. The file system hands them
 /// over without waiting for the engine, and whatever piled up by the time the engine is ready
-/// goes out as one batch: a burst of saves costs one store update, one frame
-/// and one server commit, not one of each per save.
+/// goes out as one batch: a burst of saves costs one store update, one frame and one server
+/// commit, not one of each per save.
 ///
 /// A save after a quiet spell goes out at once. Within `coalescingWindow` of the last batch
 /// (a burst: a checkout, a script, an rsync), the next batch waits for the window to end and

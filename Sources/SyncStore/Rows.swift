@@ -20,10 +20,10 @@ enum StoredJSON {
 // through Codable: every file-system save reads and writes several of them, and Codable's
 // per-column keyed containers cost more than the SQL around them. They are read by position, in
 // the table's column order (every fetch selects `*`; GRDB's lookup by name lowercases the name
-// and hashes it, per column per row); `RecordColumnOrderTests` holds each to its table. For the same reason the
-// rows written on every save and acknowledgement have their own `update(_:)` and `delete(_:)`
-// on cached statements, in place of GRDB's generic ones, which build their SQL on each call;
-// they do the same (and throw `recordNotFound` the same way).
+// and hashes it, per column per row); `RecordColumnOrderTests` holds each to its table. For the
+// same reason the rows written on every save and acknowledgement have their own `update(_:)`
+// and `delete(_:)` on cached statements, in place of GRDB's generic ones, which build their SQL
+// on each call; they do the same (and throw `recordNotFound` the same way).
 
 struct BucketRow: FetchableRecord, PersistableRecord {
     static let databaseTableName = "bucket"
@@ -342,5 +342,10 @@ struct LocalFileRow: FetchableRecord, PersistableRecord {
 
     func info(bucket: String) -> LocalFileInfo {
         LocalFileInfo(id: id, bucket: bucket, name: name, content: [UInt8](content), mtime: mtime, ctime: ctime)
+    }
+
+    /// The file as a directory listing shows it.
+    var directoryEntry: DirectoryEntry {
+        DirectoryEntry(id: id, name: .localFile(name: name), size: content.count, mtime: mtime, ctime: ctime)
     }
 }

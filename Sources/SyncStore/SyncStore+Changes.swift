@@ -20,12 +20,12 @@ extension SyncStore {
     /// Records that these changes were written to a connection (they keep their ccid from now on).
     public func markSent(ccids: [String]) throws(StoreError) {
         guard !ccids.isEmpty else { return }
-        try write(.deferred) { db in
+        // Synced: the changes may rest on deferred writes (a mount's close, an ack), and the
+        // fsync after this commit puts those on disk too before the changes go on the wire, so a
+        // power loss cannot take back what the server has.
+        try write { db in
             for ccid in ccids { try ChangeRow.markSent(ccid: ccid, db) }
         }
-        // The changes may rest on deferred writes (a mount's close, an ack): on disk before they
-        // go on the wire, so a power loss cannot take back what the server has.
-        try syncDeferredWrites()
     }
 
     /// Records a change error and decides the follow-up, per the spec's "Handling Change Errors":

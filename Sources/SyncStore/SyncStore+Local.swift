@@ -159,8 +159,9 @@ extension SyncStore {
             destination = saved.entity.directoryEntry
             if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
         case (.entity(let from), .localFile(let name)):
-            let file = try putLocalFile(bucketID: bucketRow.id, name: name, content: Data(bytes), mtime: sourceMTime, now: now, db)
-            destination = DirectoryEntry(id: file.id, name: target, size: file.content.count, mtime: file.mtime, ctime: file.ctime)
+            destination = try putLocalFile(
+                bucketID: bucketRow.id, name: name, content: Data(bytes), mtime: sourceMTime, now: now, db
+            ).directoryEntry
             if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
         }
         return RenameResult(changes: ready, destination: destination)

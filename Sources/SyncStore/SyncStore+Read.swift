@@ -77,8 +77,7 @@ extension SyncStore {
             }
             return DirectoryEntry(id: row.id, name: name, size: content.count, mtime: row.mtime, ctime: row.ctime)
         case .localFile(let fileName):
-            guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: fileName, db) else { return nil }
-            return DirectoryEntry(id: row.id, name: name, size: row.content.count, mtime: row.mtime, ctime: row.ctime)
+            return try LocalFileRow.find(bucketID: bucketRow.id, name: fileName, db)?.directoryEntry
         }
     }
 

@@ -14,13 +14,13 @@ public final class SyncStore: Sendable {
     let pool: DatabasePool
     let path: String
     private let subscribers = Mutex<[UUID: AsyncStream<RemoteEvent>.Continuation]>([:])
-    /// Which `.deferred` commits the disk already holds.
+    /// Which commits the disk already holds.
     private let syncProgress = Mutex(SyncProgress())
 
     struct SyncProgress {
-        /// `.deferred` commits that wrote something, counted on the writer.
-        var deferredCommits: UInt64 = 0
-        /// The count up to which they are on disk (a synced commit or a WAL fsync since).
+        /// Commits that wrote something, counted on the writer (none fsyncs inside its commit).
+        var commits: UInt64 = 0
+        /// The count up to which they are on disk (a WAL fsync since).
         var syncedThrough: UInt64 = 0
     }
 
@@ -99,7 +99,7 @@ public final class SyncStore: Sendable {
                 }
                 // A commit that wrote nothing has nothing to sync.
                 if db.totalChangesCount != changesBefore {
-                    syncProgress.withLock { $0.deferredCommits += 1 }
+                    syncProgress.withLock { $0.commits += 1 }
                 }
                 guard let result else { throw StoreError.database("write transaction produced no result") }
                 return result
@@ -117,7 +117,7 @@ public final class SyncStore: Sendable {
 
     /// Whether a `.deferred` write waits for `syncDeferredWrites` (or the next synced write).
     public var hasUnsyncedWrites: Bool {
-        syncProgress.withLock { $0.deferredCommits > $0.syncedThrough }
+        syncProgress.withLock { $0.commits > $0.syncedThrough }
     }
 
     /// Makes every `.deferred` write so far survive a power loss too: what fsync(2) of a mounted
@@ -127,7 +127,7 @@ public final class SyncStore: Sendable {
     /// without holding the writer: saves and acknowledgements go on while the disk flushes.
     public func syncDeferredWrites() throws(StoreError) {
         // Every commit counted here has its frames in the WAL file already.
-        let target = syncProgress.withLock { $0.deferredCommits > $0.syncedThrough ? $0.deferredCommits : nil }
+        let target = syncProgress.withLock { $0.commits > $0.syncedThrough ? $0.commits : nil }
         guard let target else { return }
         let descriptor = Glibc.open(path + "-wal", O_WRONLY | O_CLOEXEC)
         if descriptor < 0 {
