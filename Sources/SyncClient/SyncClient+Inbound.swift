@@ -204,8 +204,10 @@ extension SyncClient {
     }
 
     /// Writes changes on their bucket's channel if it is in sync; otherwise they wait in the
-    /// store and go out with the rest when it is. A sent change is not repeated on the same
-    /// connection unless it was requeued (error handling). Changes are marked `sent` before the
+    /// store and go out with the rest when it is. A change goes out once per connection unless
+    /// it was requeued (error handling), however many times it is handed over: the mount's batch
+    /// and the owed changes read at catch-up can carry the same one, the first still marked
+    /// `queued` after the second was sent. Changes are marked `sent` before the
     /// write: the write suspends, and a save coalescing into a still-`queued` row meanwhile
     /// would change a change the server may already have (same ccid, different content).
     ///
@@ -216,7 +218,7 @@ extension SyncClient {
         var queued: [String] = []
         for change in changes {
             guard let channel = liveChannel(of: change.bucket) else { continue }
-            if change.state == .sent && sentOnConnection.contains(change.ccid) { continue }
+            if sentOnConnection.contains(change.ccid) { continue }
             do {
                 let request = try Conversions.request(change, clientID: configuration.clientID)
                 if let index = requests.firstIndex(where: { $0.channel == channel }) {

@@ -145,6 +145,21 @@ struct DriverTests {
         #expect(writer.take().first?.hasPrefix("0:c:{") == true)
     }
 
+    @Test func aChangeHandedOverTwiceGoesOutOnce() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let (client, store, writer, _) = try await syncedClient(directory)
+        defer { try? store.close() }
+        // The mount's copy still says `queued` when the owed-changes copy has gone out.
+        let change = try #require(try store.saveLocal(bucket: "notes", key: "a", value: ["k": 1]).readyToSend)
+        #expect(change.state == .queued)
+        await client.send(try store.outgoingChanges(bucket: "notes"))
+        #expect(writer.take().count == 1)
+        await client.send([change])
+        #expect(writer.take().isEmpty)
+        #expect(try store.outgoingChanges(bucket: "notes").map(\.ccid) == [change.ccid])
+    }
+
     @Test func initCanCarryTheFirstCommand() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
