@@ -65,19 +65,34 @@ struct FeedEvent: Codable, Sendable {
     var client: String? = nil
 }
 
-/// Appends feed events to the mount's feed file, one JSON object per line.
+/// Appends feed events to the mount's feed file, one JSON object per line. A feed past
+/// `sizeLimit` starts over in a new file and the full one is kept as the previous feed
+/// (`path.1`, replacing the one before), so a mount that lives for months keeps at most twice
+/// the limit on disk. `bucketfs watch` follows the feed across the switch.
 final class FeedWriter: @unchecked Sendable {
-    private let handle: FileHandle?
-    private let lock = NSLock()
-    /// Guarded by `lock` (made once: an encoder costs more to make than a line to encode).
-    private let encoder = JSONEncoder.bucketfs
+    /// 4 MiB, ~25,000 changes; `BUCKETFS_FEED_MAX_BYTES` sets another (the tests' small one).
+    static var sizeLimit: Int {
+        ProcessInfo.processInfo.environment["BUCKETFS_FEED_MAX_BYTES"].flatMap(Int.init).map { max($0, 1) } ?? 4 << 20
+    }
 
-    init(path: String) {
+    static func previousPath(of path: String) -> String { path + ".1" }
+
+    private let path: String
+    private let sizeLimit: Int
+    private let lock = NSLock()
+    /// Guarded by `lock`, as are `handle` and `size` (an encoder costs more to make than a line to encode).
+    private let encoder = JSONEncoder.bucketfs
+    private var handle: FileHandle?
+    private var size: Int
+
+    init(path: String, sizeLimit: Int = FeedWriter.sizeLimit) {
+        self.path = path
+        self.sizeLimit = sizeLimit
         if !FileManager.default.fileExists(atPath: path) {
             FileManager.default.createFile(atPath: path, contents: nil)
         }
         handle = FileHandle(forWritingAtPath: path)
-        _ = try? handle?.seekToEnd()
+        size = Int((try? handle?.seekToEnd()) ?? 0)
     }
 
     func append(_ event: FeedEvent) {
@@ -85,7 +100,19 @@ final class FeedWriter: @unchecked Sendable {
         defer { lock.unlock() }
         guard var line = try? encoder.encode(event) else { return }
         line.append(UInt8(ascii: "\n"))
+        if size > 0 && size + line.count > sizeLimit { startNewFile() }
         try? handle?.write(contentsOf: line)
+        size += line.count
+    }
+
+    private func startNewFile() {
+        try? handle?.close()
+        // rename(2) replaces the previous feed in one step; a watcher still reading the full
+        // file by its old descriptor or from `path.1` misses nothing.
+        _ = Glibc.rename(path, Self.previousPath(of: path))
+        FileManager.default.createFile(atPath: path, contents: nil)
+        handle = FileHandle(forWritingAtPath: path)
+        size = 0
     }
 }
 

@@ -7,6 +7,8 @@ final class CLIHarness: @unchecked Sendable {
     let root: URL
     private var background: [Process] = []
     private var mountpoints: [String] = []
+    /// Set for every command run after (e.g. a small feed size for the mounts).
+    var extraEnvironment: [String: String] = [:]
 
     static var binary: String {
         // The test bundle sits in the build products directory, next to the `bucketfs` executable.
@@ -42,6 +44,7 @@ final class CLIHarness: @unchecked Sendable {
         environment["XDG_DATA_HOME"] = root.appendingPathComponent("data").path
         environment["XDG_STATE_HOME"] = root.appendingPathComponent("state").path
         environment["XDG_CONFIG_HOME"] = root.appendingPathComponent("config").path
+        environment.merge(extraEnvironment) { $1 }
         return environment
     }
 

@@ -93,6 +93,48 @@ struct DailyUseTests {
         cli.stop(server)
     }
 
+    @Test func theFeedStaysSmallAndWatchFollowsItAcrossFiles() throws {
+        let cli = try CLIHarness()
+        // ~100 bytes a line: a new feed file every nine saves.
+        cli.extraEnvironment["BUCKETFS_FEED_MAX_BYTES"] = "1000"
+        let (server, port, token) = try cli.serverWithUser(data: try cli.directory("server"))
+        let mountpoint = try cli.directory("mnt")
+        try cli.mount(mountpoint, port: port, token: token)
+        let (watch, output) = try cli.start(["watch", mountpoint, "--json"])
+        Thread.sleep(forTimeInterval: 0.5)
+        let keys = (0..<30).map { "feed\($0)" }
+        for key in keys {
+            try Data("{\"n\": 1}\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/\(key).json"))
+            // Some polls (every 100 ms) see a new file, some two.
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        func watched(_ file: URL) -> [String] {
+            ((try? String(contentsOf: file, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line in
+                keys.first { line.contains("\"key\":\"\($0)\"") && line.contains("\"origin\":\"local\"") }
+            }
+        }
+        // Every save once, in order, though the feed changed files several times meanwhile.
+        try eventually { watched(output).count >= keys.count }
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(watched(output) == keys)
+        cli.stop(watch)
+        let feeds = try FileManager.default.contentsOfDirectory(atPath: cli.path("state/bucketfs"))
+            .filter { $0.contains(".feed.jsonl") }
+        #expect(feeds.count == 2, "\(feeds)")
+        for feed in feeds {
+            let size = try FileManager.default.attributesOfItem(atPath: cli.path("state/bucketfs/\(feed)"))[.size] as? Int ?? 0
+            #expect(size <= 1000, "\(feed) holds \(size) bytes")
+        }
+        // --history starts with the previous file.
+        let (replay, replayed) = try cli.start(["watch", mountpoint, "--json", "--history"])
+        try eventually { watched(replayed).contains(keys.last!) }
+        cli.stop(replay)
+        let history = watched(replayed)
+        #expect(!history.isEmpty && history == Array(keys.suffix(history.count)))
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+        cli.stop(server)
+    }
+
     @Test func fstabStyleMountThroughMountHelper() throws {
         let cli = try CLIHarness()
         // mount(8) looks for helpers in /sbin only; this needs root, as CI has.
