@@ -196,13 +196,16 @@ private struct MountSession {
         var fuseOptions: [String] = []
         if command.readOnly || settings?.readOnly == true { fuseOptions.append("ro") }
         if command.allowOther { fuseOptions.append("allow_other") }
+        // Written before the mount shows: `bucketfs mount` returns as soon as it does, and
+        // whatever runs next (unmount, status, a test) finds the process behind it.
+        let pidFile = Paths.pidFile(for: mountpoint)
+        try? "\(getpid())\n".write(toFile: pidFile, atomically: true, encoding: .utf8)
         do {
             try fileSystem.mount(at: mountpoint, options: MountOptions(handleSignals: true, fuseOptions: fuseOptions))
         } catch {
+            try? FileManager.default.removeItem(atPath: pidFile)
             throw CommandError("cannot mount at \(mountpoint): \(error)")
         }
-        let pidFile = Paths.pidFile(for: mountpoint)
-        try? "\(getpid())\n".write(toFile: pidFile, atomically: true, encoding: .utf8)
         logger.info("mounted \(buckets.joined(separator: ", ")) at \(mountpoint) (server \(serverURL), store \(storePath))")
 
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
