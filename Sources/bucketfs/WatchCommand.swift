@@ -35,16 +35,24 @@ struct Watch: AsyncParsableCommand {
             feeds = MountRecord.all().filter(\.isRunning).map { MountRecord.feedPath(for: $0.mountpoint) }
             guard !feeds.isEmpty else { throw CommandError("no bucketfs mount is running") }
         }
-        var readers: [FeedReader] = []
+        var readers: [String: FeedReader] = [:]
         for feed in feeds {
             guard let reader = FeedReader(path: feed, fromStart: history) else { continue }
             if history, let previous = FeedFile(path: FeedWriter.previousPath(of: feed)) {
                 _ = printLines(of: previous, from: 0)
             }
-            readers.append(reader)
+            readers[feed] = reader
         }
         while !Task.isCancelled {
-            for reader in readers { reader.poll(printLines) }
+            for feed in feeds {
+                if let reader = readers[feed] {
+                    reader.poll(printLines)
+                } else if let reader = FeedReader(path: feed, fromStart: true) {
+                    // A mount that had not written its feed yet: all of it is new.
+                    readers[feed] = reader
+                    reader.poll(printLines)
+                }
+            }
             try await Task.sleep(for: .milliseconds(100))
         }
     }
