@@ -45,13 +45,9 @@ struct Watch: AsyncParsableCommand {
         }
         while !Task.isCancelled {
             for feed in feeds {
-                if let reader = readers[feed] {
-                    reader.poll(printLines)
-                } else if let reader = FeedReader(path: feed, fromStart: true) {
-                    // A mount that had not written its feed yet: all of it is new.
-                    readers[feed] = reader
-                    reader.poll(printLines)
-                }
+                // A feed the mount had not written yet when the watch began: all of it is new.
+                if readers[feed] == nil { readers[feed] = FeedReader(path: feed, fromStart: true) }
+                readers[feed]?.poll(printLines)
             }
             try await Task.sleep(for: .milliseconds(100))
         }
