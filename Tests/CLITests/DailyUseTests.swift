@@ -135,6 +135,31 @@ struct DailyUseTests {
         cli.stop(server)
     }
 
+    /// `bucketfs watch DIR` started while DIR is not mounted (its feed gone) waits for the feed.
+    @Test func watchPicksUpAFeedTheMountWritesLater() throws {
+        let cli = try CLIHarness()
+        let (server, port, token) = try cli.serverWithUser(data: try cli.directory("server"))
+        let mountpoint = try cli.directory("mnt")
+        try cli.mount(mountpoint, port: port, token: token)
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+        let state = cli.path("state/bucketfs")
+        for feed in try FileManager.default.contentsOfDirectory(atPath: state) where feed.contains(".feed.jsonl") {
+            try FileManager.default.removeItem(atPath: state + "/" + feed)
+        }
+        let (watch, output) = try cli.start(["watch", mountpoint, "--json"])
+        Thread.sleep(forTimeInterval: 0.5)
+        try cli.mount(mountpoint, port: port, token: token)
+        try Data("{\"late\": true}\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/late.json"))
+        try eventually {
+            ((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n").contains {
+                $0.contains("\"key\":\"late\"") && $0.contains("\"origin\":\"local\"")
+            }
+        }
+        cli.stop(watch)
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+        cli.stop(server)
+    }
+
     @Test func fstabStyleMountThroughMountHelper() throws {
         let cli = try CLIHarness()
         // mount(8) looks for helpers in /sbin only; this needs root, as CI has.
