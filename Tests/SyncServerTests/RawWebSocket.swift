@@ -105,16 +105,12 @@ final class RawWebSocket: @unchecked Sendable {
 }
 
 /// Runs blocking `work` on a new thread, leaving the cooperative pool free for the server.
-private func offThePool<Result: Sendable>(_ work: @escaping @Sendable () throws -> Result) async throws -> Result {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Swift.Result { try work() }) }
-    }
-}
-
-private func offThePool<Result: Sendable>(_ work: @escaping @Sendable () -> Result) async -> Result {
-    await withCheckedContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(returning: work()) }
-    }
+private func offThePool<Value: Sendable, Failure: Error>(
+    _ work: @escaping @Sendable () throws(Failure) -> Value
+) async throws(Failure) -> Value {
+    try await withCheckedContinuation { (continuation: CheckedContinuation<Result<Value, Failure>, Never>) in
+        Thread.detachNewThread { continuation.resume(returning: Result { () throws(Failure) in try work() }) }
+    }.get()
 }
 
 extension Array where Element: Equatable {
