@@ -98,8 +98,49 @@ public struct ChangeRequest: Hashable, Sendable {
     /// The `c` payload for `changes`: a single change as a bare object, as the reference
     /// clients send it (`c:{...}`), several as an array.
     public static func renderPayload(_ changes: [ChangeRequest]) -> String {
-        if changes.count == 1, let only = changes.first { return only.renderedJSON() }
-        return renderedArray(changes.map { $0.renderedJSON() })
+        renderPayload(rendered: changes.map { $0.renderedJSON() })
+    }
+
+    private static func renderPayload(rendered: [String]) -> String {
+        if rendered.count == 1, let only = rendered.first { return only }
+        return renderedArray(rendered)
+    }
+
+    /// `changes` as `c` frames on `channel`, in order, as few as keep each frame within
+    /// `maxBytes` of UTF-8 (a server closes the connection on a bigger message). A change that
+    /// makes a bigger frame on its own is left out, with the size of that frame.
+    public static func frames(
+        _ changes: [ChangeRequest], channel: Int, maxBytes: Int
+    ) -> (frames: [String], tooLarge: [(change: ChangeRequest, frameBytes: Int)]) {
+        let head = Frame(channel: channel, command: .changes, payload: "").render()
+        var frames: [String] = []
+        var tooLarge: [(change: ChangeRequest, frameBytes: Int)] = []
+        var batch: [String] = []
+        var batchBytes = 0
+        // `[a,b,c]`: brackets and commas come to count + 1 bytes around several elements.
+        func frameBytes(count: Int, elementBytes: Int) -> Int {
+            head.utf8.count + elementBytes + (count == 1 ? 0 : count + 1)
+        }
+        func flush() {
+            guard !batch.isEmpty else { return }
+            frames.append(head + renderPayload(rendered: batch))
+            batch.removeAll()
+            batchBytes = 0
+        }
+        for change in changes {
+            let json = change.renderedJSON()
+            let bytes = json.utf8.count
+            let alone = frameBytes(count: 1, elementBytes: bytes)
+            if alone > maxBytes {
+                tooLarge.append((change, alone))
+                continue
+            }
+            if !batch.isEmpty && frameBytes(count: batch.count + 1, elementBytes: batchBytes + bytes) > maxBytes { flush() }
+            batch.append(json)
+            batchBytes += bytes
+        }
+        flush()
+        return (frames, tooLarge)
     }
 
     private static func changeObjects(_ payload: String) throws(ProtocolError) -> [JSONObject] {

@@ -6,6 +6,10 @@
 public struct Frame: Hashable, Sendable {
     /// The default limit for `parse`: large enough for a full `i:1:::500` page of big entities.
     public static let defaultMaxBytes = 16 * 1024 * 1024
+    /// The largest frame a client sends. bucketfs's server takes no bigger one from a client (a
+    /// bigger one closes the connection), and its clients split or hold back changes to stay
+    /// within it. The protocol itself names no limit.
+    public static let defaultMaxClientBytes = 4 * 1024 * 1024
     /// Channels are small counters; nine digits keeps the value well inside `Int`.
     static let maxChannelDigits = 9
 

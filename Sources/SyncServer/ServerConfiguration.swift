@@ -51,7 +51,7 @@ public struct ServerConfiguration: Sendable {
         appIDs: Set<String>? = nil,
         apiKeyCheck: @escaping @Sendable (_ appID: String, _ apiKey: String) -> Bool = { _, key in !key.isEmpty },
         maxDocumentSize: Int = 1 << 20,
-        maxFrameSize: Int = 4 << 20,
+        maxFrameSize: Int = Frame.defaultMaxClientBytes,
         historyPerEntity: Int = 60,
         changeLogRetention: Int = 10_000,
         maxIndexPageSize: Int = 1000,

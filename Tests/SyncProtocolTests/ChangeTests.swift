@@ -20,6 +20,40 @@ import Testing
         #expect(ClientMessage.channel(1, .changes([])).render() == "1:c:[]")
     }
 
+    @Test func changesArePackedIntoFramesWithinALimit() throws {
+        let changes = (0..<7).map { index in
+            ChangeRequest(id: "n\(index)", operation: .modify, diff: ["t": .stringDelta("+" + String(repeating: "z", count: 10 * index))], ccid: "c\(index)")
+        }
+        let oneFrame = ClientMessage.channel(2, .changes(changes)).render()
+        // Unlimited: the one frame a plain render makes.
+        #expect(ChangeRequest.frames(changes, channel: 2, maxBytes: .max).frames == [oneFrame])
+        // The largest change alone makes a frame of exactly the smallest limit tried.
+        let largest = ClientMessage.channel(2, .changes([changes[6]])).render().utf8.count
+        for limit in [largest, 200, 300, oneFrame.utf8.count - 1, oneFrame.utf8.count] {
+            let packed = ChangeRequest.frames(changes, channel: 2, maxBytes: limit)
+            #expect(packed.tooLarge.isEmpty)
+            #expect(packed.frames.allSatisfy { $0.utf8.count <= limit }, "limit \(limit)")
+            // Every change, once, in order; and a frame ends only where the next change did not fit.
+            let perFrame = try packed.frames.map { frame -> [ChangeRequest] in
+                guard case .channel(2, .changes(let requests)) = try ClientMessage.parse(frame) else { return [] }
+                return requests
+            }
+            #expect(perFrame.flatMap { $0 } == changes, "limit \(limit)")
+            for (frame, next) in zip(perFrame, perFrame.dropFirst()) {
+                #expect(ClientMessage.channel(2, .changes(frame + [next[0]])).render().utf8.count > limit)
+            }
+        }
+        // A change that alone makes a frame over the limit is left out, with that frame's size.
+        let packed = ChangeRequest.frames(changes, channel: 2, maxBytes: largest - 1)
+        #expect(packed.tooLarge.map(\.change) == [changes[6]])
+        #expect(packed.tooLarge.map(\.frameBytes) == [largest])
+        let sent = try packed.frames.flatMap { frame -> [ChangeRequest] in
+            guard case .channel(2, .changes(let requests)) = try ClientMessage.parse(frame) else { return [] }
+            return requests
+        }
+        #expect(sent == Array(changes.prefix(6)))
+    }
+
     @Test func resendWithFullObject() throws {
         var resend = first
         resend.data = ["title": "abcx", "n": 1]
