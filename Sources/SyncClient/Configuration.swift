@@ -1,4 +1,5 @@
 import Foundation
+import SyncProtocol
 
 /// How a sync client connects and paces itself.
 public struct SyncClientConfiguration: Sendable {
@@ -25,6 +26,12 @@ public struct SyncClientConfiguration: Sendable {
     public var sendCommandInInit: Bool = false
     /// Largest message accepted from the server.
     public var maxMessageBytes: Int = 16 * 1024 * 1024
+    /// Largest `c:` frame sent, in bytes. Changes go out in as many frames as keep each within
+    /// it. A change too large for a frame of its own is not sent: it is kept locally, refused
+    /// for its size (`rejected:413`), as the server's 413 would leave it, so that it cannot make
+    /// the server close every connection that carries it. The default is what bucketfs's server
+    /// accepts.
+    public var maxChangeFrameBytes: Int = Frame.defaultMaxClientBytes
     /// Times a change refused with 405 is rebased and resent before it is sent as a whole object.
     public var badVersionRetries: Int = 1
 

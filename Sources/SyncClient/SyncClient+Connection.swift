@@ -35,13 +35,17 @@ extension SyncClient {
             var reason = "connection closed"
             var wasAuthorized = false
             do {
-                try await WebSocketClient.connect(
+                let closing = try await WebSocketClient.connect(
                     url: configuration.socketURL,
                     // A short close timeout: closing a dead connection must not delay the reconnect.
                     configuration: WebSocketClientConfiguration(maxFrameSize: configuration.maxMessageBytes, closeTimeout: .seconds(2)),
                     logger: logger
                 ) { inbound, outbound, _ in
                     try await self.serve(inbound: inbound, writer: HummingbirdWriter(outbound: outbound))
+                }
+                // The server's words on why, when it closed the connection (a message too large).
+                if let closing {
+                    reason = "closed by the server (\(closing.closeCode)\(closing.reason.map { ": \($0)" } ?? ""))"
                 }
             } catch {
                 reason = String(describing: error)

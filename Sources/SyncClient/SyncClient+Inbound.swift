@@ -207,35 +207,70 @@ extension SyncClient {
     /// store and go out with the rest when it is. A change goes out once per connection unless
     /// it was requeued (error handling), however many times it is handed over: the mount's batch
     /// and the owed changes read at catch-up can carry the same one, the first still marked
-    /// `queued` after the second was sent. Changes are marked `sent` before the
+    /// `queued` after the second was sent. Handed over twice in one call, the later (newer)
+    /// copy goes. Changes are marked `sent` before the
     /// write: the write suspends, and a save coalescing into a still-`queued` row meanwhile
     /// would change a change the server may already have (same ccid, different content).
     ///
     /// The changes for one channel go out as one `c:` frame (an array when there are several):
-    /// under a burst of saves the server takes them in one message and one commit.
+    /// under a burst of saves the server takes them in one message and one commit. A burst too
+    /// big for one frame goes in several; a change too big for any is kept back (`rejected:413`).
     public func send(_ changes: [OutgoingChange]) async {
         var requests: [(channel: Int, requests: [ChangeRequest])] = []
-        var queued: [String] = []
+        var queued: Set<String> = []
+        var position: [String: (group: Int, index: Int)] = [:]
         for change in changes {
             guard let channel = liveChannel(of: change.bucket) else { continue }
             if sentOnConnection.contains(change.ccid) { continue }
+            let request: ChangeRequest
             do {
-                let request = try Conversions.request(change, clientID: configuration.clientID)
-                if let index = requests.firstIndex(where: { $0.channel == channel }) {
-                    requests[index].requests.append(request)
-                } else {
-                    requests.append((channel, [request]))
-                }
-                if change.state == .queued { queued.append(change.ccid) }
-                sentOnConnection.insert(change.ccid)
+                request = try Conversions.request(change, clientID: configuration.clientID)
             } catch {
                 logger.error("cannot encode change \(change.ccid): \(error)")
+                continue
+            }
+            if change.state == .queued { queued.insert(change.ccid) }
+            if let earlier = position[change.ccid] {
+                requests[earlier.group].requests[earlier.index] = request
+            } else if let group = requests.firstIndex(where: { $0.channel == channel }) {
+                position[change.ccid] = (group, requests[group].requests.count)
+                requests[group].requests.append(request)
+            } else {
+                position[change.ccid] = (requests.count, 0)
+                requests.append((channel, [request]))
             }
         }
-        guard !requests.isEmpty else { return }
+        var frames: [String] = []
+        for (channel, requests) in requests {
+            let packed = ChangeRequest.frames(requests, channel: channel, maxBytes: configuration.maxChangeFrameBytes)
+            for (change, frameBytes) in packed.tooLarge {
+                queued.remove(change.ccid)
+                await keepBack(change, frameBytes: frameBytes, bucket: machines[channel].bucket)
+            }
+            frames += packed.frames
+            for request in requests where !packed.tooLarge.contains(where: { $0.change.ccid == request.ccid }) {
+                sentOnConnection.insert(request.ccid)
+            }
+        }
+        guard !frames.isEmpty else { return }
         // A save that was about to go out was recorded as sent in its own transaction.
-        do { try store.markSent(ccids: queued) } catch { logger.error("marking sent failed: \(error)") }
-        for (channel, requests) in requests { await write(ChannelClientMessage.changes(requests).frameText(channel: channel)) }
+        do { try store.markSent(ccids: Array(queued)) } catch { logger.error("marking sent failed: \(error)") }
+        for frame in frames { await write(frame) }
+    }
+
+    /// A change too large for any frame the server takes: sending it would only make the server
+    /// close the connection, again at every reconnect, and nothing else would sync. It is kept
+    /// locally and shown as refused for its size; the next save of the file tries again.
+    private func keepBack(_ change: ChangeRequest, frameBytes: Int, bucket: String) async {
+        let mebibytes = { (bytes: Int) in String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
+        let reason = "too large to send: the change takes \(mebibytes(frameBytes)), over the \(mebibytes(configuration.maxChangeFrameBytes)) "
+            + "one message may carry (413); kept locally"
+        logger.warning("\(bucket)/\(change.id) not sent: \(reason)")
+        do {
+            _ = try store.reject(bucket: bucket, ccid: change.ccid, code: 413, reason: reason)
+        } catch {
+            logger.error("recording that \(change.ccid) is too large failed: \(error)")
+        }
     }
 
     func publishProgress(channel: Int) {

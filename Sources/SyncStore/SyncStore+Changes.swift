@@ -32,7 +32,9 @@ extension SyncStore {
     /// 400/413 stop and keep the local value (`rejected:<code>`); 401 re-authorize and resend;
     /// 404 resend as a full object (re-create); 405 reload, rebase, resend; 409 already applied,
     /// catch up via cv; 412 drop; 440 resend with the whole object in `d`; 5xx resend later.
-    public func reject(bucket: String, ccid: String, code: Int) throws(StoreError) -> ChangeErrorFollowUp {
+    /// `reason`, when given, is what the entity shows for a 400/413 in place of the server's words
+    /// (a change the engine itself found too large to send).
+    public func reject(bucket: String, ccid: String, code: Int, reason: String? = nil) throws(StoreError) -> ChangeErrorFollowUp {
         try write { db in
             guard var change = try ChangeRow.filter(Column("ccid") == ccid).fetchOne(db),
                 var entity = try EntityRow.fetchOne(db, key: change.entityID)
@@ -45,9 +47,9 @@ extension SyncStore {
                 change.state = "rejected:\(code)"
                 try change.update(db)
                 entity.state = EntityState.rejected(code: code).description
-                entity.reason = code == 413
+                entity.reason = reason ?? (code == 413
                     ? "server refused the change: document too large (413); kept locally"
-                    : "server refused the change: invalid id or schema (400); kept locally"
+                    : "server refused the change: invalid id or schema (400); kept locally")
                 return .none
             case 401:
                 change.state = "queued"

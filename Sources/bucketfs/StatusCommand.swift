@@ -106,7 +106,7 @@ struct MountReport: Codable {
         case .conflict: advice = "both edits were kept as well as they could be merged; check the file"
         case .rejected(let code):
             switch code {
-            case 413: advice = "the server refused it as too large: make the document smaller"
+            case 413: advice = "too large to sync: make the document smaller; the next save tries again"
             case 400: advice = "the server refused the change as invalid; edit the file to retry"
             case 401: advice = "the token was refused: mount again with a fresh --token or --user"
             default: advice = "the server refused the change (\(code)); edit the file to retry"

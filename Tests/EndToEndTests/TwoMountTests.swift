@@ -79,9 +79,7 @@ struct TwoMountTests {
         let broken = "{\n  \"v\": 2,\n"
         try Files.write(a.path("notes/x.json"), broken)
         #expect(try Files.read(a.path("notes/x.json")) == broken)
-        let state = try Command.python(
-            "import os, sys\nprint(os.getxattr(sys.argv[1], 'user.bucketfs.state').decode())", [a.path("notes/x.json")], in: "/")
-        #expect(state.stdout == "invalid\n")
+        #expect(Self.state(of: a.path("notes/x.json")) == "invalid")
         // A later valid save of another entity arrives; the broken one never did.
         let marker = TwoMountTests.pretty(["marker": "true"])
         try Files.write(a.path("notes/marker.json"), marker)
@@ -92,11 +90,39 @@ struct TwoMountTests {
         let fixed = TwoMountTests.pretty(["v": "2"])
         try Files.write(a.path("notes/x.json"), fixed)
         #expect(try Files.waitFor(b.path("notes/x.json"), toHold: fixed) == fixed)
-        let synced = eventually(60) {
-            let output = try? Command.run(
-                "/usr/bin/env", ["python3", "-c", "import os, sys\nprint(os.getxattr(sys.argv[1], 'user.bucketfs.state').decode())", a.path("notes/x.json")])
-            return output?.stdout == "synced\n"
-        }
-        #expect(synced)
+        #expect(eventually(60) { Self.state(of: a.path("notes/x.json")) == "synced" })
+    }
+
+    /// A document too large for any message the server takes (over 4 MiB) must not stop the
+    /// rest from syncing: the server would close every connection that carried it.
+    @Test func aDocumentTooLargeToSendStaysLocalAndTheRestSyncs() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.close() }
+        let server = try ServerProcess.start(in: sandbox)
+        let a = try MountProcess(sandbox, at: "a", server: server)
+        let b = try MountProcess(sandbox, at: "b", server: server)
+
+        try Command.python(
+            "import json\nopen('huge.json', 'w').write(json.dumps({'text': 'x' * 5_000_000}))", in: a.path("notes"))
+        let marker = TwoMountTests.pretty(["marker": "true"])
+        try Files.write(a.path("notes/marker.json"), marker)
+        #expect(try Files.waitFor(b.path("notes/marker.json"), toHold: marker) == marker)
+        #expect(eventually(30) { Self.state(of: a.path("notes/huge.json")) == "rejected:413" })
+        // Kept exactly as written, and only here.
+        #expect(try Files.read(a.path("notes/huge.json"))?.utf8.count == 5_000_012)
+        #expect(try Files.read(b.path("notes/huge.json")) == nil)
+
+        // Made smaller, it syncs.
+        let small = TwoMountTests.pretty(["text": "\"x\""])
+        try Files.write(a.path("notes/huge.json"), small)
+        #expect(try Files.waitFor(b.path("notes/huge.json"), toHold: small) == small)
+        #expect(eventually(30) { Self.state(of: a.path("notes/huge.json")) == "synced" })
+    }
+
+    /// The file's `user.bucketfs.state` attribute; nil when it cannot be read.
+    static func state(of path: String) -> String? {
+        let output = try? Command.run(
+            "/usr/bin/env", ["python3", "-c", "import os, sys\nprint(os.getxattr(sys.argv[1], 'user.bucketfs.state').decode())", path])
+        return output.map { $0.stdout.trimmingCharacters(in: .newlines) }
     }
 }

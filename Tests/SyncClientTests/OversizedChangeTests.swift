@@ -1,0 +1,83 @@
+import Foundation
+import JSONDiff
+import SyncStore
+import Testing
+@testable import SyncClient
+
+/// Changes bigger than the largest message the server takes (it closes the connection on one):
+/// they must neither wedge the connection nor be lost.
+@Suite("changes too large for one message", .serialized, .timeLimit(.minutes(2)))
+struct OversizedChangeTests {
+    static let frameLimit = 64 << 10
+
+    /// A real server taking messages up to `frameLimit` (documents up to 1 MiB), with clients a
+    /// and b that know the limit.
+    func run(_ body: (TestClient, TestClient) async throws -> Void) async throws {
+        try await SyncFixture.run(server: { $0.maxFrameSize = Self.frameLimit }) { fixture in
+            let a = try await fixture.client("a") { $0.maxChangeFrameBytes = Self.frameLimit }
+            let b = try await fixture.client("b") { $0.maxChangeFrameBytes = Self.frameLimit }
+            await a.client.start()
+            await b.client.start()
+            try await a.idle()
+            try await b.idle()
+            try await body(a, b)
+        }
+    }
+
+    @Test func aChangeTooLargeToSendIsKeptLocallyAndTheRestSyncs() async throws {
+        try await run { a, b in
+            let big: JSONObject = ["text": .string(String(repeating: "x", count: 100_000))]
+            _ = try await a.client.save(bucket: "notes", key: "big", value: big)
+            _ = try await a.client.save(bucket: "notes", key: "small", value: ["n": 1])
+            #expect(try await eventually(.seconds(10)) { try b.value("small") == ["n": 1] })
+            let kept = try #require(try a.store.entity(bucket: "notes", key: "big"))
+            #expect(kept.state == .rejected(code: 413))
+            #expect(kept.value == big)
+            #expect(kept.reason?.contains("too large to send") == true, "\(kept.reason ?? "no reason")")
+            #expect(try b.value("big") == nil)
+            // Nothing made the server drop the connection.
+            #expect(await a.client.connectionCounter == 1)
+            // Made small enough, the next save sends it.
+            _ = try await a.client.save(bucket: "notes", key: "big", value: ["text": "short now"])
+            #expect(try await eventually(.seconds(10)) { try b.value("big") == ["text": "short now"] })
+            try await a.idle()
+            #expect(try a.store.entity(bucket: "notes", key: "big")?.state == .synced)
+        }
+    }
+
+    /// A client told a larger limit than the server's sends the change; the server closes the
+    /// connection, and the client says so, in the server's words.
+    @Test func whenTheServerClosesTheConnectionTheClientSaysWhy() async throws {
+        try await SyncFixture.run(server: { $0.maxFrameSize = Self.frameLimit }) { fixture in
+            let a = try await fixture.client("a") { $0.maxChangeFrameBytes = .max }
+            await a.client.start()
+            try await a.idle()
+            let states = a.client.connectionStates()
+            _ = try await a.client.save(bucket: "notes", key: "big", value: ["text": .string(String(repeating: "x", count: 100_000))])
+            let reason = try await withTimeout(.seconds(10)) { () async -> String? in
+                for await state in states {
+                    if case .offline(_, _, let reason) = state { return reason }
+                }
+                return nil
+            }
+            #expect(reason == "closed by the server (messageTooLarge)", "\(reason ?? "none")")
+            await a.client.stop()
+        }
+    }
+
+    @Test func aBurstTooLargeForOneMessageGoesOutInSeveral() async throws {
+        try await run { a, b in
+            // Six saves of ~20 KB handed over together, as the mount hands over a burst.
+            let keys = (0..<6).map { "part\($0)" }
+            let changes = try keys.map { key in
+                let value: JSONObject = ["text": .string(key + String(repeating: "y", count: 20_000))]
+                return try #require(try a.store.saveLocal(bucket: "notes", key: key, value: value).readyToSend)
+            }
+            await a.client.send(changes)
+            #expect(try await eventually(.seconds(10)) { try keys.allSatisfy { try b.value($0) != nil } })
+            try await a.idle()
+            for key in keys { #expect(try a.store.entity(bucket: "notes", key: key)?.state == .synced) }
+            #expect(await a.client.connectionCounter == 1)
+        }
+    }
+}
