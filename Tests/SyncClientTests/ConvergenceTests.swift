@@ -196,7 +196,6 @@ struct ConvergenceTests {
 
     @Test func heartbeatsKeepAnIdleConnectionUp() async throws {
         try await SyncFixture.run { fixture in
-            let server = fixture.server
             let a = try await fixture.client("a") {
                 $0.heartbeatInterval = .milliseconds(100)
                 $0.heartbeatTimeout = .milliseconds(300)
@@ -239,7 +238,6 @@ struct ConvergenceTests {
 
     @Test func removedBucketStopsSyncingOnlyWhenEmptyAndCanComeBack() async throws {
         try await SyncFixture.run { fixture in
-            let server = fixture.server
             let a = try await fixture.client("a", buckets: ["notes", "todo"])
             let b = try await fixture.client("b", buckets: ["notes", "todo"])
             await a.client.start()
@@ -268,7 +266,6 @@ struct ConvergenceTests {
 
     @Test func badTokenIsAClearAuthFailure() async throws {
         try await SyncFixture.run { fixture in
-            let token = fixture.token
             let bad = try await fixture.client("bad", token: String(repeating: "z", count: 40))
             let malformed = try await fixture.client("malformed", token: "short")
             let badFailures = bad.client.authFailures()
