@@ -19,6 +19,6 @@ struct Backoff: Sendable {
         return delay * jitter
     }
 
-    /// A successful authorization resets the delay.
+    /// A connection that was authorized and lasted resets the delay.
     mutating func reset() { failures = 0 }
 }

@@ -20,6 +20,10 @@ public struct SyncClientConfiguration: Sendable {
     /// Reconnect delay after the first failure; doubles per failure up to `maximumBackoff`.
     public var initialBackoff: Duration = .milliseconds(500)
     public var maximumBackoff: Duration = .seconds(60)
+    /// How long an authorized connection must last to reset the delay. One that ends sooner
+    /// counts as a failed attempt, so that a server closing every connection (over something
+    /// the client sends each time) is not reconnected to twice a second for ever.
+    public var stableConnection: Duration = .seconds(10)
     /// Index page size for the first sync (`i:1:<mark>::<limit>`).
     public var indexPageLimit: Int = 500
     /// Embed the first command in `init` (`cmd`) to save a round trip.

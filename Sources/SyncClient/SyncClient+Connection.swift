@@ -34,6 +34,7 @@ extension SyncClient {
             stateBroadcaster.publish(.connecting(attempt: attempt))
             var reason = "connection closed"
             var wasAuthorized = false
+            let attemptStarted = ContinuousClock.now
             do {
                 let closing = try await WebSocketClient.connect(
                     url: configuration.socketURL,
@@ -53,7 +54,7 @@ extension SyncClient {
             }
             wasAuthorized = connectionEnded()
             if wasAuthorized {
-                backoff.reset()
+                if ContinuousClock.now - attemptStarted >= configuration.stableConnection { backoff.reset() }
                 attempt = 0
                 offlineSince = Date()
             }

@@ -65,6 +65,29 @@ struct OversizedChangeTests {
         }
     }
 
+    /// Each reconnect resends the change and is closed again, right after authorizing: the
+    /// delay between attempts grows (50 ms doubling to 400 ms here) instead of starting over.
+    @Test func aServerClosingEveryConnectionIsRetriedLessAndLessOften() async throws {
+        try await SyncFixture.run(server: { $0.maxFrameSize = Self.frameLimit }) { fixture in
+            let a = try await fixture.client("a") { $0.maxChangeFrameBytes = .max }
+            await a.client.start()
+            try await a.idle()
+            let states = a.client.connectionStates()
+            _ = try await a.client.save(bucket: "notes", key: "big", value: ["text": .string(String(repeating: "x", count: 100_000))])
+            let delays = try await withTimeout(.seconds(10)) { () async -> [TimeInterval] in
+                var delays: [TimeInterval] = []
+                for await state in states {
+                    if case .offline(_, let retryAt?, _) = state { delays.append(retryAt.timeIntervalSinceNow) }
+                    if delays.count == 6 { break }
+                }
+                return delays
+            }
+            await a.client.stop()
+            // With jitter (x 0.5-1.0), the sixth delay is at least 200 ms; starting over, at most 50.
+            #expect(delays.count == 6 && delays[5] >= 0.15, "\(delays)")
+        }
+    }
+
     @Test func aBurstTooLargeForOneMessageGoesOutInSeveral() async throws {
         try await run { a, b in
             // Six saves of ~20 KB handed over together, as the mount hands over a burst.
