@@ -55,6 +55,30 @@ public enum FileNameCodec {
         return .entity(key: key)
     }
 
+    /// The name before `.json` of a `*.json` file that stays local only because that name is no
+    /// key's file name (`My Note.json`, `100%.json`); nil for entities, scratch names and others.
+    public static func localJSONStem(_ fileName: String) -> String? {
+        guard case .localFile = itemName(forFileName: fileName), !ScratchNames.isScratch(fileName),
+            fileName.hasSuffix(".json"), fileName.utf8.count > 5
+        else { return nil }
+        return String(decoding: fileName.utf8.dropLast(5), as: UTF8.self)
+    }
+
+    /// An entity file name close to `name` that needs no encoding and whose key every server
+    /// takes: each run of other bytes (`%` and a leading `.` included) becomes `-` (`My Note` ->
+    /// `My-Note.json`). What status proposes for a name that cannot sync as it is.
+    public static func plainFileName(for name: String) -> String {
+        var output: [UInt8] = []
+        for (index, byte) in name.utf8.enumerated() {
+            if isPlain(byte) && !(index == 0 && byte == UInt8(ascii: ".")) {
+                output.append(byte)
+            } else if output.last != UInt8(ascii: "-") {
+                output.append(UInt8(ascii: "-"))
+            }
+        }
+        return String(decoding: output.prefix(256), as: UTF8.self) + ".json"
+    }
+
     /// The file name shown for a store name.
     public static func fileName(for item: MountItemName) -> String {
         switch item {

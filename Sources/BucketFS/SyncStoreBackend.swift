@@ -89,6 +89,12 @@ public final class SyncStoreBackend: MountBackend {
             case .localFile(let fileName):
                 let file = try store.writeLocalFile(
                     bucket: bucket, name: fileName, bytes: bytes, newID: newID.map(Int64.init), durability: .deferred)
+                if let stem = FileNameCodec.localJSONStem(fileName) {
+                    // `My Note.json` looks like an entity, but its name is no key's (DESIGN.md): say so.
+                    logger.warning(
+                        "kept locally only: \(fileName) has characters an entity's file name cannot have; renamed \(FileNameCodec.plainFileName(for: stem)) it syncs",
+                        metadata: ["bucket": "\(bucket)"])
+                }
                 return MountEntry(
                     id: UInt64(file.id), bucket: bucket, name: name, size: file.content.count, mtime: file.mtime,
                     ctime: file.ctime)

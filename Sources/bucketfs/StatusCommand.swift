@@ -1,6 +1,7 @@
 import ArgumentParser
 import BucketFS
 import Foundation
+import SyncProtocol
 import SyncStore
 
 /// `bucketfs status`: what each mount is doing and what needs the user's attention.
@@ -84,15 +85,20 @@ struct MountReport: Codable {
         do {
             let store = try SyncStore(path: record.store)
             defer { try? store.close() }
+            var localOnly: [Attention] = []
             for bucket in try store.buckets() {
-                let entities = try store.entries(bucket: bucket.name).filter {
-                    if case .entity = $0.name { true } else { false }
+                var entities = 0
+                for entry in try store.entries(bucket: bucket.name) {
+                    switch entry.name {
+                    case .entity: entities += 1
+                    case .localFile(let name): if let item = Self.attention(localFile: name, bucket: bucket.name) { localOnly.append(item) }
+                    }
                 }
-                buckets.append(Bucket(name: bucket.name, entities: entities.count, cv: bucket.cv))
+                buckets.append(Bucket(name: bucket.name, entities: entities, cv: bucket.cv))
             }
             let stats = try store.stats()
             pendingSaves = stats.queuedChanges + stats.sentChanges
-            attention = try store.unsyncedEntities().compactMap(Self.attention)
+            attention = try store.unsyncedEntities().compactMap(Self.attention) + localOnly
         } catch {
             storeError = "\(error)"
         }
@@ -107,6 +113,9 @@ struct MountReport: Codable {
         case .rejected(let code):
             switch code {
             case 413: advice = "too large to sync: make the document smaller; the next save tries again"
+            case 400 where !EntityKey.isValid(entity.key):
+                advice = "the server takes no key with characters other than letters, digits and . _ % @ -: "
+                    + "rename the file, e.g. to \(FileNameCodec.plainFileName(for: entity.key))"
             case 400: advice = "the server refused the change as invalid; edit the file to retry"
             case 401: advice = "the token was refused: mount again with a fresh --token or --user"
             default: advice = "the server refused the change (\(code)); edit the file to retry"
@@ -115,6 +124,15 @@ struct MountReport: Codable {
         return Attention(
             bucket: entity.bucket, key: entity.key, file: "\(entity.bucket)/\(FileNameCodec.encode(entity.key)).json",
             state: entity.state.description, reason: entity.reason, advice: advice)
+    }
+
+    /// A `*.json` file that never syncs because of its name (`My Note.json`).
+    private static func attention(localFile name: String, bucket: String) -> Attention? {
+        guard let stem = FileNameCodec.localJSONStem(name) else { return nil }
+        return Attention(
+            bucket: bucket, key: stem, file: "\(bucket)/\(name)", state: "local",
+            reason: "the name has characters an entity's file name cannot have, so it is never sent",
+            advice: "rename it to letters, digits and . _ @ - only, e.g. \(FileNameCodec.plainFileName(for: stem)), to sync it")
     }
 
     var text: String {

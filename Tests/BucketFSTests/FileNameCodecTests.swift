@@ -25,6 +25,23 @@ struct FileNameCodecTests {
         }
     }
 
+    @Test func findsJSONFilesThatStayLocalForTheirNameAndProposesPlainNames() {
+        for (local, stem, plain) in [
+            ("My Note.json", "My Note", "My-Note.json"), ("100%.json", "100%", "100-.json"),
+            ("%41.json", "%41", "-41.json"), ("Café  menu.json", "Café  menu", "Caf-menu.json"),
+        ] {
+            #expect(FileNameCodec.localJSONStem(local) == stem, "\(local)")
+            #expect(FileNameCodec.plainFileName(for: stem) == plain)
+            // The proposed name is an entity's, spelled as it is (no encoding needed).
+            #expect(FileNameCodec.itemName(forFileName: plain) == .entity(key: String(plain.dropLast(5))))
+        }
+        for other in ["note.json", "a%2Fb.json", ".note.json", "note.json~", ".json", "x.txt", "4913"] {
+            #expect(FileNameCodec.localJSONStem(other) == nil, "\(other)")
+        }
+        #expect(FileNameCodec.plainFileName(for: ".hidden") == "-hidden.json")
+        #expect(FileNameCodec.plainFileName(for: String(repeating: "a", count: 300)) == String(repeating: "a", count: 256) + ".json")
+    }
+
     @Test func roundTripsArbitraryUnicode() {
         for name in ["🙂/x", "tab\there", "new\nline", "%2F", "a..b", "-", "@"] {
             let encoded = FileNameCodec.encode(name)
