@@ -47,76 +47,73 @@ struct TwoMountTests {
     }
 
     @Test func manyFilesCreatedInOneMountAllArriveInTheOther() throws {
-        let sandbox = try Sandbox()
-        defer { sandbox.close() }
-        let server = try ServerProcess.start(in: sandbox)
-        let a = try MountProcess(sandbox, at: "a", server: server)
-        let b = try MountProcess(sandbox, at: "b", server: server)
-        try Command.python(
-            """
-            for i in range(50):
-                with open('n%02d.json' % i, 'w') as f: f.write('{\\n  "i": %d\\n}\\n' % i)
-            """, in: a.path("notes"))
-        let names = (0..<50).map { String(format: "n%02d.json", $0) }
-        #expect(eventually(90) { (try? FileManager.default.contentsOfDirectory(atPath: b.path("notes")).sorted()) == names })
-        #expect(try Files.read(b.path("notes/n49.json")) == "{\n  \"i\": 49\n}\n")
-        try Command.shell("rm n1*.json", in: a.path("notes"))
-        #expect(eventually(90) { (try? FileManager.default.contentsOfDirectory(atPath: b.path("notes")).count) == 40 })
+        try Self.withTwoMounts { a, b in
+            try Command.python(
+                """
+                for i in range(50):
+                    with open('n%02d.json' % i, 'w') as f: f.write('{\\n  "i": %d\\n}\\n' % i)
+                """, in: a.path("notes"))
+            let names = (0..<50).map { String(format: "n%02d.json", $0) }
+            #expect(eventually(90) { (try? FileManager.default.contentsOfDirectory(atPath: b.path("notes")).sorted()) == names })
+            #expect(try Files.read(b.path("notes/n49.json")) == "{\n  \"i\": 49\n}\n")
+            try Command.shell("rm n1*.json", in: a.path("notes"))
+            #expect(eventually(90) { (try? FileManager.default.contentsOfDirectory(atPath: b.path("notes")).count) == 40 })
+        }
     }
 
     @Test func invalidJSONStaysLocalUntilFixed() throws {
-        let sandbox = try Sandbox()
-        defer { sandbox.close() }
-        let server = try ServerProcess.start(in: sandbox)
-        let a = try MountProcess(sandbox, at: "a", server: server)
-        let b = try MountProcess(sandbox, at: "b", server: server)
+        try Self.withTwoMounts { a, b in
+            let valid = TwoMountTests.pretty(["v": "1"])
+            try Files.write(a.path("notes/x.json"), valid)
+            #expect(try Files.waitFor(b.path("notes/x.json"), toHold: valid) == valid)
 
-        let valid = TwoMountTests.pretty(["v": "1"])
-        try Files.write(a.path("notes/x.json"), valid)
-        #expect(try Files.waitFor(b.path("notes/x.json"), toHold: valid) == valid)
+            // A half-typed save: kept exactly as written, marked invalid, not sent.
+            let broken = "{\n  \"v\": 2,\n"
+            try Files.write(a.path("notes/x.json"), broken)
+            #expect(try Files.read(a.path("notes/x.json")) == broken)
+            #expect(Self.state(of: a.path("notes/x.json")) == "invalid")
+            // A later valid save of another entity arrives; the broken one never did.
+            let marker = TwoMountTests.pretty(["marker": "true"])
+            try Files.write(a.path("notes/marker.json"), marker)
+            #expect(try Files.waitFor(b.path("notes/marker.json"), toHold: marker) == marker)
+            #expect(try Files.read(b.path("notes/x.json")) == valid)
 
-        // A half-typed save: kept exactly as written, marked invalid, not sent.
-        let broken = "{\n  \"v\": 2,\n"
-        try Files.write(a.path("notes/x.json"), broken)
-        #expect(try Files.read(a.path("notes/x.json")) == broken)
-        #expect(Self.state(of: a.path("notes/x.json")) == "invalid")
-        // A later valid save of another entity arrives; the broken one never did.
-        let marker = TwoMountTests.pretty(["marker": "true"])
-        try Files.write(a.path("notes/marker.json"), marker)
-        #expect(try Files.waitFor(b.path("notes/marker.json"), toHold: marker) == marker)
-        #expect(try Files.read(b.path("notes/x.json")) == valid)
-
-        // Fixed: it syncs.
-        let fixed = TwoMountTests.pretty(["v": "2"])
-        try Files.write(a.path("notes/x.json"), fixed)
-        #expect(try Files.waitFor(b.path("notes/x.json"), toHold: fixed) == fixed)
-        #expect(eventually(60) { Self.state(of: a.path("notes/x.json")) == "synced" })
+            // Fixed: it syncs.
+            let fixed = TwoMountTests.pretty(["v": "2"])
+            try Files.write(a.path("notes/x.json"), fixed)
+            #expect(try Files.waitFor(b.path("notes/x.json"), toHold: fixed) == fixed)
+            #expect(eventually(60) { Self.state(of: a.path("notes/x.json")) == "synced" })
+        }
     }
 
     /// A document too large for any message the server takes (over 4 MiB) must not stop the
     /// rest from syncing: the server would close every connection that carried it.
     @Test func aDocumentTooLargeToSendStaysLocalAndTheRestSyncs() throws {
+        try Self.withTwoMounts { a, b in
+            try Command.python(
+                "import json\nopen('huge.json', 'w').write(json.dumps({'text': 'x' * 5_000_000}))", in: a.path("notes"))
+            let marker = TwoMountTests.pretty(["marker": "true"])
+            try Files.write(a.path("notes/marker.json"), marker)
+            #expect(try Files.waitFor(b.path("notes/marker.json"), toHold: marker) == marker)
+            #expect(eventually(30) { Self.state(of: a.path("notes/huge.json")) == "rejected:413" })
+            // Kept exactly as written, and only here.
+            #expect(try Files.read(a.path("notes/huge.json"))?.utf8.count == 5_000_012)
+            #expect(try Files.read(b.path("notes/huge.json")) == nil)
+
+            // Made smaller, it syncs.
+            let small = TwoMountTests.pretty(["text": "\"x\""])
+            try Files.write(a.path("notes/huge.json"), small)
+            #expect(try Files.waitFor(b.path("notes/huge.json"), toHold: small) == small)
+            #expect(eventually(30) { Self.state(of: a.path("notes/huge.json")) == "synced" })
+        }
+    }
+
+    /// A sandbox with `bucketfs serve` and two mounts of the same user, a and b.
+    static func withTwoMounts(_ body: (MountProcess, MountProcess) throws -> Void) throws {
         let sandbox = try Sandbox()
         defer { sandbox.close() }
         let server = try ServerProcess.start(in: sandbox)
-        let a = try MountProcess(sandbox, at: "a", server: server)
-        let b = try MountProcess(sandbox, at: "b", server: server)
-
-        try Command.python(
-            "import json\nopen('huge.json', 'w').write(json.dumps({'text': 'x' * 5_000_000}))", in: a.path("notes"))
-        let marker = TwoMountTests.pretty(["marker": "true"])
-        try Files.write(a.path("notes/marker.json"), marker)
-        #expect(try Files.waitFor(b.path("notes/marker.json"), toHold: marker) == marker)
-        #expect(eventually(30) { Self.state(of: a.path("notes/huge.json")) == "rejected:413" })
-        // Kept exactly as written, and only here.
-        #expect(try Files.read(a.path("notes/huge.json"))?.utf8.count == 5_000_012)
-        #expect(try Files.read(b.path("notes/huge.json")) == nil)
-
-        // Made smaller, it syncs.
-        let small = TwoMountTests.pretty(["text": "\"x\""])
-        try Files.write(a.path("notes/huge.json"), small)
-        #expect(try Files.waitFor(b.path("notes/huge.json"), toHold: small) == small)
-        #expect(eventually(30) { Self.state(of: a.path("notes/huge.json")) == "synced" })
+        try body(try MountProcess(sandbox, at: "a", server: server), try MountProcess(sandbox, at: "b", server: server))
     }
 
     /// The file's `user.bucketfs.state` attribute; nil when it cannot be read.

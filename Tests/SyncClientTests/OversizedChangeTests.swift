@@ -9,6 +9,8 @@ import Testing
 @Suite("changes too large for one message", .serialized, .timeLimit(.minutes(2)))
 struct OversizedChangeTests {
     static let frameLimit = 64 << 10
+    /// ~100 KB of compact JSON: more than one message to the test server may carry.
+    static let big: JSONObject = ["text": .string(String(repeating: "x", count: 100_000))]
 
     /// A real server taking messages up to `frameLimit` (documents up to 1 MiB), with clients a
     /// and b that know the limit.
@@ -26,13 +28,12 @@ struct OversizedChangeTests {
 
     @Test func aChangeTooLargeToSendIsKeptLocallyAndTheRestSyncs() async throws {
         try await run { a, b in
-            let big: JSONObject = ["text": .string(String(repeating: "x", count: 100_000))]
-            _ = try await a.client.save(bucket: "notes", key: "big", value: big)
+            _ = try await a.client.save(bucket: "notes", key: "big", value: Self.big)
             _ = try await a.client.save(bucket: "notes", key: "small", value: ["n": 1])
             #expect(try await eventually(.seconds(10)) { try b.value("small") == ["n": 1] })
             let kept = try #require(try a.store.entity(bucket: "notes", key: "big"))
             #expect(kept.state == .rejected(code: 413))
-            #expect(kept.value == big)
+            #expect(kept.value == Self.big)
             #expect(kept.reason?.contains("too large to send") == true, "\(kept.reason ?? "no reason")")
             #expect(try b.value("big") == nil)
             // Nothing made the server drop the connection.
@@ -45,15 +46,23 @@ struct OversizedChangeTests {
         }
     }
 
-    /// A client told a larger limit than the server's sends the change; the server closes the
-    /// connection, and the client says so, in the server's words.
-    @Test func whenTheServerClosesTheConnectionTheClientSaysWhy() async throws {
+    /// A client told no limit (or a larger one than the server's) saves a change too large for
+    /// the server, which closes the connection, at every reconnect; `body` watches the client's
+    /// connection states from just before the save.
+    func overrunTheServer(_ body: (AsyncStream<ConnectionState>) async throws -> Void) async throws {
         try await SyncFixture.run(server: { $0.maxFrameSize = Self.frameLimit }) { fixture in
             let a = try await fixture.client("a") { $0.maxChangeFrameBytes = .max }
             await a.client.start()
             try await a.idle()
             let states = a.client.connectionStates()
-            _ = try await a.client.save(bucket: "notes", key: "big", value: ["text": .string(String(repeating: "x", count: 100_000))])
+            _ = try await a.client.save(bucket: "notes", key: "big", value: Self.big)
+            try await body(states)
+            await a.client.stop()
+        }
+    }
+
+    @Test func whenTheServerClosesTheConnectionTheClientSaysWhy() async throws {
+        try await overrunTheServer { states in
             let reason = try await withTimeout(.seconds(10)) { () async -> String? in
                 for await state in states {
                     if case .offline(_, _, let reason) = state { return reason }
@@ -61,19 +70,13 @@ struct OversizedChangeTests {
                 return nil
             }
             #expect(reason == "closed by the server (messageTooLarge)", "\(reason ?? "none")")
-            await a.client.stop()
         }
     }
 
     /// Each reconnect resends the change and is closed again, right after authorizing: the
     /// delay between attempts grows (50 ms doubling to 400 ms here) instead of starting over.
     @Test func aServerClosingEveryConnectionIsRetriedLessAndLessOften() async throws {
-        try await SyncFixture.run(server: { $0.maxFrameSize = Self.frameLimit }) { fixture in
-            let a = try await fixture.client("a") { $0.maxChangeFrameBytes = .max }
-            await a.client.start()
-            try await a.idle()
-            let states = a.client.connectionStates()
-            _ = try await a.client.save(bucket: "notes", key: "big", value: ["text": .string(String(repeating: "x", count: 100_000))])
+        try await overrunTheServer { states in
             let delays = try await withTimeout(.seconds(10)) { () async -> [TimeInterval] in
                 var delays: [TimeInterval] = []
                 for await state in states {
@@ -82,7 +85,6 @@ struct OversizedChangeTests {
                 }
                 return delays
             }
-            await a.client.stop()
             // With jitter (x 0.5-1.0), the sixth delay is at least 200 ms; starting over, at most 50.
             #expect(delays.count == 6 && delays[5] >= 0.15, "\(delays)")
         }
