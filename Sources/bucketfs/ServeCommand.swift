@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import SyncProtocol
 import SyncServer
 
 /// `bucketfs serve`: run the Simperium-compatible sync server on a data directory.
@@ -35,7 +36,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("api-key"), help: "Require this X-Simperium-API-Key on the auth API. Default: any non-empty key.")
     var apiKey: String?
 
-    @Option(name: .customLong("max-document-size"), help: "Largest entity in bytes of compact JSON; bigger changes get error 413.")
+    @Option(
+        name: .customLong("max-document-size"),
+        help: "Largest entity in bytes of compact JSON; bigger changes get error 413. At most 4 MiB, the largest message a client may send.")
     var maxDocumentSize: Int = 1 << 20
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
@@ -44,7 +47,10 @@ struct Serve: AsyncParsableCommand {
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
-        guard maxDocumentSize > 0 else { throw ValidationError("--max-document-size must be positive") }
+        guard (1...Frame.defaultMaxClientBytes).contains(maxDocumentSize) else {
+            throw ValidationError(
+                "--max-document-size must be between 1 and \(Frame.defaultMaxClientBytes): a bigger document could not reach the server in one message")
+        }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
         if let apiKey, apiKey.isEmpty { throw ValidationError("--api-key must not be empty") }
     }

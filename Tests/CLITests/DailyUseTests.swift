@@ -276,5 +276,9 @@ struct DailyUseTests {
         let unreachable = try cli.bucketfs(
             ["login", "x", "--server", "ws://localhost:1", "--app-id", "a", "--user", "u"], stdin: "p\n")
         #expect(unreachable.stderr.contains("cannot reach the auth API"))
+
+        let tooLarge = try cli.bucketfs(["serve", "--data", cli.path("unused"), "--max-document-size", "5000000"])
+        #expect(tooLarge.status != 0)
+        #expect(tooLarge.stderr.contains("a bigger document could not reach the server in one message"))
     }
 }
