@@ -30,6 +30,8 @@ public enum FSError: Error, Sendable, Hashable, CustomStringConvertible {
     case crossDevice
     /// A stale handle: the file handle is not open.
     case badHandle
+    /// The disk holding the store is full: nothing was written (the editor keeps its buffer).
+    case noSpace
     /// The store failed (SQLite error, corrupt row); the message goes to the log.
     case io(String)
 
@@ -50,6 +52,7 @@ public enum FSError: Error, Sendable, Hashable, CustomStringConvertible {
         case .nameTooLong: return ENAMETOOLONG
         case .crossDevice: return EXDEV
         case .badHandle: return EBADF
+        case .noSpace: return ENOSPC
         case .io: return EIO
         }
     }
@@ -70,6 +73,7 @@ public enum FSError: Error, Sendable, Hashable, CustomStringConvertible {
         case .nameTooLong: return "name too long"
         case .crossDevice: return "rename across buckets"
         case .badHandle: return "bad file handle"
+        case .noSpace: return "no space left on the store's disk"
         case .io(let message): return "I/O error: \(message)"
         }
     }

@@ -195,6 +195,9 @@ public final class SyncStoreBackend: MountBackend {
             case .unknownBucket, .unknownEntity, .unknownLocalFile: throw FSError.notFound
             case .bucketNotEmpty: throw FSError.notEmpty
             case .bucketAwaitsRemovals: throw FSError.busy
+            case .diskFull:
+                logger.error("\(error)")
+                throw FSError.noSpace
             default: throw FSError.io(error.description)
             }
         }

@@ -1,7 +1,13 @@
+import GRDB
+import Glibc
+
 /// Why a store operation failed.
 public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The SQLite file could not be opened, migrated or written (message from SQLite).
     case database(String)
+    /// The disk holding the store is full: the write did not happen (message from SQLite or
+    /// the fsync), everything before it is intact.
+    case diskFull(String)
     /// No bucket with this name exists in the store.
     case unknownBucket(String)
     /// No entity with this key exists in the bucket (or it is deleted locally).
@@ -20,6 +26,7 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .database(let message): return "database error: \(message)"
+        case .diskFull(let message): return "the store's disk is full: \(message)"
         case .unknownBucket(let name): return "unknown bucket \(name)"
         case .unknownEntity(let bucket, let key): return "unknown entity \(bucket)/\(key)"
         case .unknownLocalFile(let bucket, let name): return "unknown local file \(bucket)/\(name)"
@@ -28,5 +35,25 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case .bucketNotEmpty(let name): return "bucket \(name) is not empty"
         case .bucketAwaitsRemovals(let name): return "bucket \(name) waits for the server to acknowledge removals"
         }
+    }
+}
+
+extension StoreError {
+    /// A GRDB or SQLite error as the store reports it.
+    init(_ error: any Error) {
+        if let error = error as? StoreError {
+            self = error
+        } else if let error = error as? DatabaseError, error.resultCode == .SQLITE_FULL {
+            self = .diskFull(String(describing: error))
+        } else {
+            self = .database(String(describing: error))
+        }
+    }
+
+    /// A failed system call on the store's files (`errno` set).
+    static func system(_ what: String) -> StoreError {
+        let code = errno
+        let message = "\(what): \(String(cString: strerror(code)))"
+        return code == ENOSPC || code == EDQUOT ? .diskFull(message) : .database(message)
     }
 }

@@ -39,7 +39,7 @@ public final class SyncStore: Sendable {
             pool = try DatabasePool(path: path, configuration: configuration)
             try Schema.migrator.migrate(pool)
         } catch {
-            throw StoreError.database(String(describing: error))
+            throw StoreError(error)
         }
         self.path = path
     }
@@ -51,7 +51,7 @@ public final class SyncStore: Sendable {
     /// Closes the database; further calls fail.
     public func close() throws(StoreError) {
         for continuation in subscribers.withLock({ $0.values }) { continuation.finish() }
-        do { try pool.close() } catch { throw StoreError.database(String(describing: error)) }
+        do { try pool.close() } catch { throw StoreError(error) }
     }
 
     /// Entities changed by the server, published after their transaction committed.
@@ -86,7 +86,7 @@ public final class SyncStore: Sendable {
         case deferred
     }
 
-    /// One write transaction; GRDB errors become `StoreError.database`.
+    /// One write transaction; GRDB errors become `StoreError` (`diskFull` when the disk is full).
     func write<T>(_ durability: Durability = .synced, _ body: (Database) throws -> T) throws(StoreError) -> T {
         let result: T
         do {
@@ -104,10 +104,8 @@ public final class SyncStore: Sendable {
                 guard let result else { throw StoreError.database("write transaction produced no result") }
                 return result
             }
-        } catch let error as StoreError {
-            throw error
         } catch {
-            throw StoreError.database(String(describing: error))
+            throw StoreError(error)
         }
         // Outside the writer: other writes go on while the disk flushes (the WAL is ordered, so
         // the fsync also covers every write before this one).
@@ -133,12 +131,10 @@ public final class SyncStore: Sendable {
         if descriptor < 0 {
             // No WAL: the last connection checkpointed it into the (synced) database file.
             if errno == ENOENT { return }
-            throw StoreError.database("cannot open the WAL to sync it: \(String(cString: strerror(errno)))")
+            throw StoreError.system("cannot open the WAL to sync it")
         }
         defer { Glibc.close(descriptor) }
-        guard fdatasync(descriptor) == 0 else {
-            throw StoreError.database("fsync of the WAL failed: \(String(cString: strerror(errno)))")
-        }
+        guard fdatasync(descriptor) == 0 else { throw StoreError.system("fsync of the WAL failed") }
         syncProgress.withLock { $0.syncedThrough = max($0.syncedThrough, target) }
     }
 
@@ -146,10 +142,8 @@ public final class SyncStore: Sendable {
     func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do {
             return try pool.read { db in try body(db) }
-        } catch let error as StoreError {
-            throw error
         } catch {
-            throw StoreError.database(String(describing: error))
+            throw StoreError(error)
         }
     }
 
