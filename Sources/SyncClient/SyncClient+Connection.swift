@@ -52,6 +52,7 @@ extension SyncClient {
                 reason = String(describing: error)
                 logger.debug("connection ended: \(reason)")
             }
+            if let storeFailure = connection?.storeFailure { reason = storeFailure }
             wasAuthorized = connectionEnded()
             if wasAuthorized {
                 if ContinuousClock.now - attemptStarted >= configuration.stableConnection { backoff.reset() }

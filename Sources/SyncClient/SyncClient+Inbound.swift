@@ -7,7 +7,7 @@ import SyncStore
 extension SyncClient {
     /// One server frame, in arrival order.
     func receive(_ text: String, connectionID: Int) async {
-        guard var open = connection, open.id == connectionID else { return }
+        guard var open = connection, open.id == connectionID, open.storeFailure == nil else { return }
         open.heartbeat.received(at: .now)
         connection = open
         logger.trace("recv \(text)")
@@ -62,7 +62,7 @@ extension SyncClient {
                 let outcome = try store.applyEntity(bucket: bucket, key: key, version: version, data: data)
                 await follow(outcome, channel: channel)
             } catch {
-                logger.error("storing \(bucket)/\(key).\(version) failed: \(error)")
+                await serverDataNotStored("storing \(bucket)/\(key).\(version)", error)
             }
             publishProgress(channel: channel)
         case .changeVersionUnknown:
@@ -111,10 +111,23 @@ extension SyncClient {
                     authFailureBroadcaster.publish(BucketAuthFailure(bucket: bucket, failure: failure))
                 }
             } catch {
-                logger.error("\(bucket): \(action) failed: \(error)")
                 await remoteLog("\(bucket): store error \(error)")
+                await serverDataNotStored("\(bucket): \(String(describing: action).prefix(200))", error)
+                return
             }
         }
+    }
+
+    /// Something the server sent could not be stored (a full disk): nothing more is taken from
+    /// this connection, which is closed. The next one resumes from the change version the store
+    /// holds, and so brings it again; going on could carry that version past what was never
+    /// stored, and those changes would never come back.
+    func serverDataNotStored(_ what: String, _ error: any Error) async {
+        logger.error("\(what) failed: \(error); reconnecting to fetch it again")
+        guard var open = connection, open.storeFailure == nil else { return }
+        open.storeFailure = "store error: \(error)"
+        connection = open
+        await open.writer.close()
     }
 
     /// A `c` message: applied changes go to the store in runs; each error is handled per code.
@@ -151,7 +164,7 @@ extension SyncClient {
             }
             await follow(outcome, channel: channel)
         } catch {
-            logger.error("applying changes to \(bucket) failed: \(error)")
+            await serverDataNotStored("applying changes to \(bucket)", error)
         }
     }
 
@@ -181,7 +194,7 @@ extension SyncClient {
                 await authorize(channel: channel)
             }
         } catch {
-            logger.error("recording error \(code) for \(ccid) failed: \(error)")
+            await serverDataNotStored("recording error \(code) for \(ccid)", error)
         }
     }
 

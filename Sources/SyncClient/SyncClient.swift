@@ -46,6 +46,9 @@ public actor SyncClient {
         let writer: WebSocketWriting
         var heartbeat: Heartbeat
         var authorizedAny = false
+        /// Set when something the server sent could not be stored: the connection is closing,
+        /// and nothing more it brings is taken (`serverDataNotStored`).
+        var storeFailure: String?
     }
 
     /// Creates the engine over `store`; every configured bucket is added to the store.

@@ -154,13 +154,15 @@ final class SyncFixture: @unchecked Sendable {
         try result.get()
     }
 
-    /// A client on this fixture's server (the fixture's token unless one is given).
+    /// A client on this fixture's server (the fixture's token unless one is given), with its
+    /// store in the fixture's directory unless one is given.
     func client(
-        _ name: String, token: String? = nil, buckets: [String] = ["notes"],
+        _ name: String, token: String? = nil, buckets: [String] = ["notes"], storeIn storeDirectory: TemporaryDirectory? = nil,
         configure: (inout SyncClientConfiguration) -> Void = { _ in }
     ) async throws -> TestClient {
         let client = try await TestClient.make(
-            name, server: server, token: token ?? self.token, directory: directory, buckets: buckets, configure: configure)
+            name, server: server, token: token ?? self.token, directory: storeDirectory ?? directory, buckets: buckets,
+            configure: configure)
         clients.append(client)
         return client
     }
