@@ -157,6 +157,7 @@ extension SyncClient {
             for ccid in outcome.acknowledged {
                 sentOnConnection.remove(ccid)
                 badVersionCounts[ccid] = nil
+                serverErrorBackoffs[ccid] = nil
                 if let change = batch.last(where: { $0.ccids.contains(ccid) }) {
                     acknowledgementBroadcaster.publish(
                         ChangeAcknowledgement(bucket: bucket, key: change.key, ccid: ccid, version: change.endVersion))
@@ -178,6 +179,8 @@ extension SyncClient {
             switch try store.reject(bucket: bucket, ccid: ccid, code: code) {
             case .none:
                 break
+            case .resend(let change) where (500...599).contains(code):
+                resendLater(change)
             case .resend(let change):
                 await send([change])
             case .catchUp:
@@ -195,6 +198,29 @@ extension SyncClient {
             }
         } catch {
             await serverDataNotStored("recording error \(code) for \(ccid)", error)
+        }
+    }
+
+    /// A change the server could not take for now (5xx: its disk, its database) goes again after
+    /// a delay that grows with each refusal, as reconnects do, so that a failing server is not
+    /// sent it in a loop. What goes is what the store owes by then (later saves included).
+    func resendLater(_ change: OutgoingChange) {
+        var backoff = serverErrorBackoffs[change.ccid]
+            ?? Backoff(initial: configuration.initialBackoff, maximum: configuration.maximumBackoff)
+        var generator = SystemRandomNumberGenerator()
+        let delay = backoff.nextDelay(using: &generator)
+        serverErrorBackoffs[change.ccid] = backoff
+        Task { [weak self] in
+            try? await Task.sleep(for: delay)
+            await self?.resendOwed(ccid: change.ccid, bucket: change.bucket)
+        }
+    }
+
+    private func resendOwed(ccid: String, bucket: String) async {
+        do {
+            await send(try store.outgoingChanges(bucket: bucket).filter { $0.ccid == ccid })
+        } catch {
+            logger.error("reading change \(ccid) to resend failed: \(error)")
         }
     }
 

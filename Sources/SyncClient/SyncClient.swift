@@ -23,6 +23,8 @@ public actor SyncClient {
     var remoteLogLevel = 0
     /// 405 refusals per ccid, to fall back to sending the whole object (spec 405, option 2).
     var badVersionCounts: [String: Int] = [:]
+    /// The resend delay of each change the server refused for now (5xx), until it is acknowledged.
+    var serverErrorBackoffs: [String: Backoff] = [:]
     /// ccids written on the current connection (a sent change is not resent on it unless requeued).
     var sentOnConnection: Set<String> = []
     /// Channels of removed buckets: never authorized again, their messages ignored (channel
