@@ -31,7 +31,8 @@ extension SyncStore {
     /// Records a change error and decides the follow-up, per the spec's "Handling Change Errors":
     /// 400/413 stop and keep the local value (`rejected:<code>`); 401 re-authorize and resend;
     /// 404 resend as a full object (re-create); 405 reload, rebase, resend; 409 already applied,
-    /// catch up via cv; 412 drop; 440 resend with the whole object in `d`; 5xx resend later.
+    /// catch up via cv; 412 drop; 440 resend with the whole object in `d` (refused so too, stop
+    /// and keep the local value: `rejected:440`); 5xx resend later.
     /// `reason`, when given, is what the entity shows for a 400/413 in place of the server's words
     /// (a change the engine itself found too large to send).
     public func reject(bucket: String, ccid: String, code: Int, reason: String? = nil) throws(StoreError) -> ChangeErrorFollowUp {
@@ -93,6 +94,14 @@ extension SyncStore {
                     change.state = "queued"
                     try change.update(db)
                     return .resend(try change.outgoing(bucket: bucket, key: entity.key))
+                }
+                if change.fullData != nil {
+                    // Refused with the whole object too: sending it again would only loop.
+                    change.state = "rejected:440"
+                    try change.update(db)
+                    entity.state = EntityState.rejected(code: 440).description
+                    entity.reason = "server could not apply the change, even with the whole object (440); kept locally"
+                    return .none
                 }
                 change.fullData = StoredJSON.text(try entity.local() ?? [:])
                 change.state = "queued"

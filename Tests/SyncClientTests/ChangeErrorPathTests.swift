@@ -7,9 +7,11 @@ import Testing
 /// Every change error code, forced by the server's fault-injection hook on a real connection.
 @Suite("change error paths against the real server", .serialized, .timeLimit(.minutes(2)))
 struct ChangeErrorPathTests {
-    /// a and b are in sync on `doc` = {"n": 0}; the next change to `doc` is refused with `code`;
-    /// then a saves {"n": 1}.
-    func scenario(code: Int, check: (TestClient, TestClient, TestServer) async throws -> Void) async throws {
+    /// a and b are in sync on `doc` = {"n": 0}; the next change to `doc` (the next `times`) is
+    /// refused with `code`; then a saves {"n": 1}.
+    func scenario(
+        code: Int, times: Int = 1, check: (TestClient, TestClient, TestServer) async throws -> Void
+    ) async throws {
         try await SyncFixture.run { fixture in
             let server = fixture.server
             let a = try await fixture.client("a")
@@ -19,9 +21,9 @@ struct ChangeErrorPathTests {
             _ = try await a.client.save(bucket: "notes", key: "doc", value: ["n": 0])
             #expect(try await eventually { try b.value("doc") == ["n": 0] })
             try await a.idle()
-            server.faults.fail(key: "doc", with: code)
+            server.faults.fail(key: "doc", with: code, times: times)
             _ = try await a.client.save(bucket: "notes", key: "doc", value: ["n": 1])
-            #expect(try await eventually { server.faults.isExhausted })
+            if times == 1 { #expect(try await eventually { server.faults.isExhausted }) }
             try await check(a, b, server)
         }
     }
@@ -56,6 +58,23 @@ struct ChangeErrorPathTests {
             try await Task.sleep(for: .milliseconds(200))
             #expect(try b.value("doc") == ["n": 0])
             // A later save is tried again and goes through.
+            _ = try await a.client.save(bucket: "notes", key: "doc", value: ["n": 2])
+            #expect(try await eventually { try b.value("doc") == ["n": 2] })
+        }
+    }
+
+    /// 440 again for the change sent with the whole object: it is kept locally as refused, not
+    /// sent in a loop; the next save tries again.
+    @Test func invalidDiffRefusedEvenWithTheWholeObjectIsKeptLocally() async throws {
+        try await scenario(code: 440, times: 3) { a, b, server in
+            #expect(try await eventually { try a.store.entity(bucket: "notes", key: "doc")?.state == .rejected(code: 440) })
+            // The change, then the change with the whole object; the third 440 waits for the next save.
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(!server.faults.isExhausted)
+            #expect(try b.value("doc") == ["n": 0])
+            let entity = try #require(try a.store.entity(bucket: "notes", key: "doc"))
+            #expect(entity.value == ["n": 1])
+            #expect(entity.reason?.contains("440") == true)
             _ = try await a.client.save(bucket: "notes", key: "doc", value: ["n": 2])
             #expect(try await eventually { try b.value("doc") == ["n": 2] })
         }
