@@ -158,6 +158,7 @@ extension SyncClient {
                 sentOnConnection.remove(ccid)
                 badVersionCounts[ccid] = nil
                 serverErrorBackoffs[ccid] = nil
+                unauthorizedCounts[ccid] = nil
                 if let change = batch.last(where: { $0.ccids.contains(ccid) }) {
                     acknowledgementBroadcaster.publish(
                         ChangeAcknowledgement(bucket: bucket, key: change.key, ccid: ccid, version: change.endVersion))
@@ -194,6 +195,16 @@ extension SyncClient {
                 }
                 await perform(machines[channel].catchUp(), channel: channel)
             case .reauthorize:
+                // Refused again after authorizing anew (a token that may read but not write):
+                // sending it once more would only loop.
+                unauthorizedCounts[ccid, default: 0] += 1
+                if unauthorizedCounts[ccid, default: 0] > 1 {
+                    unauthorizedCounts[ccid] = nil
+                    try store.refuse(
+                        ccid: ccid, code: 401,
+                        reason: "server refused permission (401) again after re-authorizing; kept locally")
+                    return
+                }
                 await authorize(channel: channel)
             }
         } catch {
@@ -306,7 +317,7 @@ extension SyncClient {
             + "one message may carry (413); kept locally"
         logger.warning("\(bucket)/\(change.id) not sent: \(reason)")
         do {
-            _ = try store.reject(bucket: bucket, ccid: change.ccid, code: 413, reason: reason)
+            try store.refuse(ccid: change.ccid, code: 413, reason: reason)
         } catch {
             logger.error("recording that \(change.ccid) is too large failed: \(error)")
         }

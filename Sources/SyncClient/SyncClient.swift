@@ -25,6 +25,8 @@ public actor SyncClient {
     var badVersionCounts: [String: Int] = [:]
     /// The resend delay of each change the server refused for now (5xx), until it is acknowledged.
     var serverErrorBackoffs: [String: Backoff] = [:]
+    /// 401 refusals per ccid: a second, after authorizing anew, keeps the change locally.
+    var unauthorizedCounts: [String: Int] = [:]
     /// ccids written on the current connection (a sent change is not resent on it unless requeued).
     var sentOnConnection: Set<String> = []
     /// Channels of removed buckets: never authorized again, their messages ignored (channel

@@ -33,9 +33,7 @@ extension SyncStore {
     /// 404 resend as a full object (re-create); 405 reload, rebase, resend; 409 already applied,
     /// catch up via cv; 412 drop; 440 resend with the whole object in `d` (refused so too, stop
     /// and keep the local value: `rejected:440`); 5xx resend later.
-    /// `reason`, when given, is what the entity shows for a 400/413 in place of the server's words
-    /// (a change the engine itself found too large to send).
-    public func reject(bucket: String, ccid: String, code: Int, reason: String? = nil) throws(StoreError) -> ChangeErrorFollowUp {
+    public func reject(bucket: String, ccid: String, code: Int) throws(StoreError) -> ChangeErrorFollowUp {
         try write { db in
             guard var change = try ChangeRow.filter(Column("ccid") == ccid).fetchOne(db),
                 var entity = try EntityRow.fetchOne(db, key: change.entityID)
@@ -45,12 +43,9 @@ extension SyncStore {
             defer { _ = try? entity.update(db) }
             switch code {
             case 400, 413:
-                change.state = "rejected:\(code)"
-                try change.update(db)
-                entity.state = EntityState.rejected(code: code).description
-                entity.reason = reason ?? (code == 413
+                try Self.refuse(&change, &entity, code: code, reason: code == 413
                     ? "server refused the change: document too large (413); kept locally"
-                    : "server refused the change: invalid id or schema (400); kept locally")
+                    : "server refused the change: invalid id or schema (400); kept locally", db)
                 return .none
             case 401:
                 change.state = "queued"
@@ -97,10 +92,9 @@ extension SyncStore {
                 }
                 if change.fullData != nil {
                     // Refused with the whole object too: sending it again would only loop.
-                    change.state = "rejected:440"
-                    try change.update(db)
-                    entity.state = EntityState.rejected(code: 440).description
-                    entity.reason = "server could not apply the change, even with the whole object (440); kept locally"
+                    try Self.refuse(
+                        &change, &entity, code: 440,
+                        reason: "server could not apply the change, even with the whole object (440); kept locally", db)
                     return .none
                 }
                 change.fullData = StoredJSON.text(try entity.local() ?? [:])
@@ -115,6 +109,27 @@ extension SyncStore {
                 return .resend(try change.outgoing(bucket: bucket, key: entity.key))
             }
         }
+    }
+
+    /// Stops sending a change, keeping the local value: `rejected:<code>` with `reason`, which
+    /// status and the xattr show, until the next save tries again. For what the engine itself
+    /// refuses to send (too large for a message, refused again after re-authorizing).
+    public func refuse(ccid: String, code: Int, reason: String) throws(StoreError) {
+        try write { db in
+            guard var change = try ChangeRow.filter(Column("ccid") == ccid).fetchOne(db),
+                var entity = try EntityRow.fetchOne(db, key: change.entityID)
+            else { return }
+            entity.ctime = Self.now()
+            try Self.refuse(&change, &entity, code: code, reason: reason, db)
+            try entity.update(db)
+        }
+    }
+
+    private static func refuse(_ change: inout ChangeRow, _ entity: inout EntityRow, code: Int, reason: String, _ db: Database) throws {
+        change.state = "rejected:\(code)"
+        try change.update(db)
+        entity.state = EntityState.rejected(code: code).description
+        entity.reason = reason
     }
 
     /// Second and later 405s for the same change: the spec's other option, send the whole

@@ -63,6 +63,19 @@ struct ChangeErrorPathTests {
         }
     }
 
+    /// 401 again after authorizing anew (a token that may read but not write): the change is
+    /// kept locally as refused, not sent in a loop; the next save tries again.
+    @Test func permissionRefusedAgainAfterReauthorizingIsKeptLocally() async throws {
+        try await scenario(code: 401, times: 2) { a, b, server in
+            #expect(try await eventually { try a.store.entity(bucket: "notes", key: "doc")?.state == .rejected(code: 401) })
+            #expect(server.faults.isExhausted)
+            #expect(try a.store.entity(bucket: "notes", key: "doc")?.value == ["n": 1])
+            #expect(try b.value("doc") == ["n": 0])
+            _ = try await a.client.save(bucket: "notes", key: "doc", value: ["n": 2])
+            #expect(try await eventually { try b.value("doc") == ["n": 2] })
+        }
+    }
+
     /// 440 again for the change sent with the whole object: it is kept locally as refused, not
     /// sent in a loop; the next save tries again.
     @Test func invalidDiffRefusedEvenWithTheWholeObjectIsKeptLocally() async throws {
