@@ -6,7 +6,7 @@ public enum FileNameCodec {
         var output: [UInt8] = []
         output.reserveCapacity(name.utf8.count)
         for (index, byte) in name.utf8.enumerated() {
-            if isPlain(byte) && !(index == 0 && byte == UInt8(ascii: ".")) {
+            if isPlain(byte, at: index) {
                 output.append(byte)
             } else {
                 output.append(UInt8(ascii: "%"))
@@ -58,8 +58,9 @@ public enum FileNameCodec {
     /// The name before `.json` of a `*.json` file that stays local only because that name is no
     /// key's file name (`My Note.json`, `100%.json`); nil for entities, scratch names and others.
     public static func localJSONStem(_ fileName: String) -> String? {
-        guard case .localFile = itemName(forFileName: fileName), !ScratchNames.isScratch(fileName),
-            fileName.hasSuffix(".json"), fileName.utf8.count > 5
+        // Asked at every save of a local file (editors' scratch files): the cheap tests first.
+        guard !ScratchNames.isScratch(fileName), fileName.hasSuffix(".json"), fileName.utf8.count > 5,
+            case .localFile = itemName(forFileName: fileName)
         else { return nil }
         return String(decoding: fileName.utf8.dropLast(5), as: UTF8.self)
     }
@@ -70,7 +71,7 @@ public enum FileNameCodec {
     public static func plainFileName(for name: String) -> String {
         var output: [UInt8] = []
         for (index, byte) in name.utf8.enumerated() {
-            if isPlain(byte) && !(index == 0 && byte == UInt8(ascii: ".")) {
+            if isPlain(byte, at: index) {
                 output.append(byte)
             } else if output.last != UInt8(ascii: "-") {
                 output.append(UInt8(ascii: "-"))
@@ -85,6 +86,11 @@ public enum FileNameCodec {
         case .entity(let key): return fileName(forKey: key)
         case .localFile(let name): return name
         }
+    }
+
+    /// Whether `byte` at `index` of a name stands in its file name as it is (a leading `.` does not).
+    private static func isPlain(_ byte: UInt8, at index: Int) -> Bool {
+        isPlain(byte) && !(index == 0 && byte == UInt8(ascii: "."))
     }
 
     private static func isPlain(_ byte: UInt8) -> Bool {
