@@ -293,13 +293,12 @@ extension SyncClient {
         var frames: [String] = []
         for (channel, requests) in requests {
             let packed = ChangeRequest.frames(requests, channel: channel, maxBytes: configuration.maxChangeFrameBytes)
+            frames += packed.frames
+            sentOnConnection.formUnion(requests.map(\.ccid))
             for (change, frameBytes) in packed.tooLarge {
                 queued.remove(change.ccid)
-                await keepBack(change, frameBytes: frameBytes, bucket: machines[channel].bucket)
-            }
-            frames += packed.frames
-            for request in requests where !packed.tooLarge.contains(where: { $0.change.ccid == request.ccid }) {
-                sentOnConnection.insert(request.ccid)
+                sentOnConnection.remove(change.ccid)
+                keepBack(change, frameBytes: frameBytes, bucket: machines[channel].bucket)
             }
         }
         guard !frames.isEmpty else { return }
@@ -311,7 +310,7 @@ extension SyncClient {
     /// A change too large for any frame the server takes: sending it would only make the server
     /// close the connection, again at every reconnect, and nothing else would sync. It is kept
     /// locally and shown as refused for its size; the next save of the file tries again.
-    private func keepBack(_ change: ChangeRequest, frameBytes: Int, bucket: String) async {
+    private func keepBack(_ change: ChangeRequest, frameBytes: Int, bucket: String) {
         let mebibytes = { (bytes: Int) in String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
         let reason = "too large to send: the change takes \(mebibytes(frameBytes)), over the \(mebibytes(configuration.maxChangeFrameBytes)) "
             + "one message may carry (413); kept locally"
