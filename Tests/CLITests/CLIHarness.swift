@@ -97,8 +97,8 @@ final class CLIHarness: @unchecked Sendable {
         process.waitUntilExit()
         return Output(
             status: process.terminationStatus,
-            stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
-            stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
+            stdout: text(of: out),
+            stderr: text(of: err))
     }
 
     /// Starts `bucketfs ARGS` in the background; its output goes to the returned file.
@@ -128,9 +128,9 @@ final class CLIHarness: @unchecked Sendable {
         let (process, output) = try start(["serve", "--data", data, "--port", String(port), "--host", "127.0.0.1"])
         var found: Int?
         try eventually(timeout: 60) {
-            let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-            if let range = text.range(of: #"127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
-                found = Int(text[range].split(separator: ":").last ?? "")
+            let printed = text(of: output)
+            if let range = printed.range(of: #"127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
+                found = Int(printed[range].split(separator: ":").last ?? "")
             }
             return found != nil
         }
@@ -166,6 +166,11 @@ final class CLIHarness: @unchecked Sendable {
 }
 
 /// Polls `condition` until it holds; fails the test (does not hang) after `timeout` seconds.
+/// What a file holds so far (a started command's output), as text; empty if it cannot be read.
+func text(of file: URL) -> String {
+    (try? String(contentsOf: file, encoding: .utf8)) ?? ""
+}
+
 func eventually(timeout: Double = 30, _ condition: () throws -> Bool) throws {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {

@@ -92,7 +92,7 @@ struct DailyUseTests {
         Thread.sleep(forTimeInterval: 0.5)
         try Data("{\"from\": \"two\"}\n".utf8).write(to: URL(fileURLWithPath: second + "/notes/shared.json"))
         try eventually {
-            let lines = ((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n")
+            let lines = text(of: output).split(separator: "\n")
             // Who: the second mount's client id (bucketfs-<mount name>-<hash>).
             return lines.contains {
                 $0.contains("\"key\":\"shared\"") && $0.contains("\"origin\":\"remote\"") && $0.contains("\"client\":\"bucketfs-two-")
@@ -123,7 +123,7 @@ struct DailyUseTests {
             Thread.sleep(forTimeInterval: 0.02)
         }
         func watched(_ file: URL) -> [String] {
-            ((try? String(contentsOf: file, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line in
+            text(of: file).split(separator: "\n").compactMap { line in
                 keys.first { line.contains("\"key\":\"\($0)\"") && line.contains("\"origin\":\"local\"") }
             }
         }
@@ -165,7 +165,7 @@ struct DailyUseTests {
         try cli.mount(mountpoint, port: port, token: token)
         try Data("{\"late\": true}\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/late.json"))
         try eventually {
-            ((try? String(contentsOf: output, encoding: .utf8)) ?? "").split(separator: "\n").contains {
+            text(of: output).split(separator: "\n").contains {
                 $0.contains("\"key\":\"late\"") && $0.contains("\"origin\":\"local\"")
             }
         }

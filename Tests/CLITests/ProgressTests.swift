@@ -25,9 +25,9 @@ struct ProgressTests {
         let command = "\(CLIHarness.binary) mount \(mountpoint) --foreground"
         let (process, output) = try cli.startProcess(["/usr/bin/script", "-qfec", command, "/dev/null"])
         try eventually { isMounted(mountpoint) }
-        try eventually { ((try? String(contentsOf: output, encoding: .utf8)) ?? "").contains("notes: 3 entities in sync") }
-        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-        #expect(text.contains("\r\u{1B}[K"), "the progress line is redrawn in place")
+        try eventually { text(of: output).contains("notes: 3 entities in sync") }
+        let printed = text(of: output)
+        #expect(printed.contains("\r\u{1B}[K"), "the progress line is redrawn in place")
         try unmount(cli, mountpoint, process)
     }
 
@@ -37,10 +37,10 @@ struct ProgressTests {
         let mountpoint = try cli.directory("pipe")
         let (process, output) = try cli.start(["mount", mountpoint, "--foreground"])
         try eventually { isMounted(mountpoint) }
-        try eventually { ((try? String(contentsOf: output, encoding: .utf8)) ?? "").contains("notes: in sync (3 entities)") }
-        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-        #expect(!text.contains("\u{1B}[K"))
-        #expect(!text.contains("entities in sync"))
+        try eventually { text(of: output).contains("notes: in sync (3 entities)") }
+        let printed = text(of: output)
+        #expect(!printed.contains("\u{1B}[K"))
+        #expect(!printed.contains("entities in sync"))
         try unmount(cli, mountpoint, process)
     }
 }
