@@ -19,7 +19,8 @@ struct Attributes: Sendable {
             attributes.st_nlink = 2
         case .file:
             attributes.st_mode = Self.fileMode
-            attributes.st_nlink = 1
+            // fstat of a descriptor whose name was unlinked or renamed over: no name is left.
+            attributes.st_nlink = node.linked ? 1 : 0
         case .symlink(_, _, let target):
             attributes.st_mode = Self.symlinkMode
             attributes.st_nlink = 1
@@ -38,11 +39,20 @@ struct Attributes: Sendable {
     }
 
     static func timespec(_ time: MountTime) -> Glibc.timespec {
-        Glibc.timespec(tv_sec: Int(time / 1_000_000_000), tv_nsec: Int(time % 1_000_000_000))
+        // Floor division: a time before 1970 still has 0 <= tv_nsec < 10^9.
+        let (seconds, nanoseconds) = time.quotientAndRemainder(dividingBy: 1_000_000_000)
+        return nanoseconds < 0
+            ? Glibc.timespec(tv_sec: Int(seconds - 1), tv_nsec: Int(nanoseconds + 1_000_000_000))
+            : Glibc.timespec(tv_sec: Int(seconds), tv_nsec: Int(nanoseconds))
     }
 
+    /// Nanoseconds since the epoch cover the years 1678 to 2262; a time outside is clamped to
+    /// that range (as ext4 clamps to its own), never an overflow trap on the request path.
     static func time(_ spec: Glibc.timespec) -> MountTime {
-        MountTime(spec.tv_sec) * 1_000_000_000 + MountTime(spec.tv_nsec)
+        let (seconds, overflow) = MountTime(spec.tv_sec).multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return spec.tv_sec < 0 ? MountTime.min : MountTime.max }
+        let nanoseconds = MountTime(Swift.min(Swift.max(spec.tv_nsec, 0), 999_999_999))
+        return seconds.addingReportingOverflow(nanoseconds).overflow ? MountTime.max : seconds + nanoseconds
     }
 
     static func now() -> MountTime {

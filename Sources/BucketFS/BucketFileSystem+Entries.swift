@@ -82,6 +82,10 @@ extension BucketFileSystem {
             return request.reply(attributes: reply, timeout: cacheTimeout)
         }
         if let newSize, newSize < 0 { return fail(request, .invalidArgument) }
+        if let newSize, newSize > maxFileSize {
+            logger.warning("truncate past the file size limit refused (EFBIG)", metadata: ["size": "\(newSize)"])
+            return fail(request, .fileTooLarge)
+        }
         let realIno = node.ino
         perform(request, on: writeQueue) { [self] () throws(FSError) in
             if let newSize { try truncate(realIno, bucket: bucket, item: item, to: newSize) }
@@ -96,19 +100,18 @@ extension BucketFileSystem {
     /// On `writeQueue`: resize the open working copy, or load-resize-save a closed file.
     private func truncate(_ ino: UInt64, bucket: String, item: MountItemName, to size: Int) throws(FSError) {
         let handledInMemory = state.withLock { state -> Bool in
-            guard var open = state.openFiles[ino], open.loaded else { return false }
-            resize(&open.bytes, to: size)
-            open.dirty = true
-            open.generation += 1
-            state.openFiles[ino] = open
-            state.table.updateAttributes(of: ino, size: size, mtime: Attributes.now(), ctime: Attributes.now())
+            guard state.openFiles[ino]?.loaded == true else { return false }
+            state.openFiles[ino]?.resize(to: size)
+            let now = Attributes.now()
+            state.table.updateAttributes(of: ino, size: size, mtime: now, ctime: now)
             return true
         }
         if handledInMemory { return }
         state.withLock { $0.closedFiles.remove(ino) }
-        var bytes = try backend.read(bucket: bucket, name: item)
-        resize(&bytes, to: size)
-        let entry = try backend.save(bucket: bucket, name: item, bytes: bytes, newID: nil)
+        var file = OpenFile()
+        file.load(try backend.read(bucket: bucket, name: item), fresh: false)
+        file.resize(to: size)
+        let entry = try backend.save(bucket: bucket, name: item, bytes: file.bytes, newID: nil)
         state.withLock { $0.table.updateAttributes(of: ino, size: entry.size, mtime: entry.mtime, ctime: entry.ctime) }
     }
 
@@ -125,14 +128,6 @@ extension BucketFileSystem {
         if deferred { return }
         let entry = try backend.setModificationTime(bucket: bucket, name: item, to: time)
         state.withLock { $0.table.updateAttributes(of: ino, size: entry.size, mtime: entry.mtime, ctime: entry.ctime) }
-    }
-
-    private func resize(_ bytes: inout [UInt8], to size: Int) {
-        if size < bytes.count {
-            bytes.removeSubrange(size...)
-        } else if size > bytes.count {
-            bytes.append(contentsOf: repeatElement(0, count: size - bytes.count))
-        }
     }
 
     func readlink(_ request: FuseRequest, ino: UInt64) {

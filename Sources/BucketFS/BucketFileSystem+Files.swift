@@ -18,6 +18,9 @@ extension BucketFileSystem {
                 // With FUSE_CAP_ATOMIC_O_TRUNC the truncation arrives here, not as a setattr.
                 state.closedFiles.remove(realIno)
                 open.truncate()
+                // Seen at once (stat before the first write), as truncate(2) would show it.
+                let now = Attributes.now()
+                state.table.updateAttributes(of: realIno, size: 0, mtime: now, ctime: now)
             } else if !open.loaded {
                 guard let cached = state.closedFiles.take(realIno) else { return nil }
                 open.load(cached, fresh: true)  // the cache holds only the store's bytes
@@ -66,37 +69,39 @@ extension BucketFileSystem {
     }
 
     func write(_ request: FuseRequest, bytes: UnsafeBufferPointer<UInt8>, offset: Int, handle: UInt64) {
-        guard offset >= 0 else { return fail(request, .invalidArgument) }
-        let data = Array(bytes)
+        // Checked before anything is allocated: a write far past the end must not take the mount down.
+        let count: Int
+        do throws(FSError) { count = try writableCount(bytes.count, at: offset, limit: maxFileSize) } catch {
+            if error == .fileTooLarge { logger.warning("write past the file size limit refused (EFBIG)", metadata: ["offset": "\(offset)"]) }
+            return fail(request, error)
+        }
+        let data = UnsafeBufferPointer(rebasing: bytes[0..<count])
         let written = state.withLock { state -> Result<Bool, FSError> in
             guard case .file(let ino)? = state.handles[handle] else { return .failure(.badHandle) }
-            guard var open = state.openFiles[ino], open.loaded else { return .success(false) }
-            Self.splice(data, into: &open.bytes, at: offset)
-            open.dirty = true
-            open.generation += 1
+            guard state.openFiles[ino]?.loaded == true else { return .success(false) }
+            state.openFiles[ino]?.write(data, at: offset)
             let now = Attributes.now()
-            state.openFiles[ino] = open
-            state.table.updateAttributes(of: ino, size: open.bytes.count, mtime: now, ctime: now)
+            state.table.updateAttributes(of: ino, size: state.openFiles[ino]?.bytes.count ?? 0, mtime: now, ctime: now)
             return .success(true)
         }
         switch written {
         case .failure(let error): fail(request, error)
-        case .success(true): request.reply(written: data.count)
+        case .success(true): request.reply(written: count)
         case .success(false):
+            let copy = Array(data)
             perform(request, on: readQueue) { [self] () throws(FSError) in
                 _ = try reloadingWorkingCopy(handle: handle) { _ in [] }
                 let done = state.withLock { state -> Bool in
-                    guard case .file(let ino)? = state.handles[handle], var open = state.openFiles[ino], open.loaded else {
+                    guard case .file(let ino)? = state.handles[handle], state.openFiles[ino]?.loaded == true else {
                         return false
                     }
-                    Self.splice(data, into: &open.bytes, at: offset)
-                    open.dirty = true
-                    open.generation += 1
-                    state.openFiles[ino] = open
+                    copy.withUnsafeBufferPointer { state.openFiles[ino]?.write($0, at: offset) }
+                    let now = Attributes.now()
+                    state.table.updateAttributes(of: ino, size: state.openFiles[ino]?.bytes.count ?? 0, mtime: now, ctime: now)
                     return true
                 }
                 guard done else { throw FSError.badHandle }
-                request.reply(written: data.count)
+                request.reply(written: count)
             }
         }
     }
@@ -264,6 +269,8 @@ extension BucketFileSystem {
                 var open = state.openFiles[ino] ?? OpenFile()
                 if truncate {
                     open.truncate()
+                    let now = Attributes.now()
+                    state.table.updateAttributes(of: ino, size: 0, mtime: now, ctime: now)
                 } else {
                     open.load(bytes, fresh: state.remoteEpoch == epoch)
                 }
@@ -277,6 +284,17 @@ extension BucketFileSystem {
         }
     }
 
+    /// On `writeQueue`, before a name stops leading to `node` (unlink, rename over it): a
+    /// descriptor still open on it reads on the bytes it had (POSIX), so a working copy that a
+    /// remote change emptied is loaded now, while the name still holds them.
+    func keepWorkingCopy(of node: Node) throws(FSError) {
+        guard case .file(let bucket, let item) = node.kind,
+            state.withLock({ $0.openFiles[node.ino].map { !$0.loaded } ?? false })
+        else { return }
+        let bytes = try backend.read(bucket: bucket, name: item)
+        state.withLock { $0.openFiles[node.ino]?.load(bytes, fresh: false) }
+    }
+
     /// Loads the store's bytes into a handle's working copy if a remote change emptied it.
     private func reloadingWorkingCopy<T>(handle: UInt64, _ body: ([UInt8]) -> T) throws(FSError) -> T {
         let target = state.withLock { state -> (UInt64, Node)? in
@@ -284,6 +302,8 @@ extension BucketFileSystem {
             return (ino, node)
         }
         guard let (ino, node) = target, case .file(let bucket, let item) = node.kind else { throw FSError.badHandle }
+        // A file without a name has nothing in the store to load: its bytes went with the name.
+        guard node.linked else { throw FSError.notFound }
         let epoch = state.withLock { $0.remoteEpoch }
         let bytes = try backend.read(bucket: bucket, name: item)
         return state.withLock { state -> T in
@@ -294,10 +314,4 @@ extension BucketFileSystem {
         }
     }
 
-    static func splice(_ data: [UInt8], into bytes: inout [UInt8], at offset: Int) {
-        if offset > bytes.count { bytes.append(contentsOf: repeatElement(0, count: offset - bytes.count)) }
-        let end = offset + data.count
-        if end > bytes.count { bytes.append(contentsOf: repeatElement(0, count: end - bytes.count)) }
-        bytes.replaceSubrange(offset..<end, with: data)
-    }
 }

@@ -15,12 +15,23 @@ public struct MountOptions: Sendable {
     public var fuseOptions: [String]
     /// libfuse debug output on stderr.
     public var debug: Bool
+    /// The largest file the mount keeps, in bytes: a write or truncate past it fails with EFBIG
+    /// before anything is allocated. A file's working copy is held in memory while it is open.
+    public var maxFileSize: Int
 
-    public init(cacheTimeout: Double = 3600, handleSignals: Bool = false, fuseOptions: [String] = [], debug: Bool = false) {
+    /// 256 MiB: far above any document the server takes (4 MiB), and a working copy the mount
+    /// can hold in memory on a small machine (an open file lives in memory until it is saved).
+    public static let defaultMaxFileSize = 256 << 20
+
+    public init(
+        cacheTimeout: Double = 3600, handleSignals: Bool = false, fuseOptions: [String] = [], debug: Bool = false,
+        maxFileSize: Int = MountOptions.defaultMaxFileSize
+    ) {
         self.cacheTimeout = cacheTimeout
         self.handleSignals = handleSignals
         self.fuseOptions = fuseOptions
         self.debug = debug
+        self.maxFileSize = maxFileSize
     }
 }
 
@@ -74,6 +85,8 @@ public final class BucketFileSystem: Sendable {
     }
 
     var cacheTimeout: Double { lifecycle.withLock { $0.options.cacheTimeout } }
+
+    var maxFileSize: Int { lifecycle.withLock { $0.options.maxFileSize } }
 
     var session: OpaquePointer? { lifecycle.withLock { $0.session } }
 

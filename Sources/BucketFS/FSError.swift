@@ -32,6 +32,8 @@ public enum FSError: Error, Sendable, Hashable, CustomStringConvertible {
     case badHandle
     /// The disk holding the store is full: nothing was written (the editor keeps its buffer).
     case noSpace
+    /// A write or truncate past the mount's file size limit (`MountOptions.maxFileSize`).
+    case fileTooLarge
     /// The store failed (SQLite error, corrupt row); the message goes to the log.
     case io(String)
 
@@ -53,6 +55,7 @@ public enum FSError: Error, Sendable, Hashable, CustomStringConvertible {
         case .crossDevice: return EXDEV
         case .badHandle: return EBADF
         case .noSpace: return ENOSPC
+        case .fileTooLarge: return EFBIG
         case .io: return EIO
         }
     }
@@ -74,6 +77,7 @@ public enum FSError: Error, Sendable, Hashable, CustomStringConvertible {
         case .crossDevice: return "rename across buckets"
         case .badHandle: return "bad file handle"
         case .noSpace: return "no space left on the store's disk"
+        case .fileTooLarge: return "file too large"
         case .io(let message): return "I/O error: \(message)"
         }
     }

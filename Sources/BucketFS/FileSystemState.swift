@@ -31,6 +31,41 @@ struct OpenFile: Sendable {
         dirty = true
         generation += 1
     }
+
+    /// pwrite(2) into the loaded working copy, zero-filling a gap; the caller has checked the
+    /// size limit. Called in place (`openFiles[ino]?.write`), so the bytes are not copied.
+    mutating func write(_ data: UnsafeBufferPointer<UInt8>, at offset: Int) {
+        let end = offset + data.count
+        if end > bytes.count {
+            bytes.append(contentsOf: repeatElement(0, count: end - bytes.count))
+        }
+        bytes.withUnsafeMutableBufferPointer { target in
+            guard let base = target.baseAddress, let source = data.baseAddress, !data.isEmpty else { return }
+            (base + offset).update(from: source, count: data.count)
+        }
+        dirty = true
+        generation += 1
+    }
+
+    /// truncate(2) of the loaded working copy; the caller has checked the size limit.
+    mutating func resize(to size: Int) {
+        if size < bytes.count {
+            bytes.removeSubrange(size...)
+        } else if size > bytes.count {
+            bytes.append(contentsOf: repeatElement(0, count: size - bytes.count))
+        }
+        dirty = true
+        generation += 1
+    }
+}
+
+/// The mount's size limit applied to one write: how many of `count` bytes at `offset` may be
+/// written (a write that crosses the limit is short, as with RLIMIT_FSIZE), or EFBIG when none.
+func writableCount(_ count: Int, at offset: Int, limit: Int) throws(FSError) -> Int {
+    guard offset >= 0, count >= 0 else { throw FSError.invalidArgument }
+    guard count > 0 else { return 0 }
+    guard offset < limit else { throw FSError.fileTooLarge }
+    return Swift.min(count, limit - offset)
 }
 
 /// One row of a directory handle's listing, taken at opendir (stable offsets for readdir).
