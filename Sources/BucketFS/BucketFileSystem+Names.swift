@@ -14,6 +14,7 @@ extension BucketFileSystem {
                 request.replyOK()
             case .file(let bucket, let item):
                 perform(request, on: writeQueue) { [self] () throws(FSError) in
+                    try keepWorkingCopy(of: node)
                     do throws(FSError) {
                         try backend.delete(bucket: bucket, name: item)
                     } catch .notFound where item.isLocalFile {
@@ -71,27 +72,25 @@ extension BucketFileSystem {
                 request.replyOK()
             case .file(_, let sourceItem):
                 try saveIfDirty(source.ino)
-                if let existing, case .symlink = existing.kind {
-                    state.withLock { $0.table.unlink(parent: newParent, name: newName) }
+                if let existing {
+                    if case .symlink = existing.kind {
+                        state.withLock { $0.table.unlink(parent: newParent, name: newName) }
+                    } else {
+                        try keepWorkingCopy(of: existing)
+                    }
                 }
                 let entry = try backend.rename(bucket: sourceBucket, from: sourceItem, to: destinationItem)
                 let moved = Self.node(for: entry, parent: newParent)
                 let aliased = state.withLock { state -> Bool in
                     for ino in [source.ino, moved.ino] + (existing.map { [$0.ino] } ?? []) { state.closedFiles.remove(ino) }
-                    if let existing, existing.ino == moved.ino, var replaced = state.openFiles[existing.ino] {
-                        // Descriptors open on the replaced file must not save their old bytes over
-                        // the new ones; they read the new bytes from now on.
-                        replaced.dirty = false
-                        replaced.loaded = false
-                        replaced.bytes = []
-                        replaced.generation += 1
-                        state.openFiles[existing.ino] = replaced
-                    }
+                    // The file it replaced loses its name (upsert unlinks it); descriptors open on
+                    // it keep their bytes and never save them over the new file (POSIX).
                     state.table.unlink(parent: parent, name: name)
                     state.table.upsert(moved)
                     guard moved.ino != source.ino else { return false }
-                    // The kernel now shows the source's inode under the new name; make that inode
-                    // mean the destination until the kernel looks the name up again.
+                    // A backend that gave the destination another number: the kernel now shows
+                    // the source's inode under the new name, so that inode means the destination
+                    // until the kernel looks the name up again.
                     state.table.alias(source.ino, to: moved.ino)
                     if let open = state.openFiles.removeValue(forKey: source.ino), state.openFiles[moved.ino] == nil {
                         state.openFiles[moved.ino] = open

@@ -84,7 +84,7 @@ public final class SyncStoreBackend: MountBackend {
                 }
                 let entity = result.entity
                 return MountEntry(
-                    id: UInt64(entity.id), bucket: bucket, name: name, size: entity.content.count, mtime: entity.mtime,
+                    id: UInt64(entity.nodeID), bucket: bucket, name: name, size: entity.content.count, mtime: entity.mtime,
                     ctime: entity.ctime)
             case .localFile(let fileName):
                 let file = try store.writeLocalFile(
@@ -220,6 +220,6 @@ private final class EventSource: @unchecked Sendable {
         case .changed: kind = .changed
         case .removed: kind = .removed
         }
-        return MountChange(bucket: event.bucket, key: event.key, id: UInt64(event.entityID), kind: kind)
+        return MountChange(bucket: event.bucket, key: event.key, id: UInt64(event.nodeID), kind: kind)
     }
 }

@@ -53,8 +53,11 @@ public struct BucketInfo: Hashable, Sendable {
 
 /// One entity as the store holds it.
 public struct EntityInfo: Hashable, Sendable {
-    /// Stable id (never reused; usable as an inode number).
+    /// The entity's own stable id (its changes refer to it).
     public let id: Int64
+    /// The inode number of its file: moves with the file on rename, new when a removed file
+    /// is made again (never reused).
+    public let nodeID: Int64
     public let bucket: String
     public let key: String
     /// The last server version this client knows (the ghost's version); nil if never on the server.
@@ -77,7 +80,7 @@ public struct EntityInfo: Hashable, Sendable {
 extension EntityInfo {
     /// The entity's file as a directory listing shows it.
     var directoryEntry: DirectoryEntry {
-        DirectoryEntry(id: id, name: .entity(key: key), size: content.count, mtime: mtime, ctime: ctime)
+        DirectoryEntry(id: nodeID, name: .entity(key: key), size: content.count, mtime: mtime, ctime: ctime)
     }
 }
 
@@ -104,6 +107,7 @@ public enum EntryName: Hashable, Sendable {
 
 /// One row of a bucket listing.
 public struct DirectoryEntry: Hashable, Sendable {
+    /// The file's inode number (an entity's `nodeID`, a local file's id).
     public let id: Int64
     public let name: EntryName
     public let size: Int
@@ -265,16 +269,22 @@ public struct RemoteEvent: Hashable, Sendable {
     public let bucket: String
     public let key: String
     public let entityID: Int64
+    /// The inode number of the entity's file (`EntityInfo.nodeID`).
+    public let nodeID: Int64
     public let kind: Kind
     /// The entity's server version after the change (nil when unknown, e.g. removed by an index).
     public let version: Int?
     /// The client that made the change, when the server said (`clientid`; nil for index and `e` loads).
     public let clientID: String?
 
-    public init(bucket: String, key: String, entityID: Int64, kind: Kind, version: Int? = nil, clientID: String? = nil) {
+    public init(
+        bucket: String, key: String, entityID: Int64, nodeID: Int64? = nil, kind: Kind, version: Int? = nil,
+        clientID: String? = nil
+    ) {
         self.bucket = bucket
         self.key = key
         self.entityID = entityID
+        self.nodeID = nodeID ?? entityID
         self.kind = kind
         self.version = version
         self.clientID = clientID

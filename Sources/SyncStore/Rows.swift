@@ -90,11 +90,13 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     var reloadVersion: Int?
     var needsReload: Bool
     var seenGeneration: Int64
+    /// The inode number of the entity's file (`Schema` v3): follows the file across renames.
+    var nodeID: Int64
 
     init(
         id: Int64, bucketID: Int64, key: String, ghostVersion: Int?, ghostData: String, localValue: String?,
         content: Data?, mtime: Int64, ctime: Int64, state: String, reason: String?, deletedPending: Bool,
-        reloadVersion: Int?, needsReload: Bool, seenGeneration: Int64
+        reloadVersion: Int?, needsReload: Bool, seenGeneration: Int64, nodeID: Int64? = nil
     ) {
         self.id = id
         self.bucketID = bucketID
@@ -111,6 +113,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         self.reloadVersion = reloadVersion
         self.needsReload = needsReload
         self.seenGeneration = seenGeneration
+        self.nodeID = nodeID ?? id
     }
 
     init(row: Row) {
@@ -129,6 +132,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         reloadVersion = row[12]
         needsReload = row[13]
         seenGeneration = row[14]
+        nodeID = row[15]
     }
 
     func update(_ db: Database) throws {
@@ -136,11 +140,11 @@ struct EntityRow: FetchableRecord, PersistableRecord {
             sql: """
                 UPDATE entity SET bucket_id = ?, key = ?, ghost_version = ?, ghost_data = ?, local_value = ?,
                 content = ?, mtime = ?, ctime = ?, state = ?, reason = ?, deleted_pending = ?, reload_version = ?,
-                needs_reload = ?, seen_generation = ? WHERE id = ?
+                needs_reload = ?, seen_generation = ?, node_id = ? WHERE id = ?
                 """)
         try statement.execute(arguments: [
             bucketID, key, ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
-            reloadVersion, needsReload, seenGeneration, id,
+            reloadVersion, needsReload, seenGeneration, nodeID, id,
         ])
         guard db.changesCount > 0 else {
             throw RecordError.recordNotFound(databaseTableName: Self.databaseTableName, key: ["id": id.databaseValue])
@@ -163,6 +167,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         container["reload_version"] = reloadVersion
         container["needs_reload"] = needsReload
         container["seen_generation"] = seenGeneration
+        container["node_id"] = nodeID
     }
 
     /// A fresh row for a key this store has not seen.
@@ -191,19 +196,30 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     }
 
     /// Shows `value` in the file, rendered in the file format (a remote change was applied).
+    /// Times change only with the bytes: an acknowledgement or a catch-up that renders the same
+    /// file leaves it as backup tools last saw it (they key on mtime and ctime).
     mutating func render(_ value: JSONObject, now: Int64) {
         localValue = StoredJSON.text(value)
         let rendered = Data(JSONValue.object(value).prettyRendered().utf8)
         if content != rendered {
             content = rendered
             mtime = now
+            ctime = now
         }
+    }
+
+    /// The file is gone (deleted locally while the row waits for the server): a file made under
+    /// the same key later is a new file, with a number no descriptor still holds.
+    mutating func removeFile(now: Int64, _ db: Database) throws {
+        content = nil
+        localValue = nil
         ctime = now
+        nodeID = try Schema.allocateNodeID(db)
     }
 
     func info(bucket: String) throws -> EntityInfo {
         EntityInfo(
-            id: id, bucket: bucket, key: key, version: ghostVersion, ghost: try ghost(),
+            id: id, nodeID: nodeID, bucket: bucket, key: key, version: ghostVersion, ghost: try ghost(),
             value: try local(), content: content.map { [UInt8]($0) } ?? [], mtime: mtime, ctime: ctime,
             state: EntityState(text: state) ?? .conflict, reason: reason, deletedPending: deletedPending)
     }

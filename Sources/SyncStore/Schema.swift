@@ -72,6 +72,13 @@ enum Schema {
             try db.execute(sql: "CREATE INDEX entity_needs_reload ON entity(bucket_id, key) WHERE needs_reload = 1")
             try db.execute(sql: "CREATE INDEX entity_seen_generation ON entity(bucket_id, seen_generation)")
         }
+        migrator.registerMigration("v3") { db in
+            // A file's inode number follows the file, not the key (POSIX): a rename carries it to
+            // the new name, and a name removed and made again gets a new one, since a descriptor
+            // may still hold the old. `id` stays the entity row's own identity (changes refer to it).
+            try db.execute(sql: "ALTER TABLE entity ADD COLUMN node_id INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "UPDATE entity SET node_id = id")
+        }
         return migrator
     }
 

@@ -39,7 +39,6 @@ extension SyncStore {
                 var entity = try EntityRow.fetchOne(db, key: change.entityID)
             else { return .none }
             let now = Self.now()
-            entity.ctime = now
             defer { _ = try? entity.update(db) }
             switch code {
             case 400, 413:
@@ -119,7 +118,6 @@ extension SyncStore {
             guard var change = try ChangeRow.filter(Column("ccid") == ccid).fetchOne(db),
                 var entity = try EntityRow.fetchOne(db, key: change.entityID)
             else { return }
-            entity.ctime = Self.now()
             try Self.refuse(&change, &entity, code: code, reason: reason, db)
             try entity.update(db)
         }

@@ -72,8 +72,8 @@ extension SyncStore {
         let insert = try db.cachedStatement(
             sql: """
                 INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime,
-                    state, reason, deleted_pending, reload_version, needs_reload, seen_generation)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'synced', NULL, 0, NULL, 0, ?)
+                    state, reason, deleted_pending, reload_version, needs_reload, seen_generation, node_id)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'synced', NULL, 0, NULL, 0, ?, ?)
                 """)
         var inserted = Set<String>()
         inserted.reserveCapacity(fresh.count)
@@ -87,7 +87,7 @@ extension SyncStore {
                 let compact = value.compactRendered()
                 try insert.execute(arguments: [
                     id, bucket.id, entry.key, entry.version, compact, compact, Data(value.prettyRendered().utf8), now, now,
-                    bucket.indexGeneration,
+                    bucket.indexGeneration, id,
                 ])
                 outcome.events.append(
                     RemoteEvent(bucket: bucket.name, key: entry.key, entityID: id, kind: .created, version: entry.version))

@@ -111,6 +111,8 @@ extension SyncStore {
         let bytes: [UInt8]
         // rename(2) moves the file, times included (`rsync -a` sets the temp file's mtime, then renames it).
         let sourceMTime: StoreTime
+        // The file keeps its inode number under its new name, as on any local file system.
+        let sourceNode: Int64
         switch source {
         case .entity(let key):
             guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let content = row.content else {
@@ -118,21 +120,24 @@ extension SyncStore {
             }
             bytes = [UInt8](content)
             sourceMTime = row.mtime
+            sourceNode = row.nodeID
         case .localFile(let name) where target.isEntity:
             // The editor's save: the scratch file becomes the entity's bytes, and goes.
             let take = try db.cachedStatement(
-                sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ? RETURNING content, mtime")
+                sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ? RETURNING content, mtime, id")
             guard let row = try Row.fetchOne(take, arguments: [bucketRow.id, name]) else {
                 throw StoreError.unknownLocalFile(bucket: bucket, name: name)
             }
             bytes = [UInt8](row[0] as Data)
             sourceMTime = row[1]
+            sourceNode = row[2]
         case .localFile(let name):
             guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db) else {
                 throw StoreError.unknownLocalFile(bucket: bucket, name: name)
             }
             bytes = [UInt8](row.content)
             sourceMTime = row.mtime
+            sourceNode = row.id
         }
         guard source != target else {
             guard let unchanged = try lookup(bucket: bucket, name: target, db) else {
@@ -150,19 +155,24 @@ extension SyncStore {
             guard let moved else { throw StoreError.unknownLocalFile(bucket: bucket, name: from) }
             destination = DirectoryEntry(id: moved, name: target, size: bytes.count, mtime: sourceMTime, ctime: now)
         case (.localFile, .entity(let key)):
-            let saved = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, db)
+            let saved = try Self.save(
+                bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, nodeID: sourceNode, db)
             if let change = saved.readyToSend { ready.append(change) }
             destination = saved.entity.directoryEntry
         case (.entity(let from), .entity(let key)):
-            let saved = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, db)
+            // The source's row gives up the number first (`delete` hands it a fresh one or drops it).
+            if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
+            let saved = try Self.save(
+                bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, nodeID: sourceNode, db)
             if let change = saved.readyToSend { ready.append(change) }
             destination = saved.entity.directoryEntry
-            if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
         case (.entity(let from), .localFile(let name)):
-            destination = try putLocalFile(
-                bucketID: bucketRow.id, name: name, content: Data(bytes), mtime: sourceMTime, now: now, db
-            ).directoryEntry
             if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
+            try db.execute(
+                sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ?", arguments: [bucketRow.id, name])
+            destination = try putLocalFile(
+                bucketID: bucketRow.id, name: name, content: Data(bytes), mtime: sourceMTime, now: now, newID: sourceNode, db
+            ).directoryEntry
         }
         return RenameResult(changes: ready, destination: destination)
     }
@@ -196,8 +206,11 @@ extension SyncStore {
 
     /// Saves `bytes` as the entity's file; `mtime` is the file's new modification time (now,
     /// or the time a rename carries over). The row is written once when it exists already.
+    /// `nodeID`: the inode number the file gets (a rename carries the source's); else it keeps
+    /// its own, or a new file gets one.
     static func save(
-        bytes: [UInt8], key: String, bucket: BucketRow, now: Int64, mtime: Int64? = nil, _ db: Database
+        bytes: [UInt8], key: String, bucket: BucketRow, now: Int64, mtime: Int64? = nil, nodeID: Int64? = nil,
+        _ db: Database
     ) throws -> SaveResult {
         var row: EntityRow
         if let existing = try EntityRow.find(bucketID: bucket.id, key: key, db) {
@@ -211,6 +224,7 @@ extension SyncStore {
             try row.insert(db)
         }
         row.content = Data(bytes)
+        if let nodeID { row.nodeID = nodeID }
         row.mtime = mtime ?? now
         row.ctime = now
         row.deletedPending = false
@@ -250,10 +264,8 @@ extension SyncStore {
             try row.delete(db)
             return nil
         }
-        row.content = nil
-        row.localValue = nil
+        try row.removeFile(now: now, db)
         row.deletedPending = true
-        row.ctime = now
         row.reason = nil
         let ready = try reconcileQueue(&row, bucket: bucket.name, db)
         try row.update(db)

@@ -39,7 +39,7 @@ extension SyncStore {
             let entities = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT id, key, length(content) AS size, mtime, ctime FROM entity
+                    SELECT node_id AS id, key, length(content) AS size, mtime, ctime FROM entity
                     WHERE bucket_id = ? AND content IS NOT NULL ORDER BY key
                     """,
                 arguments: [bucketRow.id])
@@ -75,7 +75,7 @@ extension SyncStore {
             guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let content = row.content else {
                 return nil
             }
-            return DirectoryEntry(id: row.id, name: name, size: content.count, mtime: row.mtime, ctime: row.ctime)
+            return DirectoryEntry(id: row.nodeID, name: name, size: content.count, mtime: row.mtime, ctime: row.ctime)
         case .localFile(let fileName):
             return try LocalFileRow.find(bucketID: bucketRow.id, name: fileName, db)?.directoryEntry
         }

@@ -96,7 +96,8 @@ extension SyncStore {
     ) throws {
         try open.delete(db)
         outcome.acknowledged.append(open.ccid)
-        row.ctime = now
+        // The file's ctime stays: only its bytes, name or times change it, never the sync state
+        // (backup tools key on ctime; an acknowledgement must not make them read the file again).
         // The server's echo says what it did (the row may have been re-queued meanwhile).
         if change.operation == .remove {
             if row.deletedPending || row.localValue == nil {
@@ -160,7 +161,6 @@ extension SyncStore {
         if row.state == EntityState.invalid.description {
             // The file holds bytes that are not JSON; keep them (the user is mid-edit), track the value.
             row.localValue = StoredJSON.text(merged)
-            row.ctime = now
         } else {
             row.render(merged, now: now)
         }
@@ -170,7 +170,8 @@ extension SyncStore {
         try row.save(db)
         outcome.events.append(
             RemoteEvent(
-                bucket: bucket.name, key: row.key, entityID: row.id, kind: isNew ? .created : .changed, version: version,
+                bucket: bucket.name, key: row.key, entityID: row.id, nodeID: row.nodeID, kind: isNew ? .created : .changed,
+                version: version,
                 clientID: clientID))
     }
 
@@ -191,7 +192,7 @@ extension SyncStore {
             if row.localValue == nil {
                 try row.delete(db)
                 if row.content != nil {
-                    outcome.events.append(RemoteEvent(bucket: bucket.name, key: key, entityID: row.id, kind: .removed))
+                    outcome.events.append(RemoteEvent(bucket: bucket.name, key: key, entityID: row.id, nodeID: row.nodeID, kind: .removed))
                 }
                 return
             }
@@ -238,7 +239,9 @@ extension SyncStore {
             try row.delete(db)
             if row.content != nil {
                 outcome.events.append(
-                    RemoteEvent(bucket: bucket.name, key: row.key, entityID: row.id, kind: .removed, version: version, clientID: clientID))
+                    RemoteEvent(
+                        bucket: bucket.name, key: row.key, entityID: row.id, nodeID: row.nodeID, kind: .removed, version: version,
+                        clientID: clientID))
             }
             return
         }
@@ -247,7 +250,6 @@ extension SyncStore {
         row.needsReload = false
         row.state = EntityState.conflict.description
         row.reason = "removed on the server while edited locally; local value kept and re-created"
-        row.ctime = now
         _ = try reconcileQueue(&row, bucket: bucket.name, db).map { outcome.ready($0) }
         row.state = EntityState.conflict.description
         try row.update(db)
