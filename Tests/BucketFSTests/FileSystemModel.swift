@@ -52,6 +52,9 @@ enum ModelOp: Sendable, CustomStringConvertible {
         }
     }
 
+    /// The operation's name, for failure signatures.
+    var kind: String { String(description.prefix { $0 != "#" && $0 != " " }) }
+
     var description: String {
         switch self {
         case .open(let slot, let name, let flags): "open#\(slot) \(name) \(ModelOp.flagText(flags))"
@@ -136,31 +139,34 @@ struct ModelSnapshot: Equatable {
     }
 
     /// The first difference, in words.
-    static func difference(_ mount: ModelSnapshot, _ local: ModelSnapshot) -> String {
-        if mount.listing != local.listing { return "listing: mount \(mount.listing), local \(local.listing)" }
+    /// The first difference: a kind (for failure signatures) and words.
+    static func difference(_ mount: ModelSnapshot, _ local: ModelSnapshot) -> (kind: String, text: String) {
+        if mount.listing != local.listing { return ("listing", "listing: mount \(mount.listing), local \(local.listing)") }
         for name in local.names.keys.sorted() where mount.names[name] != local.names[name] {
-            return "name \(name): " + entryDifference(mount.names[name], local.names[name])
+            let (kind, text) = entryDifference(mount.names[name], local.names[name])
+            return ("name " + kind, "name \(name): " + text)
         }
         for slot in local.slots.indices where mount.slots[slot] != local.slots[slot] {
-            return "descriptor #\(slot): " + entryDifference(mount.slots[slot], local.slots[slot])
+            let (kind, text) = entryDifference(mount.slots[slot], local.slots[slot])
+            return ("descriptor " + kind, "descriptor #\(slot): " + text)
         }
-        return "none"
+        return ("none", "none")
     }
 
-    static func entryDifference(_ mount: Entry?, _ local: Entry?) -> String {
-        guard let mount, let local else { return "mount \(String(describing: mount)), local \(String(describing: local))" }
+    static func entryDifference(_ mount: Entry?, _ local: Entry?) -> (String, String) {
+        guard let mount, let local else { return ("presence", "mount \(String(describing: mount)), local \(String(describing: local))") }
         if mount.status != local.status || mount.size != local.size {
-            return "mount \(mount.status) size \(mount.size), local \(local.status) size \(local.size)"
+            return (mount.status != local.status ? "status" : "size", "mount \(mount.status) size \(mount.size), local \(local.status) size \(local.size)")
         }
         guard let a = mount.content, let b = local.content else {
-            return "content read on one side only (mount \(mount.content != nil), local \(local.content != nil))"
+            return ("content", "content read on one side only (mount \(mount.content != nil), local \(local.content != nil))")
         }
         let first = zip(a, b).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(a.count, b.count)
         let window = max(0, first - 8)..<first + 24
         func around(_ bytes: [UInt8]) -> String {
             preview(Array(bytes[min(window.lowerBound, bytes.count)..<min(window.upperBound, bytes.count)]))
         }
-        return "content (mount \(a.count) bytes, local \(b.count) bytes) first differs at \(first): mount \(around(a)), local \(around(b))"
+        return ("content", "content (mount \(a.count) bytes, local \(b.count) bytes) first differs at \(first): mount \(around(a)), local \(around(b))")
     }
 
     /// Bytes as an escaped string, long runs of zeros shortened.
@@ -207,7 +213,10 @@ final class ModelWorld {
 
     func perform(_ op: ModelOp) -> Outcome {
         if let slot = op.slot, slot < slots.count {
-            if case .open = op { precondition(slots[slot] == nil, "open into a used slot") } else if slots[slot] == nil {
+            if case .open = op {
+                // Only a shortened sequence (shrinking) opens into a used slot.
+                if slots[slot] != nil { return Outcome(code: "slot in use") }
+            } else if slots[slot] == nil {
                 return Outcome(code: "no descriptor")
             }
         }
@@ -364,6 +373,24 @@ final class ModelWorld {
             if name != "." && name != ".." { names.append(name) }
         }
         return names.sorted()
+    }
+
+    /// The inode number of the file open in `slot`.
+    func inode(slot: Int) -> UInt64? {
+        var info = stat()
+        guard let open = slots[slot], fstat(open.fd, &info) == 0 else { return nil }
+        return UInt64(info.st_ino)
+    }
+
+    /// Whether a descriptor is open on the file `name` now names.
+    func isOpen(_ name: String) -> Bool {
+        var named = stat()
+        guard lstat(path(name), &named) == 0 else { return false }
+        return slots.contains { slot in
+            var info = stat()
+            guard let slot, fstat(slot.fd, &info) == 0 else { return false }
+            return info.st_ino == named.st_ino && info.st_dev == named.st_dev
+        }
     }
 
     /// Closes every descriptor (before the mount is unmounted: open files keep it busy).

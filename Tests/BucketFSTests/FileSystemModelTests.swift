@@ -17,7 +17,10 @@ import Testing
 /// - `BUCKETFS_MODEL_SEED=n[,m...]`: run exactly these seeds (to reproduce a failure);
 /// - `BUCKETFS_MODEL_STEPS=n`: steps per seed (default `defaultSteps`);
 /// - `BUCKETFS_MODEL_SEEDS=n`: also run n random seeds (a long run);
-/// - `BUCKETFS_MODEL_SECONDS=s`: keep running random seeds until s seconds have passed.
+/// - `BUCKETFS_MODEL_SECONDS=s`: keep running random seeds until s seconds have passed;
+/// - `BUCKETFS_MODEL_SHRINK=1`: on a failure, also find the shortest sequence that fails the same
+///   way (delta debugging, one fresh mount per try) and print it;
+/// - `BUCKETFS_MODEL_UNGATE=all` or `=name,...`: lift `KnownBroken` gates (to check a fix).
 /// `scripts/fs-model` runs a long run.
 @Suite(.serialized)
 struct FileSystemModelTests {
@@ -56,10 +59,26 @@ struct FileSystemModelTests {
     }
 
     /// One seed on a fresh mount and a fresh local directory. Records an issue and returns false
-    /// at the first difference.
+    /// at the first difference (with BUCKETFS_MODEL_SHRINK set, also the shortest sequence found
+    /// that still fails the same way).
     @discardableResult
     static func run(seed: UInt64, steps: Int) throws -> Bool {
         print("FileSystemModelTests: seed \(seed), \(steps) steps (rerun: BUCKETFS_MODEL_SEED=\(seed) BUCKETFS_MODEL_STEPS=\(steps))")
+        var model = ModelRun(seed: seed, steps: steps)
+        guard let failure = try withWorlds({ model.run(mount: $0, local: $1) }) else { return true }
+        var message = failure.message
+        if ModelConfiguration.current.shrinks {
+            let shortest = try shrink(failure)
+            message += "\nshortest sequence failing the same way (\(shortest.steps.count) steps): "
+                + shortest.sequence + "\n" + shortest.what
+        }
+        Issue.record(Comment(rawValue: message))
+        return false
+    }
+
+    /// Runs `body` on a fresh mount's bucket directory and a fresh local directory; closes every
+    /// descriptor, then unmounts.
+    static func withWorlds<T>(_ body: (ModelWorld, ModelWorld) throws -> T) throws -> T {
         let mount = try MountFixture(timeLimit: 240)
         defer { mount.close() }
         var template = Array((FileManager.default.temporaryDirectory.path + "/bucketfs-model-XXXXXX").utf8CString)
@@ -73,12 +92,34 @@ struct FileSystemModelTests {
             mountWorld.closeAll()
             localWorld.closeAll()
         }
-        var model = ModelRun(seed: seed, steps: steps)
-        if let failure = model.run(mount: mountWorld, local: localWorld) {
-            Issue.record(Comment(rawValue: failure))
-            return false
+        return try body(mountWorld, localWorld)
+    }
+
+    /// Delta debugging (ddmin) over the failing sequence: drops chunks of steps while a replay
+    /// still fails with the same signature. Each replay is a fresh mount.
+    static func shrink(_ failure: ModelFailure) throws -> ModelFailure {
+        var best = failure
+        var chunks = 2
+        while best.steps.count > 1 {
+            let size = max(1, best.steps.count / chunks)
+            var reduced = false
+            var start = 0
+            while start < best.steps.count {
+                var candidate = best.steps
+                candidate.removeSubrange(start..<min(start + size, candidate.count))
+                if !candidate.isEmpty,
+                    let again = try withWorlds({ ModelRun.replay(candidate, seed: failure.seed, mount: $0, local: $1) }),
+                    again.signature == failure.signature
+                {
+                    best = again
+                    reduced = true
+                } else {
+                    start += size
+                }
+            }
+            if reduced { chunks = max(chunks - 1, 2) } else if size == 1 { break } else { chunks = min(chunks * 2, best.steps.count) }
         }
-        return true
+        return best
     }
 }
 
@@ -86,12 +127,16 @@ struct FileSystemModelTests {
 struct ModelConfiguration: Sendable {
     /// Seeds every run tries; add a seed here when it found a bug worth keeping an eye on.
     static let fixedSeeds: [UInt64] = [1, 2, 3, 7, 42, 1337]
-    static let defaultSteps = 200
+    static let defaultSteps = 300
 
     var seeds: [UInt64]
     var steps: Int
     var randomSeeds: Int
     var seconds: Double?
+    /// BUCKETFS_MODEL_SHRINK: on a failure, also search for its shortest sequence.
+    var shrinks: Bool
+    /// BUCKETFS_MODEL_UNGATE: known-broken gates to lift (`all`, or case names).
+    var ungated: Set<KnownBroken>
     var isLongRun: Bool { randomSeeds > 0 || seconds != nil }
 
     static let current = ModelConfiguration(environment: ProcessInfo.processInfo.environment)
@@ -100,6 +145,9 @@ struct ModelConfiguration: Sendable {
         steps = environment["BUCKETFS_MODEL_STEPS"].flatMap { Int($0) } ?? Self.defaultSteps
         randomSeeds = environment["BUCKETFS_MODEL_SEEDS"].flatMap { Int($0) } ?? 0
         seconds = environment["BUCKETFS_MODEL_SECONDS"].flatMap { Double($0) }
+        shrinks = environment["BUCKETFS_MODEL_SHRINK"].map { !$0.isEmpty && $0 != "0" } ?? false
+        let ungate = (environment["BUCKETFS_MODEL_UNGATE"] ?? "").split(separator: ",").map(String.init)
+        ungated = ungate.contains("all") ? Set(KnownBroken.allCases) : Set(ungate.compactMap(KnownBroken.init(rawValue:)))
         if let given = environment["BUCKETFS_MODEL_SEED"], !given.isEmpty {
             seeds = given.split(separator: ",").compactMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
         } else {
@@ -111,7 +159,26 @@ struct ModelConfiguration: Sendable {
 /// Operations and checks that fail on bucketfs today (issue 13) and that the generator leaves
 /// out, so the suite stays green while they are fixed. Each is a bug, not a design choice:
 /// remove it from `knownBroken` once fixed, and the model test covers it again.
-enum KnownBroken: Hashable, Sendable {
+/// `BUCKETFS_MODEL_UNGATE=all` (or a comma-separated list of case names) runs without them.
+enum KnownBroken: String, CaseIterable, Hashable, Sendable {
+    /// fstat of a descriptor whose file lost its last name (unlink, or a rename over it) says
+    /// st_nlink 1; expected 0. Any name kind. Gate: a descriptor's st_nlink 1 on the mount is
+    /// taken as the local 0.
+    case linkCountOfNamelessFile
+    /// A rename that involves an entity name (json to json, json to scratch, scratch to json)
+    /// gives the file another inode number at once: a new one, or the replaced target's.
+    /// Gate: only "two live files never share an inode number" is checked, not "a file keeps its
+    /// number" (from step to step, or between its name and a descriptor).
+    case renameKeepsInode
+    /// A descriptor whose file another file is renamed over follows the name (reads the new
+    /// file's bytes, writes change it), when either name is an entity name. Gate: no rename onto
+    /// a name whose file is open, when either name is `*.json`.
+    case renameOverOpenFile
+    /// A descriptor of a file that is renamed, when either name is an entity name, loses the
+    /// file: the renamed file is another inode, the descriptor keeps an empty orphan (fstat size
+    /// 0, or ENOENT once the new name is unlinked; writes through either never meet). Gate: no
+    /// rename of a name whose file is open, when either name is `*.json`.
+    case renameOfOpenFile
 }
 
 /// One seed's sequence: generates each operation from the seed and the local directory's state
@@ -119,12 +186,14 @@ enum KnownBroken: Hashable, Sendable {
 struct ModelRun {
     static let names = ["a.json", "b.json", "t.tmp", ".b.json.swp"]
     static let slotCount = 4
-    static let knownBroken: Set<KnownBroken> = []
+    /// Remove a case once its bug is fixed (see KnownBroken).
+    static let knownBroken: Set<KnownBroken> = Set<KnownBroken>([
+        .linkCountOfNamelessFile, .renameKeepsInode, .renameOverOpenFile, .renameOfOpenFile,
+    ]).subtracting(ModelConfiguration.current.ungated)
 
     let seed: UInt64
     let steps: Int
     private var random: SeededGenerator
-    private var history: [ModelOp] = []
     /// Local inode number -> the mount's inode number of the same file, for files alive at the
     /// last step.
     private var identities: [UInt64: UInt64] = [:]
@@ -135,38 +204,58 @@ struct ModelRun {
         random = SeededGenerator(seed: seed)
     }
 
-    /// Nil when every step matched, else the failure message.
-    mutating func run(mount: ModelWorld, local: ModelWorld) -> String? {
-        for step in 1...max(1, steps) {
+    /// Nil when every step matched, else the first difference.
+    mutating func run(mount: ModelWorld, local: ModelWorld) -> ModelFailure? {
+        var done: [ModelStep] = []
+        for _ in 1...max(1, steps) {
             let op = nextOp(local)
-            history.append(op)
-            let mountOutcome = mount.perform(op)
-            let localOutcome = local.perform(op)
-            if mountOutcome != localOutcome {
-                return failure(step: step, "results differ: mount \(mountOutcome), local \(localOutcome)")
-            }
-            let readNames = random.next() % 3 != 0
-            let mountSnapshot = mount.snapshot(names: Self.names, readNames: readNames)
-            let localSnapshot = local.snapshot(names: Self.names, readNames: readNames)
-            if mountSnapshot != localSnapshot {
-                return failure(
-                    step: step, "result \(localOutcome); then the files differ: " + ModelSnapshot.difference(mountSnapshot, localSnapshot))
-            }
-            if let problem = checkIdentities(mount: mountSnapshot, local: localSnapshot) {
-                return failure(step: step, "result \(localOutcome); then inode identity: " + problem)
-            }
+            done.append(ModelStep(op: op, readNames: random.next() % 3 != 0))
+            if let failure = check(done, mount: mount, local: local) { return failure }
         }
         return nil
     }
 
-    private func failure(step: Int, _ what: String) -> String {
-        let sequence = history.enumerated().map { "\($0.offset + 1) \($0.element)" }.joined(separator: "; ")
-        return """
-            bucketfs differs from a local directory: seed \(seed), step \(step): \(history[step - 1])
-            \(what)
-            rerun: BUCKETFS_MODEL_SEED=\(seed) BUCKETFS_MODEL_STEPS=\(step) swift test --skip-build --filter FileSystemModelTests
-            sequence: \(sequence)
-            """
+    /// Runs a given sequence (a shrinking candidate): nil if it matches to the end.
+    static func replay(_ steps: [ModelStep], seed: UInt64, mount: ModelWorld, local: ModelWorld) -> ModelFailure? {
+        var model = ModelRun(seed: seed, steps: steps.count)
+        for count in steps.indices {
+            if let failure = model.check(Array(steps[...count]), mount: mount, local: local) { return failure }
+        }
+        return nil
+    }
+
+    /// Carries out the last of `steps` on both sides and compares.
+    private mutating func check(_ steps: [ModelStep], mount: ModelWorld, local: ModelWorld) -> ModelFailure? {
+        let step = steps.last!
+        func failure(_ signature: String, _ what: String) -> ModelFailure {
+            ModelFailure(seed: seed, steps: steps, what: what, signature: "\(step.op.kind) \(signature)")
+        }
+        if case .reopen(let slot) = step.op, let ino = local.inode(slot: slot) {
+            // close may free the file and the open create one that gets its local number back in
+            // the same step: that number no longer names the file it named at the last step.
+            identities.removeValue(forKey: ino)
+        }
+        let mountOutcome = mount.perform(step.op)
+        let localOutcome = local.perform(step.op)
+        if mountOutcome != localOutcome {
+            return failure("result", "results differ: mount \(mountOutcome), local \(localOutcome)")
+        }
+        var mountSnapshot = mount.snapshot(names: Self.names, readNames: step.readNames)
+        let localSnapshot = local.snapshot(names: Self.names, readNames: step.readNames)
+        if Self.knownBroken.contains(.linkCountOfNamelessFile) {
+            for slot in mountSnapshot.slots.indices
+            where mountSnapshot.slots[slot]?.status == "file nlink 1" && localSnapshot.slots[slot]?.status == "file nlink 0" {
+                mountSnapshot.slots[slot]?.status = "file nlink 0"
+            }
+        }
+        if mountSnapshot != localSnapshot {
+            let (kind, text) = ModelSnapshot.difference(mountSnapshot, localSnapshot)
+            return failure(kind, "result \(localOutcome); then the files differ: " + text)
+        }
+        if let problem = checkIdentities(mount: mountSnapshot, local: localSnapshot) {
+            return failure("inode", "result \(localOutcome); then inode identity: " + problem)
+        }
+        return nil
     }
 
     /// Each live file is one inode on each side, the same one as at the last step.
@@ -181,13 +270,14 @@ struct ModelRun {
         var forward: [UInt64: (String, UInt64)] = [:]
         var backward: [UInt64: (String, UInt64)] = [:]
         for pair in pairs {
-            if let seen = forward[pair.local], seen.1 != pair.mount {
+            let keeps = !Self.knownBroken.contains(.renameKeepsInode)
+            if keeps, let seen = forward[pair.local], seen.1 != pair.mount {
                 return "\(seen.0) and \(pair.what) are one file, but the mount gives them inodes \(seen.1) and \(pair.mount)"
             }
             if let seen = backward[pair.mount], seen.1 != pair.local {
                 return "\(seen.0) and \(pair.what) are two files, but the mount gives both inode \(pair.mount)"
             }
-            if let before = identities[pair.local], before != pair.mount {
+            if keeps, let before = identities[pair.local], before != pair.mount {
                 return "\(pair.what) is the file that was mount inode \(before) at the last step, now \(pair.mount)"
             }
             forward[pair.local] = (pair.what, pair.mount)
@@ -246,7 +336,19 @@ struct ModelRun {
             }
             if roll >= 84 {
                 switch roll {
-                case ..<91: return .rename(from: pick(Self.names), to: pick(Self.names))
+                case ..<91:
+                    let (from, to) = (pick(Self.names), pick(Self.names))
+                    if Self.knownBroken.contains(.renameOverOpenFile), from.hasSuffix(".json") || to.hasSuffix(".json"),
+                        from != to, world.isOpen(to)
+                    {
+                        continue
+                    }
+                    if Self.knownBroken.contains(.renameOfOpenFile), from.hasSuffix(".json") || to.hasSuffix(".json"),
+                        from != to, world.isOpen(from)
+                    {
+                        continue
+                    }
+                    return .rename(from: from, to: to)
                 case ..<96: return .unlink(name: pick(Self.names))
                 case ..<99: return .truncate(name: pick(Self.names), length: offset())
                 default: return .dropCaches
@@ -270,5 +372,35 @@ struct ModelRun {
                     slot: slot, page: int(0..<20), length: int(1..<9000), bytes: write ? bytes() : nil, at: int(0..<9000))
             }
         }
+    }
+}
+
+/// One step of a sequence: the operation, and whether the check after it reads every name.
+struct ModelStep: Sendable {
+    var op: ModelOp
+    var readNames: Bool
+}
+
+/// The first difference of a sequence.
+struct ModelFailure {
+    var seed: UInt64
+    var steps: [ModelStep]
+    var what: String
+    /// The failing operation's kind and what differed (for shrinking: a shorter sequence counts
+    /// only if it fails the same way).
+    var signature: String
+
+    var sequence: String {
+        steps.enumerated().map { "\($0.offset + 1) \($0.element.op)\($0.element.readNames ? "" : " (names unread)")" }
+            .joined(separator: "; ")
+    }
+
+    var message: String {
+        """
+        bucketfs differs from a local directory: seed \(seed), step \(steps.count): \(steps.last!.op)
+        \(what)
+        rerun: BUCKETFS_MODEL_SEED=\(seed) BUCKETFS_MODEL_STEPS=\(steps.count) swift test --skip-build --filter FileSystemModelTests
+        sequence: \(sequence)
+        """
     }
 }
