@@ -65,7 +65,10 @@ struct FileSystemModelTests {
     static func run(seed: UInt64, steps: Int) throws -> Bool {
         print("FileSystemModelTests: seed \(seed), \(steps) steps (rerun: BUCKETFS_MODEL_SEED=\(seed) BUCKETFS_MODEL_STEPS=\(steps))")
         var model = ModelRun(seed: seed, steps: steps)
-        guard let failure = try withWorlds({ model.run(mount: $0, local: $1) }) else { return true }
+        guard let failure = try withWorlds({ model.run(mount: $0, local: $1) }) else {
+            print("FileSystemModelTests: seed \(seed) matched; \(model.coverage)")
+            return true
+        }
         var message = failure.message
         if ModelConfiguration.current.shrinks {
             let shortest = try shrink(failure)
@@ -194,6 +197,8 @@ struct ModelRun {
     let seed: UInt64
     let steps: Int
     private var random: SeededGenerator
+    /// Per operation kind: how many ran, and how many of those failed (an errno) on both sides.
+    private var counts: [String: (ran: Int, failed: Int)] = [:]
     /// Local inode number -> the mount's inode number of the same file, for files alive at the
     /// last step.
     private var identities: [UInt64: UInt64] = [:]
@@ -213,6 +218,11 @@ struct ModelRun {
             if let failure = check(done, mount: mount, local: local) { return failure }
         }
         return nil
+    }
+
+    /// What ran: `open 40/7` is 40 opens, 7 of them answered with an errno (on both sides).
+    var coverage: String {
+        counts.keys.sorted().map { "\($0) \(counts[$0]!.ran)/\(counts[$0]!.failed)" }.joined(separator: ", ")
     }
 
     /// Runs a given sequence (a shrinking candidate): nil if it matches to the end.
@@ -237,6 +247,9 @@ struct ModelRun {
         }
         let mountOutcome = mount.perform(step.op)
         let localOutcome = local.perform(step.op)
+        let failed = localOutcome.code.hasPrefix("E") || localOutcome.code.contains(" E") || localOutcome.code == "no descriptor"
+        counts[step.op.kind, default: (0, 0)].ran += 1
+        if failed { counts[step.op.kind, default: (0, 0)].failed += 1 }
         if mountOutcome != localOutcome {
             return failure("result", "results differ: mount \(mountOutcome), local \(localOutcome)")
         }
@@ -325,6 +338,12 @@ struct ModelRun {
         return flags
     }
 
+    /// Mostly a name that exists (else renames and unlinks mostly say ENOENT).
+    private mutating func existingName(_ world: ModelWorld) -> String {
+        let existing = Self.names.filter { access(world.path($0), F_OK) == 0 }
+        return !existing.isEmpty && chance(85) ? pick(existing) : pick(Self.names)
+    }
+
     private mutating func nextOp(_ world: ModelWorld) -> ModelOp {
         let used = world.slots.indices.filter { world.slots[$0] != nil }
         let free = world.slots.indices.filter { world.slots[$0] == nil }
@@ -337,7 +356,7 @@ struct ModelRun {
             if roll >= 84 {
                 switch roll {
                 case ..<91:
-                    let (from, to) = (pick(Self.names), pick(Self.names))
+                    let (from, to) = (existingName(world), pick(Self.names))
                     if Self.knownBroken.contains(.renameOverOpenFile), from.hasSuffix(".json") || to.hasSuffix(".json"),
                         from != to, world.isOpen(to)
                     {
@@ -349,13 +368,18 @@ struct ModelRun {
                         continue
                     }
                     return .rename(from: from, to: to)
-                case ..<96: return .unlink(name: pick(Self.names))
-                case ..<99: return .truncate(name: pick(Self.names), length: offset())
+                case ..<96: return .unlink(name: existingName(world))
+                case ..<99: return .truncate(name: existingName(world), length: offset())
                 default: return .dropCaches
                 }
             }
             guard !used.isEmpty else { continue }
-            let slot = pick(used)
+            // Mostly a descriptor that can do the operation (the others get EBADF/EINVAL/EACCES).
+            let readable = used.filter { world.slots[$0]!.flags & O_ACCMODE != O_WRONLY }
+            let writable = used.filter { world.slots[$0]!.flags & O_ACCMODE != O_RDONLY }
+            let reads = roll >= 25 && roll < 39 || roll >= 73
+            let preferred = reads ? readable : roll >= 39 && roll < 69 ? writable : used
+            let slot = !preferred.isEmpty && chance(85) ? pick(preferred) : pick(used)
             switch roll {
             case ..<22: return .close(slot: slot)
             case ..<25: return .reopen(slot: slot)
@@ -367,7 +391,7 @@ struct ModelRun {
             case ..<69: return .ftruncate(slot: slot, length: offset())
             case ..<73: return .fsync(slot: slot)
             default:
-                let write = chance(50)
+                let write = world.slots[slot]!.flags & O_ACCMODE == O_RDWR ? chance(60) : chance(10)
                 return .mmap(
                     slot: slot, page: int(0..<20), length: int(1..<9000), bytes: write ? bytes() : nil, at: int(0..<9000))
             }
