@@ -132,7 +132,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         reloadVersion = row[12]
         needsReload = row[13]
         seenGeneration = row[14]
-        nodeID = row[15]
+        nodeID = row[15] ?? id
     }
 
     func update(_ db: Database) throws {

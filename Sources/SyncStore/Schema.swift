@@ -76,8 +76,8 @@ enum Schema {
             // A file's inode number follows the file, not the key (POSIX): a rename carries it to
             // the new name, and a name removed and made again gets a new one, since a descriptor
             // may still hold the old. `id` stays the entity row's own identity (changes refer to it).
-            try db.execute(sql: "ALTER TABLE entity ADD COLUMN node_id INTEGER NOT NULL DEFAULT 0")
-            try db.execute(sql: "UPDATE entity SET node_id = id")
+            // NULL means the row's own id (a row written without it still has a number of its own).
+            try db.execute(sql: "ALTER TABLE entity ADD COLUMN node_id INTEGER")
         }
         return migrator
     }

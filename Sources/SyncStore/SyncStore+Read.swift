@@ -39,7 +39,7 @@ extension SyncStore {
             let entities = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT node_id AS id, key, length(content) AS size, mtime, ctime FROM entity
+                    SELECT COALESCE(node_id, id) AS id, key, length(content) AS size, mtime, ctime FROM entity
                     WHERE bucket_id = ? AND content IS NOT NULL ORDER BY key
                     """,
                 arguments: [bucketRow.id])

@@ -134,14 +134,16 @@ struct SaveLocalTests {
     @Test func renamingScratchOntoKeyIsOneSave() throws {
         try withStore { store, _ in
             _ = try store.saveLocal(bucket: "notes", key: "a", value: ["n": 1])
-            let entityID = try #require(try store.lookup(bucket: "notes", name: .entity(key: "a"))?.id)
-            _ = try store.writeLocalFile(bucket: "notes", name: "4913", bytes: bytes("{\"n\": 2}\n"))
+            let entityID = try #require(try store.entity(bucket: "notes", key: "a")?.id)
+            let scratch = try store.writeLocalFile(bucket: "notes", name: "4913", bytes: bytes("{\"n\": 2}\n"))
             let renamed = try store.rename(bucket: "notes", from: .localFile(name: "4913"), to: .entity(key: "a"))
             #expect(renamed.changes.count == 1)
-            #expect(renamed.destination.id == entityID && renamed.destination.size == 9)
+            // The same entity (its changes continue), now in the renamed file: its inode number.
+            #expect(renamed.destination.id == scratch.id && renamed.destination.size == 9)
             #expect(try store.readEntity(bucket: "notes", key: "a") == bytes("{\"n\": 2}\n"))
             #expect(try store.localFile(bucket: "notes", name: "4913") == nil)
-            #expect(try store.lookup(bucket: "notes", name: .entity(key: "a"))?.id == entityID)
+            #expect(try store.entity(bucket: "notes", key: "a")?.id == entityID)
+            #expect(try store.lookup(bucket: "notes", name: .entity(key: "a"))?.id == scratch.id)
         }
     }
 
