@@ -20,7 +20,6 @@ import Testing
 /// - `BUCKETFS_MODEL_SECONDS=s`: keep running random seeds until s seconds have passed;
 /// - `BUCKETFS_MODEL_SHRINK=1`: on a failure, also find the shortest sequence that fails the same
 ///   way (delta debugging, one fresh mount per try) and print it;
-/// - `BUCKETFS_MODEL_UNGATE=all` or `=name,...`: lift `KnownBroken` gates (to check a fix).
 /// `scripts/fs-model` runs a long run.
 @Suite(.serialized)
 struct FileSystemModelTests {
@@ -138,8 +137,6 @@ struct ModelConfiguration: Sendable {
     var seconds: Double?
     /// BUCKETFS_MODEL_SHRINK: on a failure, also search for its shortest sequence.
     var shrinks: Bool
-    /// BUCKETFS_MODEL_UNGATE: known-broken gates to lift (`all`, or case names).
-    var ungated: Set<KnownBroken>
     var isLongRun: Bool { randomSeeds > 0 || seconds != nil }
 
     static let current = ModelConfiguration(environment: ProcessInfo.processInfo.environment)
@@ -149,8 +146,6 @@ struct ModelConfiguration: Sendable {
         randomSeeds = environment["BUCKETFS_MODEL_SEEDS"].flatMap { Int($0) } ?? 0
         seconds = environment["BUCKETFS_MODEL_SECONDS"].flatMap { Double($0) }
         shrinks = environment["BUCKETFS_MODEL_SHRINK"].map { !$0.isEmpty && $0 != "0" } ?? false
-        let ungate = (environment["BUCKETFS_MODEL_UNGATE"] ?? "").split(separator: ",").map(String.init)
-        ungated = ungate.contains("all") ? Set(KnownBroken.allCases) : Set(ungate.compactMap(KnownBroken.init(rawValue:)))
         if let given = environment["BUCKETFS_MODEL_SEED"], !given.isEmpty {
             seeds = given.split(separator: ",").compactMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
         } else {
@@ -159,41 +154,11 @@ struct ModelConfiguration: Sendable {
     }
 }
 
-/// Operations and checks that fail on bucketfs today (issue 13) and that the generator leaves
-/// out, so the suite stays green while they are fixed. Each is a bug, not a design choice:
-/// remove it from `knownBroken` once fixed, and the model test covers it again.
-/// `BUCKETFS_MODEL_UNGATE=all` (or a comma-separated list of case names) runs without them.
-enum KnownBroken: String, CaseIterable, Hashable, Sendable {
-    /// fstat of a descriptor whose file lost its last name (unlink, or a rename over it) says
-    /// st_nlink 1; expected 0. Any name kind. Gate: a descriptor's st_nlink 1 on the mount is
-    /// taken as the local 0.
-    case linkCountOfNamelessFile
-    /// A rename that involves an entity name (json to json, json to scratch, scratch to json)
-    /// gives the file another inode number at once: a new one, or the replaced target's.
-    /// Gate: after such a rename the renamed file's number may change once (it is checked
-    /// again from the next step on).
-    case renameKeepsInode
-    /// A descriptor whose file another file is renamed over follows the name (reads the new
-    /// file's bytes, writes change it), when either name is an entity name. Gate: no rename onto
-    /// a name whose file is open, when either name is `*.json`.
-    case renameOverOpenFile
-    /// A descriptor of a file that is renamed, when either name is an entity name, loses the
-    /// file: the renamed file is another inode, the descriptor keeps an empty orphan (fstat size
-    /// 0, or ENOENT once the new name is unlinked; writes through either never meet). Gate: no
-    /// rename of a name whose file is open, when either name is `*.json`.
-    case renameOfOpenFile
-}
-
 /// One seed's sequence: generates each operation from the seed and the local directory's state
 /// (deterministic), runs it on both worlds, compares.
 struct ModelRun {
     static let names = ["a.json", "b.json", "t.tmp", ".b.json.swp"]
     static let slotCount = 4
-    /// Remove a case once its bug is fixed (see KnownBroken).
-    static let knownBroken: Set<KnownBroken> = Set<KnownBroken>([
-        .linkCountOfNamelessFile, .renameKeepsInode, .renameOverOpenFile, .renameOfOpenFile,
-    ]).subtracting(ModelConfiguration.current.ungated)
-
     let seed: UInt64
     let steps: Int
     private var random: SeededGenerator
@@ -247,26 +212,14 @@ struct ModelRun {
         }
         let mountOutcome = mount.perform(step.op)
         let localOutcome = local.perform(step.op)
-        if Self.knownBroken.contains(.renameKeepsInode), case .rename(let from, let to) = step.op,
-            from.hasSuffix(".json") || to.hasSuffix(".json"), localOutcome.code == "0"
-        {
-            var info = stat()
-            if lstat(local.path(to), &info) == 0 { identities.removeValue(forKey: UInt64(info.st_ino)) }
-        }
         let failed = localOutcome.code.hasPrefix("E") || localOutcome.code.contains(" E") || localOutcome.code == "no descriptor"
         counts[step.op.kind, default: (0, 0)].ran += 1
         if failed { counts[step.op.kind, default: (0, 0)].failed += 1 }
         if mountOutcome != localOutcome {
             return failure("result", "results differ: mount \(mountOutcome), local \(localOutcome)")
         }
-        var mountSnapshot = mount.snapshot(names: Self.names, readNames: step.readNames)
+        let mountSnapshot = mount.snapshot(names: Self.names, readNames: step.readNames)
         let localSnapshot = local.snapshot(names: Self.names, readNames: step.readNames)
-        if Self.knownBroken.contains(.linkCountOfNamelessFile) {
-            for slot in mountSnapshot.slots.indices
-            where mountSnapshot.slots[slot]?.status == "file nlink 1" && localSnapshot.slots[slot]?.status == "file nlink 0" {
-                mountSnapshot.slots[slot]?.status = "file nlink 0"
-            }
-        }
         if mountSnapshot != localSnapshot {
             let (kind, text) = ModelSnapshot.difference(mountSnapshot, localSnapshot)
             return failure(kind, "result \(localOutcome); then the files differ: " + text)
@@ -362,16 +315,6 @@ struct ModelRun {
                 switch roll {
                 case ..<91:
                     let (from, to) = (existingName(world), pick(Self.names))
-                    if Self.knownBroken.contains(.renameOverOpenFile), from.hasSuffix(".json") || to.hasSuffix(".json"),
-                        from != to, world.isOpen(to)
-                    {
-                        continue
-                    }
-                    if Self.knownBroken.contains(.renameOfOpenFile), from.hasSuffix(".json") || to.hasSuffix(".json"),
-                        from != to, world.isOpen(from)
-                    {
-                        continue
-                    }
                     return .rename(from: from, to: to)
                 case ..<96: return .unlink(name: existingName(world))
                 case ..<99: return .truncate(name: existingName(world), length: offset())
