@@ -33,7 +33,7 @@ struct Attributes: Sendable {
         attributes.st_uid = uid
         attributes.st_gid = gid
         attributes.st_mtim = Self.timespec(node.mtime)
-        attributes.st_atim = Self.timespec(node.mtime)
+        attributes.st_atim = Self.timespec(node.atime ?? node.mtime)
         attributes.st_ctim = Self.timespec(node.ctime)
         return attributes
     }

@@ -114,7 +114,10 @@ extension BucketFileSystem {
             try loadDirectory(parent)
             if state.withLock({ $0.table.child(of: parent, named: name) }) != nil { throw FSError.exists }
             let bucket = try backend.createBucket(named: bucketName)
-            state.withLock { $0.table.upsert(Self.node(for: bucket)) }
+            state.withLock { state in
+                state.table.upsert(Self.node(for: bucket))
+                state.touchDirectory(InodeTable.rootInode)
+            }
             request.reply(entry: try rememberedEntry(bucket.id))
         }
     }
@@ -141,7 +144,10 @@ extension BucketFileSystem {
                 try loadDirectory(node.ino)
                 if !state.withLock({ $0.table.childInodes(of: node.ino).isEmpty }) { throw FSError.notEmpty }
                 try backend.removeBucket(named: bucketName)
-                state.withLock { $0.table.unlink(parent: root, name: name) }
+                state.withLock { state in
+                    state.table.unlink(parent: root, name: name)
+                    state.touchDirectory(root)
+                }
                 request.replyOK()
             } catch .busy where DispatchTime.now() < deadline {
                 DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) { [self] in

@@ -65,16 +65,34 @@ extension BucketFileSystem {
         } else {
             newTime = nil
         }
+        let newAccessTime: MountTime?
+        if fields & FUSE_SET_ATTR_ATIME_NOW != 0 {
+            newAccessTime = Attributes.now()
+        } else if fields & FUSE_SET_ATTR_ATIME != 0 {
+            newAccessTime = Attributes.time(wanted.st_atim)
+        } else {
+            newAccessTime = nil
+        }
+        if let newAccessTime {
+            // Kept in memory: the store keeps no access times, and a file's ctime is the store's.
+            state.withLock { $0.table.setTimes(of: node.ino, atime: newAccessTime) }
+        }
         if newSize == nil && newTime == nil {
-            var reply = current
+            var reply = state.withLock { $0.currentNode(node.ino) }.map { attributes.stat(for: $0) } ?? current
             reply.st_ino = ino_t(ino)
             return request.reply(attributes: reply, timeout: cacheTimeout)
         }
         guard case .file(let bucket, let item) = node.kind else {
-            // A size on a directory or lock link is meaningless; lock links keep their times.
+            // A size on a directory or lock link is meaningless. Their times live in memory.
             if newSize != nil { return fail(request, node.isDirectory ? .isDirectory : .invalidArgument) }
             let updated = state.withLock { state -> Node? in
-                if node.isDirectory, let newTime { state.directoryTimes[node.ino] = newTime }
+                if let newTime {
+                    if node.isDirectory {
+                        state.directoryTimes[node.ino] = (newTime, Attributes.now())
+                    } else {
+                        state.table.setTimes(of: node.ino, atime: nil, mtime: newTime, ctime: Attributes.now())
+                    }
+                }
                 return state.currentNode(node.ino)
             }
             var reply = attributes.stat(for: updated ?? node)

@@ -217,6 +217,7 @@ extension BucketFileSystem {
             }
             let handle = state.withLock { state -> UInt64? in
                 state.table.upsert(node)
+                state.touchDirectory(parent)
                 guard info != nil else { return nil }
                 var open = state.openFiles[node.ino] ?? OpenFile()
                 open.bytes = []

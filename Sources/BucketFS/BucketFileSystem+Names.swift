@@ -10,7 +10,10 @@ extension BucketFileSystem {
             case .root, .bucket:
                 throw FSError.isDirectory
             case .symlink:
-                state.withLock { $0.table.unlink(parent: parent, name: name) }
+                state.withLock { state in
+                    state.table.unlink(parent: parent, name: name)
+                    state.touchDirectory(parent)
+                }
                 request.replyOK()
             case .file(let bucket, let item):
                 perform(request, on: writeQueue) { [self] () throws(FSError) in
@@ -22,6 +25,7 @@ extension BucketFileSystem {
                     }
                     state.withLock { state in
                         state.table.unlink(parent: parent, name: name)
+                        state.touchDirectory(parent)
                         state.closedFiles.remove(node.ino)
                     }
                     request.replyOK()
@@ -68,6 +72,8 @@ extension BucketFileSystem {
                     moved.fileName = newName
                     moved.kind = .symlink(bucket: destinationBucket, name: newName, target: target)
                     state.table.upsert(moved)
+                    state.touchDirectory(parent)
+                    state.touchDirectory(newParent)
                 }
                 request.replyOK()
             case .file(_, let sourceItem):
@@ -87,6 +93,8 @@ extension BucketFileSystem {
                     // it keep their bytes and never save them over the new file (POSIX).
                     state.table.unlink(parent: parent, name: name)
                     state.table.upsert(moved)
+                    state.touchDirectory(parent)
+                    state.touchDirectory(newParent)
                     guard moved.ino != source.ino else { return false }
                     // A backend that gave the destination another number: the kernel now shows
                     // the source's inode under the new name, so that inode means the destination
@@ -120,6 +128,7 @@ extension BucketFileSystem {
                     Node(
                         ino: ino, parent: parent, fileName: name, kind: .symlink(bucket: bucket, name: name, target: target),
                         size: target.utf8.count, mtime: now, ctime: now))
+                state.touchDirectory(parent)
                 return ino
             }
             request.reply(entry: try rememberedEntry(ino))

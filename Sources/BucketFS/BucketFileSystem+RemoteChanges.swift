@@ -38,10 +38,16 @@ extension BucketFileSystem {
                 if previous == nil || previous?.ino != node.ino {
                     result.append(.entry(parent: bucketNode.ino, name: fileName))
                 }
+                if previous == nil {
+                    state.touchDirectory(bucketNode.ino)
+                    result.append(.inode(bucketNode.ino))
+                }
             } else if let previous {
                 state.closedFiles.remove(previous.ino)
                 state.table.unlink(parent: bucketNode.ino, name: fileName)
+                state.touchDirectory(bucketNode.ino)
                 result.append(.entry(parent: bucketNode.ino, name: fileName))
+                result.append(.inode(bucketNode.ino))
                 if state.table.isReferenced(previous.ino) { result.append(.inode(previous.ino)) }
             }
             return result

@@ -97,9 +97,10 @@ struct FileSystemState: Sendable {
     var nextSymlinkInode: UInt64 = 1 << 62
     /// Numbers the store set aside for files created in memory (`MountBackend.reserveIDs`).
     var reservedIDs: Range<UInt64> = 0..<0
-    /// Directory times set by utimens (rsync -a, cp -a); the store keeps no directory times, so
-    /// they last for the mount's life.
-    var directoryTimes: [UInt64: MountTime] = [:]
+    /// Directory times since the mount started: a create, unlink or rename inside a bucket sets
+    /// both (as on any file system: `make` and backup tools read them), utimens sets mtime
+    /// (rsync -a, cp -a). The store keeps no directory times, so they last for the mount's life.
+    var directoryTimes: [UInt64: (mtime: MountTime, ctime: MountTime)] = [:]
 
     init(rootTime: MountTime) {
         table = InodeTable(rootTime: rootTime)
@@ -114,6 +115,12 @@ struct FileSystemState: Sendable {
         } else {
             openFiles[ino] = open
         }
+    }
+
+    /// A name inside `directory` came or went: its mtime and ctime become now.
+    mutating func touchDirectory(_ directory: UInt64) {
+        let now = Attributes.now()
+        directoryTimes[directory] = (now, now)
     }
 
     mutating func takeReservedID() -> UInt64? {
@@ -135,7 +142,10 @@ struct FileSystemState: Sendable {
         if let open = openFiles[node.ino], open.loaded, open.dirty {
             node.size = open.bytes.count
         }
-        if let time = directoryTimes[node.ino] { node.mtime = time }
+        if let times = directoryTimes[node.ino] {
+            node.mtime = times.mtime
+            node.ctime = times.ctime
+        }
         return node
     }
 }

@@ -16,6 +16,9 @@ struct Node: Hashable, Sendable {
     var size: Int
     var mtime: MountTime
     var ctime: MountTime
+    /// Set by utimensat/`touch -a`, for the mount's life (the store keeps no access times);
+    /// nil: the modification time (files are not read-timed: a read is no write to the store).
+    var atime: MountTime? = nil
     /// How many times the kernel was handed this inode (entry replies) minus what it forgot.
     var lookups: UInt64 = 0
     /// False once the name is gone; the record lives on until the kernel forgets it.
@@ -86,6 +89,7 @@ struct InodeTable: Sendable {
         for var node in listing {
             if let existing = nodes[node.ino] {
                 node.lookups = existing.lookups
+                node.atime = existing.atime
                 if existing.parent != directory || existing.fileName != node.fileName {
                     children[existing.parent]?.removeValue(forKey: existing.fileName)
                 }
@@ -112,6 +116,7 @@ struct InodeTable: Sendable {
         var node = node
         if let existing = nodes[node.ino] {
             node.lookups = existing.lookups
+            node.atime = node.atime ?? existing.atime
             if existing.linked, existing.parent != node.parent || existing.fileName != node.fileName,
                 children[existing.parent]?[existing.fileName] == node.ino
             {
@@ -126,6 +131,14 @@ struct InodeTable: Sendable {
         nodes[node.ino] = node
         children[node.parent, default: [:]][node.fileName] = node.ino
         if node.isDirectory, children[node.ino] == nil { children[node.ino] = [:] }
+    }
+
+    /// utimensat on a node the store keeps no such time for (access times, lock links).
+    mutating func setTimes(of ino: UInt64, atime: MountTime?, mtime: MountTime? = nil, ctime: MountTime? = nil) {
+        guard nodes[ino] != nil else { return }
+        if let atime { nodes[ino]?.atime = atime }
+        if let mtime { nodes[ino]?.mtime = mtime }
+        if let ctime { nodes[ino]?.ctime = ctime }
     }
 
     /// Updates attributes of a known node (remote change, save result) without moving it.

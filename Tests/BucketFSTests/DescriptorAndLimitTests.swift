@@ -207,4 +207,34 @@ struct DescriptorAndLimitTests {
         try mount.remount()
         #expect(try Tool.shell(stat, in: dir).stdout == before)
     }
+
+    @Test func aBucketsTimesFollowItsNamesAndAccessAndLinkTimesAreKept() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let dir = mount.path("notes")
+        let output = try Tool.python(
+            """
+            import os, time
+            def changed(action):
+                before = os.stat('.')
+                time.sleep(0.01)
+                action()
+                after = os.stat('.')
+                return after.st_mtime_ns > before.st_mtime_ns and after.st_ctime_ns > before.st_ctime_ns
+            def write(name):
+                with open(name, 'w') as f: f.write('{}')
+            print([changed(lambda: write('a.json')), changed(lambda: write('s.tmp')),
+                   changed(lambda: os.rename('a.json', 'b.json')), changed(lambda: os.rename('s.tmp', 'b.json')),
+                   changed(lambda: os.unlink('b.json')), changed(lambda: os.symlink('x', '.#lock'))])
+            write('c.json')
+            mtime = os.stat('c.json').st_mtime_ns
+            os.utime('c.json', ns=(1000000000 * 10**9, mtime))
+            st = os.stat('c.json')
+            print(st.st_atime_ns == 1000000000 * 10**9, st.st_mtime_ns == mtime)
+            os.utime('.#lock', ns=(3 * 10**9, 4 * 10**9), follow_symlinks=False)
+            st = os.lstat('.#lock')
+            print(st.st_atime_ns == 3 * 10**9, st.st_mtime_ns == 4 * 10**9)
+            """, in: dir)
+        #expect(output.stdout == "[True, True, True, True, True, True]\nTrue True\nTrue True\n", "\(output.stdout)")
+    }
 }
