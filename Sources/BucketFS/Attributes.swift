@@ -26,6 +26,9 @@ struct Attributes: Sendable {
             attributes.st_nlink = 1
             attributes.st_size = Int(target.utf8.count)
         }
+        if let permissions = node.permissions, !isSymlink(node) {
+            attributes.st_mode = (attributes.st_mode & S_IFMT) | permissions
+        }
         if case .file = node.kind { attributes.st_size = node.size }
         if node.isDirectory { attributes.st_size = Self.blockSize }
         attributes.st_blksize = Self.blockSize
@@ -36,6 +39,11 @@ struct Attributes: Sendable {
         attributes.st_atim = Self.timespec(node.atime ?? node.mtime)
         attributes.st_ctim = Self.timespec(node.ctime)
         return attributes
+    }
+
+    private func isSymlink(_ node: Node) -> Bool {
+        if case .symlink = node.kind { return true }
+        return false
     }
 
     static func timespec(_ time: MountTime) -> Glibc.timespec {

@@ -44,16 +44,20 @@ extension BucketFileSystem {
         request.reply(attributes: attributes, timeout: cacheTimeout)
     }
 
-    /// chmod of permission bits is a harmless no-op, chown only to the current owner (else EPERM);
-    /// truncate edits the open buffer or saves at once; times are stored (rsync -a relies on them).
+    /// chmod sets permission bits for the mount's life, chown only to the current owner (else
+    /// EPERM); truncate edits the open buffer or saves at once; modification times are stored
+    /// (rsync -a relies on them), access times kept in memory.
     func setattr(_ request: FuseRequest, ino: UInt64, attributes wanted: stat, fields: Int32) {
         let node = state.withLock { $0.currentNode(ino) }
         guard let node else { return fail(request, .notFound) }
         let current = attributes.stat(for: node)
-        // Permission bits are not part of an entity: a chmod of them is accepted and changes
-        // nothing (rsync's mkstemp fchmods its temp file to 0600 and fails on EPERM), while
-        // setuid/setgid/sticky bits are refused.
-        if fields & FUSE_SET_ATTR_MODE != 0, wanted.st_mode & 0o7000 != 0 { return fail(request, .notPermitted) }
+        // Permission bits are not part of an entity: they are kept in memory for the mount's
+        // life (`chmod +x`, `install -m`, rsync's mkstemp fchmod to 0600 all behave), never
+        // sent; setuid/setgid/sticky bits are refused.
+        if fields & FUSE_SET_ATTR_MODE != 0 {
+            if wanted.st_mode & 0o7000 != 0 { return fail(request, .notPermitted) }
+            state.withLock { $0.table.setPermissions(of: node.ino, to: wanted.st_mode) }
+        }
         if fields & FUSE_SET_ATTR_UID != 0, wanted.st_uid != current.st_uid { return fail(request, .notPermitted) }
         if fields & FUSE_SET_ATTR_GID != 0, wanted.st_gid != current.st_gid { return fail(request, .notPermitted) }
         let newSize: Int? = fields & FUSE_SET_ATTR_SIZE != 0 ? wanted.st_size : nil

@@ -1,3 +1,5 @@
+import Glibc
+
 /// What an inode stands for.
 enum NodeKind: Hashable, Sendable {
     case root
@@ -19,6 +21,9 @@ struct Node: Hashable, Sendable {
     /// Set by utimensat/`touch -a`, for the mount's life (the store keeps no access times);
     /// nil: the modification time (files are not read-timed: a read is no write to the store).
     var atime: MountTime? = nil
+    /// Permission bits set by chmod, for the mount's life (not part of an entity, never sent);
+    /// nil: the defaults (files 0644, directories 0755).
+    var permissions: mode_t? = nil
     /// How many times the kernel was handed this inode (entry replies) minus what it forgot.
     var lookups: UInt64 = 0
     /// False once the name is gone; the record lives on until the kernel forgets it.
@@ -90,6 +95,7 @@ struct InodeTable: Sendable {
             if let existing = nodes[node.ino] {
                 node.lookups = existing.lookups
                 node.atime = existing.atime
+                node.permissions = existing.permissions
                 if existing.parent != directory || existing.fileName != node.fileName {
                     children[existing.parent]?.removeValue(forKey: existing.fileName)
                 }
@@ -117,6 +123,7 @@ struct InodeTable: Sendable {
         if let existing = nodes[node.ino] {
             node.lookups = existing.lookups
             node.atime = node.atime ?? existing.atime
+            node.permissions = node.permissions ?? existing.permissions
             if existing.linked, existing.parent != node.parent || existing.fileName != node.fileName,
                 children[existing.parent]?[existing.fileName] == node.ino
             {
@@ -139,6 +146,10 @@ struct InodeTable: Sendable {
         if let atime { nodes[ino]?.atime = atime }
         if let mtime { nodes[ino]?.mtime = mtime }
         if let ctime { nodes[ino]?.ctime = ctime }
+    }
+
+    mutating func setPermissions(of ino: UInt64, to permissions: mode_t) {
+        nodes[ino]?.permissions = permissions & 0o777
     }
 
     /// Updates attributes of a known node (remote change, save result) without moving it.

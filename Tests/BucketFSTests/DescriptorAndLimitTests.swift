@@ -237,4 +237,20 @@ struct DescriptorAndLimitTests {
             """, in: dir)
         #expect(output.stdout == "[True, True, True, True, True, True]\nTrue True\nTrue True\n", "\(output.stdout)")
     }
+
+    @Test func permissionBitsAreKeptForTheMountsLifeAndSpecialBitsRefused() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let dir = mount.path("notes")
+        try Tool.shell(
+            "printf '#!/bin/sh\\necho ran\\n' > run.sh && chmod +x run.sh && echo '{}' > e.json && chmod 600 e.json"
+                + " && echo x > src && install -m 0640 src inst.tmp",
+            in: dir)
+        #expect(try Tool.shell("stat -c '%n %a' run.sh e.json inst.tmp", in: dir).stdout == "run.sh 755\ne.json 600\ninst.tmp 640\n")
+        #expect(try Tool.shell("./run.sh", in: dir).stdout == "ran\n")
+        try Self.expectErrno("EPERM", "os.chmod('e.json', 0o4755)", in: dir)
+        // A save keeps the bits (the node is replaced by the store's entry).
+        try Tool.shell("echo '{\"a\": 1}' > e.json && mv inst.tmp moved.tmp", in: dir)
+        #expect(try Tool.shell("stat -c '%n %a' e.json moved.tmp", in: dir).stdout == "e.json 600\nmoved.tmp 640\n")
+    }
 }
