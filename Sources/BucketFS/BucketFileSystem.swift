@@ -41,12 +41,14 @@ public struct MountOptions: Sendable {
 /// Use: `mount(at:options:)`, then `run()` (blocks until unmounted, then flushes pending saves),
 /// or `start()` to run the loop on its own thread; `unmount()` from anywhere.
 ///
-/// Behaviour beyond DESIGN.md: chmod of permission bits is accepted and changes nothing (files
-/// are 0644, buckets 0755); chown only to the current owner; hard links, fifos and devices are
-/// EPERM; rmdir of a bucket the backend still holds anything of is ENOTEMPTY (after waiting a
-/// little for removals the server has not confirmed); rename between buckets is EXDEV (mv copies
-/// instead); symlinks exist only for local-only names (emacs locks) and only while mounted;
-/// utimens times of files live in the backend, of directories for the mount's life.
+/// Behaviour beyond DESIGN.md (README, "What POSIX behaviour the mount keeps"): files up to
+/// `MountOptions.maxFileSize`, EFBIG past it; chmod of permission bits is kept for the mount's
+/// life (files default to 0644, buckets 0755); chown only to the current owner; hard links,
+/// fifos and devices are EPERM; rmdir of a bucket the backend still holds anything of is
+/// ENOTEMPTY (after waiting a little for removals the server has not confirmed); rename between
+/// buckets is EXDEV (mv copies instead); symlinks exist only for local-only names (emacs locks)
+/// and only while mounted; modification times of files live in the backend, access times and
+/// directory times for the mount's life.
 public final class BucketFileSystem: Sendable {
     let backend: any MountBackend
     let logger: Logger
