@@ -61,22 +61,8 @@ extension BucketFileSystem {
         if fields & FUSE_SET_ATTR_UID != 0, wanted.st_uid != current.st_uid { return fail(request, .notPermitted) }
         if fields & FUSE_SET_ATTR_GID != 0, wanted.st_gid != current.st_gid { return fail(request, .notPermitted) }
         let newSize: Int? = fields & FUSE_SET_ATTR_SIZE != 0 ? wanted.st_size : nil
-        let newTime: MountTime?
-        if fields & FUSE_SET_ATTR_MTIME_NOW != 0 {
-            newTime = Attributes.now()
-        } else if fields & FUSE_SET_ATTR_MTIME != 0 {
-            newTime = Attributes.time(wanted.st_mtim)
-        } else {
-            newTime = nil
-        }
-        let newAccessTime: MountTime?
-        if fields & FUSE_SET_ATTR_ATIME_NOW != 0 {
-            newAccessTime = Attributes.now()
-        } else if fields & FUSE_SET_ATTR_ATIME != 0 {
-            newAccessTime = Attributes.time(wanted.st_atim)
-        } else {
-            newAccessTime = nil
-        }
+        let newTime = Self.requestedTime(fields, now: FUSE_SET_ATTR_MTIME_NOW, given: FUSE_SET_ATTR_MTIME, wanted.st_mtim)
+        let newAccessTime = Self.requestedTime(fields, now: FUSE_SET_ATTR_ATIME_NOW, given: FUSE_SET_ATTR_ATIME, wanted.st_atim)
         if let newAccessTime {
             // Kept in memory: the store keeps no access times, and a file's ctime is the store's.
             state.withLock { $0.table.setTimes(of: node.ino, atime: newAccessTime) }
@@ -117,6 +103,13 @@ extension BucketFileSystem {
             reply.st_ino = ino_t(ino)
             request.reply(attributes: reply, timeout: cacheTimeout)
         }
+    }
+
+    /// The time a setattr asks for (utimensat's UTIME_NOW, a given time, or UTIME_OMIT).
+    private static func requestedTime(_ fields: Int32, now: Int32, given: Int32, _ spec: timespec) -> MountTime? {
+        if fields & now != 0 { return Attributes.now() }
+        if fields & given != 0 { return Attributes.time(spec) }
+        return nil
     }
 
     /// On `writeQueue`: resize the open working copy, or load-resize-save a closed file.
