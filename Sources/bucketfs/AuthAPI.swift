@@ -3,24 +3,21 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// The Simperium auth API (`POST /1/{app_id}/authorize/`), used by `--user` to get a token.
+import SyncProtocol
+
+/// The Simperium auth API (`POST /1/{app_id}/authorize/`), used by `--user` to get a token; it
+/// is at `authURL` when given, else where `AuthEndpoint` finds it from the streaming server.
 struct AuthAPI {
     let serverURL: String
+    let authURL: String?
     let appID: String
     let apiKey: String
 
-    /// The HTTP base of a ws:// or wss:// server URL.
-    var httpBase: String {
-        var base = serverURL
-        if base.hasPrefix("ws://") { base = "http://" + base.dropFirst(5) }
-        if base.hasPrefix("wss://") { base = "https://" + base.dropFirst(6) }
-        while base.hasSuffix("/") { base.removeLast() }
-        return base
-    }
+    var httpBase: String { AuthEndpoint.base(streamingServer: serverURL, authURL: authURL) }
 
     func authorize(username: String, password: String) async throws -> String {
-        guard let url = URL(string: "\(httpBase)/1/\(appID)/authorize/") else {
-            throw CommandError("invalid server URL \(serverURL)")
+        guard let url = URL(string: AuthEndpoint.authorizeURL(base: httpBase, appID: appID)) else {
+            throw CommandError("invalid auth URL \(httpBase)")
         }
         var request = URLRequest(url: url)
         request.httpMethod = "POST"

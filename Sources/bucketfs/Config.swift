@@ -14,6 +14,8 @@ struct Config: Codable {
         var appID: String
         var apiKey: String?
         var user: String?
+        /// Where the auth API is when not on the streaming server (hosted Simperium).
+        var authURL: String?
     }
 
     struct MountSettings: Codable {

@@ -27,6 +27,11 @@ struct Login: AsyncParsableCommand {
     @Option(name: .customLong("api-key"), help: "The X-Simperium-API-Key (default: the app id).")
     var apiKey: String?
 
+    @Option(
+        name: .customLong("auth-url"),
+        help: "The auth API's base URL, http(s)://host[:port], when it is not on --server (default: the remote's saved one; https://auth.simperium.com for wss://api.simperium.com; else --server's own host).")
+    var authURL: String?
+
     func run() async throws {
         var config = try Config.load()
         let saved = config.remotes[name]
@@ -37,11 +42,15 @@ struct Login: AsyncParsableCommand {
             throw CommandError("--server must start with ws:// or wss://")
         }
         let apiKey = apiKey ?? saved?.apiKey
+        let authURL = authURL ?? (server == saved?.server ? saved?.authURL : nil)
+        if let authURL, !(authURL.hasPrefix("http://") || authURL.hasPrefix("https://")) {
+            throw CommandError("--auth-url must start with http:// or https://")
+        }
         let password = try Credentials.readPassword(prompt: "Password for \(user): ")
-        let token = try await AuthAPI(serverURL: server, appID: appID, apiKey: apiKey ?? appID)
+        let token = try await AuthAPI(serverURL: server, authURL: authURL, appID: appID, apiKey: apiKey ?? appID)
             .authorize(username: user, password: password)
         try CredentialStore.store(token: token, forRemote: name)
-        config.remotes[name] = Config.Remote(server: server, appID: appID, apiKey: apiKey, user: user)
+        config.remotes[name] = Config.Remote(server: server, appID: appID, apiKey: apiKey, user: user, authURL: authURL)
         try config.save()
         print("bucketfs: logged in to \(server) as \(user); mount with: bucketfs mount --remote \(name) DIR")
     }

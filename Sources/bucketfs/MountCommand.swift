@@ -45,6 +45,11 @@ struct Mount: AsyncParsableCommand {
     @Option(name: .customLong("api-key"), help: "The X-Simperium-API-Key for --user.")
     var apiKey: String?
 
+    @Option(
+        name: .customLong("auth-url"),
+        help: "The auth API's base URL for --user, http(s)://host[:port], when it is not on --server (default: https://auth.simperium.com for wss://api.simperium.com, else --server's own host).")
+    var authURL: String?
+
     @Option(name: .customLong("bucket"), help: "A bucket to mount (repeatable). Default: the buckets mounted here before, or `notes` for the demo.")
     var buckets: [String] = []
 
@@ -67,8 +72,14 @@ struct Mount: AsyncParsableCommand {
     var logFile: String?
 
     func validate() throws {
-        if remote != nil, server != nil || token != nil || user != nil || appID != nil {
-            throw ValidationError("--remote replaces --server, --app-id, --token and --user")
+        if remote != nil, server != nil || token != nil || user != nil || appID != nil || authURL != nil {
+            throw ValidationError("--remote replaces --server, --app-id, --token, --user and --auth-url")
+        }
+        if let authURL {
+            guard user != nil else { throw ValidationError("--auth-url goes with --user") }
+            guard authURL.hasPrefix("http://") || authURL.hasPrefix("https://") else {
+                throw ValidationError("--auth-url must start with http:// or https://")
+            }
         }
         if server != nil {
             guard appID != nil else { throw ValidationError("--server needs --app-id") }
@@ -232,7 +243,7 @@ private struct MountSession {
         if let token = command.token { return { token } }
         guard let user = command.user else { throw CommandError("--server needs --token or --user") }
         let password = try Credentials.readPassword(prompt: "Password for \(user): ")
-        let token = try await AuthAPI(serverURL: serverURL, appID: appID, apiKey: command.apiKey ?? appID)
+        let token = try await AuthAPI(serverURL: serverURL, authURL: command.authURL, appID: appID, apiKey: command.apiKey ?? appID)
             .authorize(username: user, password: password)
         return { token }
     }

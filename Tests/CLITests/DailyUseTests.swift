@@ -249,6 +249,46 @@ struct DailyUseTests {
         cli.stop(server)
     }
 
+    /// Issue 19: hosted Simperium serves auth from another host than streaming. Two servers on
+    /// one data directory stand for the two hosts: the token the auth one issues is the
+    /// streaming one's too.
+    @Test func loginAndMountThroughAnAuthAPIOnAnotherHost() throws {
+        let cli = try CLIHarness()
+        let data = try cli.directory("server")
+        let (streaming, port, _) = try cli.serverWithUser(data: data)
+        let (auth, authPort) = try cli.startServer(data: data)
+        let unreachable = try cli.bucketfs(
+            ["login", "work", "--server", "ws://localhost:\(port)", "--auth-url", "http://localhost:1",
+             "--app-id", "test-app", "--user", "alice@example.com"],
+            stdin: "secret-password\n")
+        #expect(unreachable.status != 0)
+        #expect(unreachable.stderr.contains("cannot reach the auth API at http://localhost:1/1/test-app/authorize/"), "\(unreachable.stderr)")
+        let login = try cli.bucketfs(
+            ["login", "work", "--server", "ws://localhost:\(port)", "--auth-url", "http://localhost:\(authPort)/",
+             "--app-id", "test-app", "--user", "alice@example.com"],
+            stdin: "secret-password\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        let config = try String(contentsOfFile: cli.path("config/bucketfs/config.json"), encoding: .utf8)
+        #expect(config.contains("localhost:\(authPort)"), "the remote keeps its auth URL: \(config)")
+        // A mount with --user logs in through the auth host too, then syncs with the streaming one.
+        let mountpoint = try cli.directory("direct")
+        let mounted = try cli.bucketfs(
+            ["mount", mountpoint, "--server", "ws://localhost:\(port)", "--auth-url", "http://localhost:\(authPort)",
+             "--app-id", "test-app", "--user", "alice@example.com", "--bucket", "notes"],
+            stdin: "secret-password\n")
+        #expect(mounted.status == 0, "\(mounted.stderr)")
+        try Data("{\"via\": \"auth host\"}\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/n.json"))
+        try eventually { (try statusJSON(cli, mountpoint)["pendingSaves"] as? Int) == 0 }
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+        cli.stop(auth)
+        // The remote's saved token works without the auth host.
+        let viaRemote = try cli.directory("remote")
+        #expect(try cli.bucketfs(["mount", "--remote", "work", "--bucket", "notes", viaRemote]).status == 0)
+        try eventually { FileManager.default.fileExists(atPath: viaRemote + "/notes/n.json") }
+        #expect(try cli.bucketfs(["unmount", viaRemote]).status == 0)
+        cli.stop(streaming)
+    }
+
     @Test func failuresAPersonCanActOnGetOneClearLine() throws {
         let cli = try CLIHarness()
         let full = try cli.directory("full")
