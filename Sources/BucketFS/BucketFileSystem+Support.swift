@@ -66,11 +66,38 @@ extension BucketFileSystem {
             let listing = try backend.buckets().map(Self.node(for:))
             state.withLock { $0.table.replaceListing(of: directory, with: listing) }
         case .bucket(let name):
-            let listing = try backend.entries(bucket: name).map { Self.node(for: $0, parent: directory) }
+            let listing = try adoptingRenamedNames(in: name, try backend.entries(bucket: name))
+                .map { Self.node(for: $0, parent: directory) }
             state.withLock { $0.table.replaceListing(of: directory, with: listing) }
         case .file, .symlink:
             throw FSError.notDirectory
         }
+    }
+
+    /// A store written before entity names read naturally may hold a local file whose name now
+    /// stands for a key (`My Note.json` was local, it is now the key `My%20Note`): it becomes
+    /// that entity's save, as a scratch file renamed onto it would; if the entity exists, the
+    /// file moves aside to `<name>.local` (never lost, never shown twice, never over another).
+    private func adoptingRenamedNames(in bucket: String, _ entries: [MountEntry]) throws(FSError) -> [MountEntry] {
+        var result = entries
+        var names = Set(entries.map(\.name))
+        for (index, entry) in entries.enumerated() {
+            guard case .localFile(let fileName) = entry.name, fileName.hasSuffix(".json"),
+                case .entity(let key) = FileNameCodec.itemName(forFileName: fileName)
+            else { continue }
+            var destination = MountItemName.entity(key: key)
+            var suffix = ".local"
+            while names.contains(destination) {
+                destination = .localFile(name: fileName + suffix)
+                suffix += "~"
+            }
+            names.insert(destination)
+            result[index] = try backend.rename(bucket: bucket, from: entry.name, to: destination)
+            logger.notice(
+                "a local file's name now stands for an entity",
+                metadata: ["bucket": "\(bucket)", "file": "\(fileName)", "now": "\(FileNameCodec.fileName(for: destination))"])
+        }
+        return result
     }
 
     /// Loads a directory on `writeQueue` when needed, then runs `body` (inline if already loaded).

@@ -1,5 +1,18 @@
-/// Reversible mapping between store names (keys, bucket names) and file names (DESIGN.md,
-/// "The file system contract"): bytes outside `[A-Za-z0-9._@-]`, and a leading `.`, become `%XX`.
+/// Reversible mappings between store names and file names (DESIGN.md, "The file system
+/// contract", and README "What the files mean").
+///
+/// Bucket names: bytes outside `[A-Za-z0-9._@-]`, and a leading `.`, become `%XX` (`encode`).
+///
+/// Entity keys read naturally. The server takes keys of `[A-Za-z0-9._%@-]`, and clients such as
+/// Simplenote write any other text into a key percent-escaped (`caf%C3%A9`). A key that is the
+/// canonical escape of a text (`keyEscape`: every byte outside `[A-Za-z0-9._@-]` as `%XX`, upper
+/// case) shows as that text when a file name can hold it as it is: no `/`, no `%`, no leading
+/// `.` (`caf%C3%A9` -> `café.json`, `My%20Note` -> `My Note.json`). Every other key shows
+/// `encode`d, so its file name has a `%` and the two forms never meet (`a%2Fb` -> `a%252Fb.json`,
+/// `100%25` -> `100%2525.json`, `caf%c3%a9` -> `caf%25c3%25a9.json`). Back: a name without `%` is
+/// the key `keyEscape(name)` (so a name a person types syncs: `My Note.json` is the key
+/// `My%20Note`); a name with `%` is the key it `decode`s to, if that key shows as that very name;
+/// any other name is a local-only file. One-to-one on every key.
 public enum FileNameCodec {
     /// The file name for a key or bucket name (`a/b` -> `a%2Fb`, `.x` -> `%2Ex`).
     public static func encode(_ name: String) -> String {
@@ -20,8 +33,13 @@ public enum FileNameCodec {
     /// The key or bucket name for a file name, or nil if the file name is not the canonical
     /// encoding of any name (so the mapping stays one-to-one both ways).
     public static func decode(_ fileName: String) -> String? {
-        let bytes = Array(fileName.utf8)
-        guard !bytes.isEmpty else { return nil }
+        guard !fileName.isEmpty, let name = decode(percentEscaped: Array(fileName.utf8)), encode(name) == fileName
+        else { return nil }
+        return name
+    }
+
+    /// `%XX` escapes (either case) made bytes; nil for a stray `%` or bytes that are not UTF-8.
+    private static func decode(percentEscaped bytes: [UInt8]) -> String? {
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count)
         var index = 0
@@ -37,13 +55,44 @@ public enum FileNameCodec {
                 index += 1
             }
         }
-        guard let name = String(validating: output, as: UTF8.self), encode(name) == fileName else { return nil }
-        return name
+        return String(validating: output, as: UTF8.self)
     }
 
-    /// The file name of an entity key (`<encoded key>.json`).
+    /// The file name of an entity key (`<stem>.json`, see the type's comment).
     public static func fileName(forKey key: String) -> String {
-        encode(key) + ".json"
+        stem(forKey: key) + ".json"
+    }
+
+    /// The key a typed name stands for: its bytes outside `[A-Za-z0-9._@-]` as `%XX` (upper case).
+    public static func keyEscape(_ text: String) -> String {
+        var output: [UInt8] = []
+        output.reserveCapacity(text.utf8.count)
+        for byte in text.utf8 {
+            if isPlain(byte) {
+                output.append(byte)
+            } else {
+                output.append(contentsOf: [UInt8(ascii: "%"), hexDigit(byte >> 4), hexDigit(byte & 0x0F)])
+            }
+        }
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    /// The text a key is the canonical escape of (`keyEscape(text) == key`), if any.
+    static func text(ofKey key: String) -> String? {
+        guard key.utf8.contains(UInt8(ascii: "%")) else { return key.utf8.allSatisfy(isPlain) ? key : nil }
+        guard let text = decode(percentEscaped: Array(key.utf8)), keyEscape(text) == key else { return nil }
+        return text
+    }
+
+    private static func stem(forKey key: String) -> String {
+        if let text = text(ofKey: key), showsAsItIs(text) { return text }
+        return encode(key)
+    }
+
+    /// A text a file name holds as it is, apart from every `encode`d name (which has a `%`).
+    private static func showsAsItIs(_ text: String) -> Bool {
+        !text.isEmpty && !text.hasPrefix(".")
+            && !text.utf8.contains { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "%") || $0 == 0 }
     }
 
     /// What a file name inside a bucket stands for: an entity, or a local-only file.
@@ -51,7 +100,8 @@ public enum FileNameCodec {
         if ScratchNames.isScratch(fileName) { return .localFile(name: fileName) }
         guard fileName.hasSuffix(".json"), fileName.utf8.count > 5 else { return .localFile(name: fileName) }
         let stem = String(decoding: fileName.utf8.dropLast(5), as: UTF8.self)
-        guard let key = decode(stem) else { return .localFile(name: fileName) }
+        guard stem.utf8.contains(UInt8(ascii: "%")) else { return .entity(key: keyEscape(stem)) }
+        guard let key = decode(stem), self.stem(forKey: key) == stem else { return .localFile(name: fileName) }
         return .entity(key: key)
     }
 
@@ -65,19 +115,30 @@ public enum FileNameCodec {
         return String(decoding: fileName.utf8.dropLast(5), as: UTF8.self)
     }
 
-    /// An entity file name close to `name` that needs no encoding and whose key every server
-    /// takes: each run of other bytes (`%` and a leading `.` included) becomes `-` (`My Note` ->
-    /// `My-Note.json`). What status proposes for a name that cannot sync as it is.
+    /// An entity file name close to `name` that shows as it is and whose key every server takes:
+    /// each run of `%`, `/` and control bytes, and a leading `.`, becomes `-` (`100%` ->
+    /// `100-.json`). What status proposes for a name that cannot sync as it is.
     public static func plainFileName(for name: String) -> String {
         var output: [UInt8] = []
         for (index, byte) in name.utf8.enumerated() {
-            if isPlain(byte, at: index) {
+            let replaced = byte == UInt8(ascii: "%") || byte == UInt8(ascii: "/") || byte < 0x20
+                || (index == 0 && byte == UInt8(ascii: "."))
+            if !replaced {
                 output.append(byte)
             } else if output.last != UInt8(ascii: "-") {
                 output.append(UInt8(ascii: "-"))
             }
         }
-        return String(decoding: output.prefix(256), as: UTF8.self) + ".json"
+        // The server takes keys of at most 256 bytes; cut at a character boundary.
+        var text = String(decoding: output, as: UTF8.self)
+        while keyEscape(text).utf8.count > 256 { text.removeLast() }
+        return text + ".json"
+    }
+
+    /// `plainFileName` for an entity the server refused for its key: from the key's text, when
+    /// it has one (a name typed too long), else from the key itself (`a/b` -> `a-b.json`).
+    public static func plainFileName(forKey key: String) -> String {
+        plainFileName(for: text(ofKey: key) ?? key)
     }
 
     /// The file name shown for a store name.
@@ -88,7 +149,7 @@ public enum FileNameCodec {
         }
     }
 
-    /// Whether `byte` at `index` of a name stands in its file name as it is (a leading `.` does not).
+    /// Whether `byte` at `index` of a bucket name stands in its file name as it is (a leading `.` does not).
     private static func isPlain(_ byte: UInt8, at index: Int) -> Bool {
         isPlain(byte) && !(index == 0 && byte == UInt8(ascii: "."))
     }

@@ -90,9 +90,9 @@ public final class SyncStoreBackend: MountBackend {
                 let file = try store.writeLocalFile(
                     bucket: bucket, name: fileName, bytes: bytes, newID: newID.map(Int64.init), durability: .deferred)
                 if let stem = FileNameCodec.localJSONStem(fileName) {
-                    // `My Note.json` looks like an entity, but its name is no key's (DESIGN.md): say so.
+                    // `100%.json` looks like an entity, but its name is no key's (DESIGN.md): say so.
                     logger.warning(
-                        "kept locally only: \(fileName) has characters an entity's file name cannot have; renamed \(FileNameCodec.plainFileName(for: stem)) it syncs",
+                        "kept locally only: \(fileName) has a % that is no escape of a key; renamed \(FileNameCodec.plainFileName(for: stem)) it syncs",
                         metadata: ["bucket": "\(bucket)"])
                 }
                 return MountEntry(

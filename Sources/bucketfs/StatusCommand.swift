@@ -115,14 +115,15 @@ struct MountReport: Codable {
             case 413: advice = "too large to sync: make the document smaller; the next save tries again"
             case 400 where !EntityKey.isValid(entity.key):
                 advice = "the server takes no key with characters other than letters, digits and . _ % @ -: "
-                    + "rename the file, e.g. to \(FileNameCodec.plainFileName(for: entity.key))"
+                    + "rename the file, e.g. to \(FileNameCodec.plainFileName(forKey: entity.key)) (any other "
+                    + "characters are sent escaped)"
             case 400: advice = "the server refused the change as invalid; edit the file to retry"
             case 401: advice = "the token was refused: mount again with a fresh --token or --user"
             default: advice = "the server refused the change (\(code)); edit the file to retry"
             }
         }
         return Attention(
-            bucket: entity.bucket, key: entity.key, file: "\(entity.bucket)/\(FileNameCodec.encode(entity.key)).json",
+            bucket: entity.bucket, key: entity.key, file: "\(entity.bucket)/\(FileNameCodec.fileName(forKey: entity.key))",
             state: entity.state.description, reason: entity.reason, advice: advice)
     }
 
@@ -131,8 +132,8 @@ struct MountReport: Codable {
         guard let stem = FileNameCodec.localJSONStem(name) else { return nil }
         return Attention(
             bucket: bucket, key: stem, file: "\(bucket)/\(name)", state: "local",
-            reason: "the name has characters an entity's file name cannot have, so it is never sent",
-            advice: "rename it to letters, digits and . _ @ - only, e.g. \(FileNameCodec.plainFileName(for: stem)), to sync it")
+            reason: "the name has a % that is no escape of a key, so it is never sent",
+            advice: "rename it without the %, e.g. \(FileNameCodec.plainFileName(for: stem)), to sync it")
     }
 
     var text: String {

@@ -1,5 +1,16 @@
 import BucketFS
+import Foundation
 import Testing
+
+/// The server's key shape (DESIGN.md, protocol facts), restated: BucketFS does not import SyncProtocol.
+enum EntityKeyShape {
+    static func isServerKey(_ key: String) -> Bool {
+        (1...256).contains(key.utf8.count) && key.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || "._%@-".utf8.contains(byte)
+        }
+    }
+}
 
 /// Key <-> file name mapping (DESIGN.md: reversible percent-encoding) and scratch rules.
 struct FileNameCodecTests {
@@ -27,19 +38,53 @@ struct FileNameCodecTests {
 
     @Test func findsJSONFilesThatStayLocalForTheirNameAndProposesPlainNames() {
         for (local, stem, plain) in [
-            ("My Note.json", "My Note", "My-Note.json"), ("100%.json", "100%", "100-.json"),
-            ("%41.json", "%41", "-41.json"), ("Café  menu.json", "Café  menu", "Caf-menu.json"),
+            ("100%.json", "100%", "100-.json"), ("%41.json", "%41", "-41.json"),
+            ("caf%25C3%25A9.json", "caf%25C3%25A9", "caf-25C3-25A9.json"), ("50% off.json", "50% off", "50- off.json"),
         ] {
             #expect(FileNameCodec.localJSONStem(local) == stem, "\(local)")
             #expect(FileNameCodec.plainFileName(for: stem) == plain)
-            // The proposed name is an entity's, spelled as it is (no encoding needed).
-            #expect(FileNameCodec.itemName(forFileName: plain) == .entity(key: String(plain.dropLast(5))))
+            // The proposed name is an entity's, shown as it is, and its key is one the server takes.
+            let item = FileNameCodec.itemName(forFileName: plain)
+            #expect(item == .entity(key: FileNameCodec.keyEscape(String(plain.dropLast(5)))))
+            #expect(FileNameCodec.fileName(for: item) == plain)
         }
-        for other in ["note.json", "a%2Fb.json", ".note.json", "note.json~", ".json", "x.txt", "4913"] {
+        for other in ["note.json", "My Note.json", "café.json", "a%2Fb.json", ".note.json", "note.json~", ".json", "x.txt", "4913"] {
             #expect(FileNameCodec.localJSONStem(other) == nil, "\(other)")
         }
         #expect(FileNameCodec.plainFileName(for: ".hidden") == "-hidden.json")
         #expect(FileNameCodec.plainFileName(for: String(repeating: "a", count: 300)) == String(repeating: "a", count: 256) + ".json")
+        #expect(FileNameCodec.plainFileName(for: String(repeating: "é", count: 100)) == String(repeating: "é", count: 42) + ".json")
+    }
+
+    /// Issue 13: keys read naturally; names a person types sync; every other key keeps a name.
+    @Test(arguments: [
+        ("caf%C3%A9", "café.json"), ("My%20Note", "My Note.json"), ("tag", "tag.json"), ("%F0%9F%99%82", "🙂.json"),
+        ("a%2Fb", "a%252Fb.json"), ("100%25", "100%2525.json"), ("caf%c3%a9", "caf%25c3%25a9.json"), ("%41", "%2541.json"),
+        ("100%", "100%25.json"), (".x", "%2Ex.json"), ("%2Ex", "%252Ex.json"), ("a/b", "a%2Fb.json"), ("My Note", "My%20Note.json"),
+    ])
+    func entityKeysReadNaturally(key: String, fileName: String) {
+        #expect(FileNameCodec.fileName(forKey: key) == fileName)
+        #expect(FileNameCodec.itemName(forFileName: fileName) == .entity(key: key))
+    }
+
+    @Test func keysAndNamesMapOneToOne() {
+        var random = SystemRandomNumberGenerator()
+        let keyAlphabet = Array("aZ09._@-%%%CFc3A9E2F".utf8)
+        let nameAlphabet = ["a", "Z", "0", ".", "%", "2", "F", "C", "3", "é", " ", "🙂", "-", "/"]
+        for _ in 0..<20_000 {
+            // Keys the server takes, many of them with escapes (canonical or not).
+            let key = String(decoding: (0..<Int.random(in: 1...8, using: &random)).map { _ in keyAlphabet.randomElement(using: &random)! }, as: UTF8.self)
+            let name = FileNameCodec.fileName(forKey: key)
+            #expect(FileNameCodec.itemName(forFileName: name) == .entity(key: key), "\(key) -> \(name)")
+            #expect(!name.contains("/"))
+            // Names a person might type: each is an entity whose key shows as that name, or local.
+            let typed = (0..<Int.random(in: 1...6, using: &random)).map { _ in nameAlphabet.randomElement(using: &random)! }
+                .joined().replacingOccurrences(of: "/", with: "") + ".json"
+            if case .entity(let typedKey) = FileNameCodec.itemName(forFileName: typed) {
+                #expect(FileNameCodec.fileName(forKey: typedKey) == typed, "\(typed) -> \(typedKey)")
+                if !typed.contains("%") { #expect(EntityKeyShape.isServerKey(typedKey) || typedKey.utf8.count > 256, "\(typedKey)") }
+            }
+        }
     }
 
     @Test func roundTripsArbitraryUnicode() {

@@ -250,4 +250,27 @@ struct NamespaceTests {
         #expect(try mount.store.buckets().map(\.name) == ["notes"])
         #expect(try mount.store.entity(bucket: "notes", key: "known")?.deletedPending == true)
     }
+
+    /// Issue 13: percent-escaped keys show decoded, typed names sync, and a store from before
+    /// (where `My Note.json` was a local file) keeps every byte.
+    @Test func keysShowDecodedAndOldLocalNamesBecomeTheirEntities() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        mount.unmount()
+        let store = try SyncStore(path: mount.storePath)
+        _ = try store.saveLocal(bucket: "notes", key: "caf%C3%A9", value: ["tag": "café"])
+        _ = try store.saveLocal(bucket: "notes", key: "Both%20Here", value: ["entity": true])
+        _ = try store.writeLocalFile(bucket: "notes", name: "My Note.json", bytes: Array("{\"old\": 1}".utf8))
+        _ = try store.writeLocalFile(bucket: "notes", name: "Both Here.json", bytes: Array("{\"local\": 1}".utf8))
+        try store.close()
+        try mount.remount()
+        let dir = mount.path("notes")
+        #expect(try Tool.shell("ls", in: dir).stdout == "Both Here.json\nBoth Here.json.local\nMy Note.json\ncafé.json\n")
+        #expect(try Tool.run("/bin/cat", ["café.json"], directory: dir).stdout.contains("café"))
+        #expect(try Tool.run("/bin/cat", ["Both Here.json.local"], directory: dir).stdout == "{\"local\": 1}")
+        #expect(try mount.store.readEntity(bucket: "notes", key: "My%20Note") == Array("{\"old\": 1}".utf8))
+        #expect(try mount.store.readEntity(bucket: "notes", key: "Both%20Here")?.isEmpty == false)
+        try Tool.shell("echo '{\"new\": 1}' > 'Nouvelle idée.json'", in: dir)
+        #expect(try mount.store.readEntity(bucket: "notes", key: "Nouvelle%20id%C3%A9e") == Array("{\"new\": 1}\n".utf8))
+    }
 }

@@ -24,28 +24,33 @@ struct DailyUseTests {
         #expect(Set(welcome?.keys.map { $0 } ?? []) == ["content", "tags", "systemTags", "creationDate", "modificationDate", "deleted"])
 
         try Data("{\"broken\": ".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/broken.json"))
-        // Valid JSON, but no entity's file name can hold a space: it stays local, and says so.
-        try Data("{\"n\": 1}".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/My Note.json"))
+        // Valid JSON, but a `%` that escapes nothing: it stays local, and says so.
+        try Data("{\"n\": 1}".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/100%.json"))
+        // A name a person types syncs as it is (issue 13): its key is the escaped text.
+        try Data("{\"n\": 3}".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/My Note.json"))
         let text = try cli.bucketfs(["status", mountpoint])
         #expect(text.stdout.contains("mounted (pid"))
         #expect(text.stdout.contains("notes/broken.json  invalid"))
         #expect(text.stdout.contains("line 1, column 12: expected a value"))
-        #expect(text.stdout.contains("notes/My Note.json  local: the name has characters an entity's file name cannot have"))
-        #expect(text.stdout.contains("-> rename it to letters, digits and . _ @ - only, e.g. My-Note.json, to sync it"))
+        #expect(text.stdout.contains("notes/100%.json  local: the name has a % that is no escape of a key"), "\(text.stdout)")
+        #expect(text.stdout.contains("-> rename it without the %, e.g. 100-.json, to sync it"))
         let status = try statusJSON(cli, mountpoint)
         #expect(status["running"] as? Bool == true)
         let attention = status["attention"] as? [[String: Any]] ?? []
-        #expect(attention.map { $0["key"] as? String } == ["broken", "My Note"])
-        // Renamed as status says, it is an entity and syncs.
-        try FileManager.default.moveItem(atPath: mountpoint + "/notes/My Note.json", toPath: mountpoint + "/notes/My-Note.json")
+        #expect(attention.map { $0["key"] as? String } == ["broken", "100%"])
+        // Renamed as status says, it is an entity and syncs; so does `My Note.json`, as `My%20Note`.
+        try FileManager.default.moveItem(atPath: mountpoint + "/notes/100%.json", toPath: mountpoint + "/notes/100-.json")
         try eventually { (try statusJSON(cli, mountpoint)["pendingSaves"] as? Int) == 0 }
         #expect((try statusJSON(cli, mountpoint)["attention"] as? [[String: Any]])?.map { $0["key"] as? String } == ["broken"])
-        #expect(try cli.bucketfs(["status", mountpoint]).stdout.contains("notes: 5 entities"))
-        // A key with a space is an entity's (encoded) name, but no key the server takes.
-        try Data("{\"n\": 2}".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/Your%20Note.json"))
-        try eventually { try cli.bucketfs(["status", mountpoint]).stdout.contains("notes/Your%20Note.json  rejected:400") }
-        #expect(try cli.bucketfs(["status", mountpoint]).stdout.contains("rename the file, e.g. to Your-Note.json"))
-        try FileManager.default.removeItem(atPath: mountpoint + "/notes/Your%20Note.json")
+        #expect(try cli.bucketfs(["status", mountpoint]).stdout.contains("notes: 6 entities"))
+        let keys = try cli.run(["/usr/bin/getfattr", "--only-values", "-n", "user.bucketfs.key", mountpoint + "/notes/My Note.json"], timeout: 30)
+        #expect(keys.stdout == "My%20Note")
+        // A name whose key the server refuses (longer than 256 bytes) gets advice that fits.
+        let long = String(repeating: "é", count: 100)
+        try Data("{\"n\": 2}".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/\(long).json"))
+        try eventually { try cli.bucketfs(["status", mountpoint]).stdout.contains("notes/\(long).json  rejected:400") }
+        #expect(try cli.bucketfs(["status", mountpoint]).stdout.contains("rename the file, e.g. to \(String(repeating: "é", count: 42)).json"))
+        try FileManager.default.removeItem(atPath: mountpoint + "/notes/\(long).json")
 
         let unmounted = try cli.bucketfs(["unmount", mountpoint])
         #expect(unmounted.status == 0, "\(unmounted.stderr)")
