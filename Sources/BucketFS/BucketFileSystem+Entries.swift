@@ -25,13 +25,15 @@ extension BucketFileSystem {
     }
 
     func forget(_ request: FuseRequest, ino: UInt64, count: UInt64) {
-        state.withLock { $0.table.forget(ino, count: count) }
-        request.replyNone()
+        forgetMulti(request, items: [(ino, count)])
     }
 
     func forgetMulti(_ request: FuseRequest, items: [(ino: UInt64, count: UInt64)]) {
-        state.withLock { state in
-            for item in items { state.table.forget(item.ino, count: item.count) }
+        let overdrawn = state.withLock { state in
+            items.filter { !state.table.forget($0.ino, count: $0.count) }
+        }
+        for item in overdrawn {
+            logger.error("the kernel forgot an inode more often than it was handed it", metadata: ["ino": "\(item.ino)", "count": "\(item.count)"])
         }
         request.replyNone()
     }

@@ -183,12 +183,15 @@ struct InodeTable: Sendable {
     }
 
     /// The kernel dropped `count` references (forget). More than it was given is a kernel or
-    /// bookkeeping bug that would free a live inode: trap rather than corrupt the table.
-    mutating func forget(_ ino: UInt64, count: UInt64) {
-        guard ino != Self.rootInode, let node = nodes[ino] else { return }
-        precondition(node.lookups >= count, "forget(\(ino), \(count)) exceeds lookup count \(node.lookups)")
-        nodes[ino]?.lookups = node.lookups - count
+    /// bookkeeping bug: the count stops at zero and the caller logs it (returns false), rather
+    /// than a trap taking down the mount and every unsaved buffer in it (issue 13).
+    @discardableResult
+    mutating func forget(_ ino: UInt64, count: UInt64) -> Bool {
+        guard ino != Self.rootInode, let node = nodes[ino] else { return true }
+        let honest = node.lookups >= count
+        nodes[ino]?.lookups = honest ? node.lookups - count : 0
         dropIfUnreferenced(ino)
+        return honest
     }
 
     /// Nodes the kernel holds (lookup count > 0), for invalidation after remote changes.

@@ -30,6 +30,18 @@ struct InodeTableTests {
         #expect(table.record(20) == nil)
     }
 
+    @Test func forgettingMoreThanWasHandedOutStopsAtZeroWithoutATrap() {
+        var table = tableWithBucket()
+        table.upsert(file(20, "a.json"))
+        table.remember(20)
+        table.unlink(parent: 10, name: "a.json")
+        let overdrawn = table.forget(20, count: 5)
+        #expect(!overdrawn)
+        #expect(table.record(20) == nil)
+        let unknown = table.forget(20, count: 1)
+        #expect(unknown, "an inode no longer known is forgotten quietly")
+    }
+
     @Test func linkedNodesStayCachedAtZeroReferences() {
         var table = tableWithBucket()
         table.upsert(file(20, "a.json"))
