@@ -71,6 +71,8 @@ struct MountReport: Codable {
     var connection: MountRecord.Connection
     var buckets: [Bucket] = []
     var pendingSaves = 0
+    /// Files with a change the server has not acknowledged yet (`bucket/file`).
+    var pendingFiles: [String] = []
     var attention: [Attention] = []
     var storeError: String?
 
@@ -98,7 +100,10 @@ struct MountReport: Codable {
             }
             let stats = try store.stats()
             pendingSaves = stats.queuedChanges + stats.sentChanges
-            attention = try store.unsyncedEntities().compactMap(Self.attention) + localOnly
+            let unsynced = try store.unsyncedEntities()
+            pendingFiles = unsynced.filter { $0.state == .pending || $0.deletedPending }
+                .map { "\($0.bucket)/\(FileNameCodec.fileName(forKey: $0.key))" }
+            attention = unsynced.compactMap(Self.attention) + localOnly
         } catch {
             storeError = "\(error)"
         }

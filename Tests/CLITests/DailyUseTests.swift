@@ -86,6 +86,37 @@ struct DailyUseTests {
         cli.stop(server)
     }
 
+    /// Issue 17: `bucketfs sync` waits for the server's acknowledgements and says what is not there.
+    @Test func syncWaitsForTheServerAndExitsNonZeroWithWhatIsNotThere() throws {
+        let cli = try CLIHarness()
+        let data = try cli.directory("server")
+        var (server, port, token) = try cli.serverWithUser(data: data)
+        let mountpoint = try cli.directory("m")
+        try cli.mount(mountpoint, port: port, token: token)
+        try Data("{\"a\": 1}\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/first.json"))
+        let synced = try cli.bucketfs(["sync", mountpoint])
+        #expect(synced.status == 0, "\(synced.stdout) \(synced.stderr)")
+        #expect(synced.stdout.contains("everything is on the server"))
+        #expect(try statusJSON(cli, mountpoint)["pendingSaves"] as? Int == 0)
+
+        cli.stop(server)
+        try Data("{\"a\": 2}\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/first.json"))
+        try Data("{\"broken\": ".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/broken.json"))
+        let offline = try cli.bucketfs(["sync", mountpoint, "--timeout", "1"])
+        #expect(offline.status == 1)
+        #expect(offline.stdout.contains("\(mountpoint)/notes/first.json  pending: the server has not acknowledged it"), "\(offline.stdout)")
+        #expect(offline.stdout.contains("\(mountpoint)/notes/broken.json  invalid"), "\(offline.stdout)")
+
+        (server, _) = try cli.startServer(data: data, port: port)
+        try Data("{\"fixed\": 1}".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/broken.json"))
+        let back = try cli.bucketfs(["sync", mountpoint, "--timeout", "90"], timeout: 120)
+        #expect(back.status == 0, "\(back.stdout)")
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+        let unmounted = try cli.bucketfs(["sync", mountpoint, "--timeout", "0"])
+        #expect(unmounted.status == 0, "nothing pending in the stopped mount's store: \(unmounted.stdout)")
+        cli.stop(server)
+    }
+
     @Test func watchPrintsAChangeMadeThroughASecondMount() throws {
         let cli = try CLIHarness()
         let (server, port, token) = try cli.serverWithUser(data: try cli.directory("server"))

@@ -1,0 +1,65 @@
+import ArgumentParser
+import Foundation
+
+/// `bucketfs sync`: wait until the server has every change made so far (for scripts and backup
+/// jobs that must run on data the server has).
+struct Sync: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Wait until the server has acknowledged every change of a mount.",
+        discussion: """
+            Waits until no save of the mount is waiting for the server, or until the timeout. \
+            Exit status 0: everything is on the server. 1: something is not, and it is listed \
+            with the reason (still pending and the connection's state; invalid JSON; refused by \
+            the server; a name that keeps a file local). Nothing is lost either way: what is \
+            pending stays in the mount's store and is sent when the server is reachable.
+            """
+    )
+
+    @Argument(help: "A mount point (default: every running mount bucketfs knows of).")
+    var mountpoint: String?
+
+    @Option(help: "Seconds to wait for acknowledgements.")
+    var timeout: Double = 30
+
+    func validate() throws {
+        guard timeout >= 0 else { throw ValidationError("--timeout must be 0 or more seconds") }
+    }
+
+    func run() async throws {
+        let records: [MountRecord]
+        if let mountpoint {
+            let path = Paths.absolute(mountpoint)
+            guard let record = MountRecord.load(path: MountRecord.path(for: path)) else {
+                throw CommandError("bucketfs has never mounted \(path) (no record in \(Paths.stateDirectory))")
+            }
+            records = [record]
+        } else {
+            records = MountRecord.all().filter(\.isRunning)
+        }
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        var reports = records.map(MountReport.init(record:))
+        // Only a running mount can still get an acknowledgement.
+        while reports.contains(where: { $0.running && $0.pendingSaves > 0 }), Date() < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            reports = records.map { MountReport(record: MountRecord.load(path: MountRecord.path(for: $0.mountpoint)) ?? $0) }
+        }
+        var problems: [String] = []
+        for report in reports {
+            if let error = report.storeError { problems.append("\(report.mountpoint): cannot read the store: \(error)") }
+            if report.pendingSaves > 0 {
+                let why = report.running ? "the server has not acknowledged it (connection: \(report.connection.state))" : "not mounted"
+                for file in report.pendingFiles { problems.append("\(report.mountpoint)/\(file)  pending: \(why)") }
+                if report.pendingFiles.isEmpty { problems.append("\(report.mountpoint): \(report.pendingSaves) changes pending: \(why)") }
+            }
+            for item in report.attention where item.state != "conflict" {
+                problems.append("\(report.mountpoint)/\(item.file)  \(item.state): \(item.reason ?? item.advice)")
+            }
+        }
+        guard problems.isEmpty else {
+            print("bucketfs sync: not everything is on the server:")
+            for line in problems { print("  " + line) }
+            throw ExitCode(1)
+        }
+        print("bucketfs sync: everything is on the server" + (records.isEmpty ? " (no running mounts)" : ""))
+    }
+}
