@@ -19,7 +19,8 @@ extension DiffMatchPatch {
             Result { () throws(DiffMatchPatchError) in try applyDelta(delta, toUTF8: bytes) }
         }
         // A run boundary between the halves of a surrogate pair: the public path repairs those
-        // (rarely needed) before building Strings, so such deltas take it.
+        // (rarely needed) before building Strings, or refuses them when the result would hold
+        // half a pair, so such deltas take it.
         guard let text = try result.get() else { return diffText2(try diffFromDelta(text1, delta)) }
         return text
     }
@@ -49,12 +50,26 @@ extension DiffMatchPatch {
                 advance(by: range.count, copying: false)
             case .insert(let units):
                 guard !cutsAPair else { return }
-                if let first = units.first, first.isLowSurrogate { cutsAPair = true }
-                if let last = units.last, last.isHighSurrogate { cutsAPair = true }
+                // Half a pair at either end (or, from a `%u` escape, inside): the checked path
+                // decides whether the result still holds whole characters.
+                if firstUnpairedSurrogate(units) != nil { cutsAPair = true }
                 output.append(contentsOf: utf8Bytes(units))
             }
         }
         if cutsAPair { return nil }
         return String(decoding: output, as: UTF8.self)
+    }
+
+    /// The UTF-16 length of the text `delta` applies to (the total of its `=`/`-` counts), so a
+    /// caller that knows more than one form of its source text can tell which one it was made from.
+    package func deltaSourceLength(_ delta: String) throws(DiffMatchPatchError) -> Int {
+        // A source length no delta can total: the scan visits nothing and reports the total.
+        do {
+            try Delta.scan(sourceCount: -1, delta) { _ in }
+        } catch {
+            guard case .deltaLengthMismatch(_, let actual) = error else { throw error }
+            return actual
+        }
+        return -1
     }
 }

@@ -30,4 +30,9 @@ public enum DiffMatchPatchError: Error, Sendable, Hashable {
     case deltaLengthMismatch(expected: Int, actual: Int)
     /// A patch text has a bad header, mode character or percent-escape.
     case invalidPatchText(String)
+    /// Applying the delta would leave half of a surrogate pair unpaired at this UTF-16 offset of
+    /// the result: its runs cut an astral character (an emoji) and keep or insert only one half.
+    /// No String can hold that text; the lenient reading turned the halves into U+FFFD and
+    /// silently changed the user's text (issue 20), so such a delta is refused.
+    case splitsSurrogatePair(offset: Int)
 }

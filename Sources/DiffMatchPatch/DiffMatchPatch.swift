@@ -95,9 +95,19 @@ public struct DiffMatchPatch: Sendable {
     }
 
     /// Rebuilds the diff from text1 and a delta; the delta's `=`/`-` counts must total text1's length.
+    /// Throws `splitsSurrogatePair` when the text the delta makes would hold half a surrogate
+    /// pair (a delta that cuts a pair but leaves whole characters is fine: the runs are repaired).
     public func diffFromDelta(_ text1: String, _ delta: String) throws(DiffMatchPatchError) -> [Diff] {
         let diffs = try Delta.decode(utf16Units(text1), delta)
+        try checkWholeResult(diffs)
         return keepingSurrogatePairsWhole(diffs).map(\.diff)
+    }
+
+    /// Refuses diffs whose text2 has an unpaired surrogate. text1 is a String, so always whole.
+    func checkWholeResult(_ diffs: [UnitDiff]) throws(DiffMatchPatchError) {
+        var result: [UInt16] = []
+        for diff in diffs where diff.operation != .delete { result += diff.text }
+        if let offset = firstUnpairedSurrogate(result) { throw .splitsSurrogatePair(offset: offset) }
     }
 
     // MARK: Match

@@ -82,6 +82,22 @@ extension UInt16 {
     var isLowSurrogate: Bool { self & 0xFC00 == 0xDC00 }
 }
 
+/// The offset of the first surrogate in `units` that is not half of a pair, if any.
+func firstUnpairedSurrogate(_ units: [UInt16]) -> Int? {
+    var index = 0
+    while index < units.count {
+        let unit = units[index]
+        if unit.isHighSurrogate {
+            guard index + 1 < units.count, units[index + 1].isLowSurrogate else { return index }
+            index += 2
+            continue
+        }
+        if unit.isLowSurrogate { return index }
+        index += 1
+    }
+    return nil
+}
+
 extension Array where Element == UInt16 {
     /// JavaScript `substring(start, end)`: clamps to the bounds and swaps reversed ends.
     func jsSubstring(_ start: Int, _ end: Int? = nil) -> [UInt16] {

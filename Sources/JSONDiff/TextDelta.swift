@@ -20,6 +20,9 @@ enum TextDelta {
                 throw .deltaDoesNotFit(path: [], reason: "delta covers \(actual) UTF-16 units, text has \(expected)")
             case .invalidDelta(let reason), .invalidPatchText(let reason):
                 throw .deltaDoesNotFit(path: [], reason: reason)
+            case .splitsSurrogatePair(let offset):
+                throw .deltaDoesNotFit(
+                    path: [], reason: "delta splits a character (surrogate pair) at UTF-16 offset \(offset) of its result")
             }
         }
     }

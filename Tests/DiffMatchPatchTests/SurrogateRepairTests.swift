@@ -40,10 +40,23 @@ import Testing
         #expect(repaired(raw) == [eq("a🅰b")])
     }
 
-    @Test func loneSurrogatesFromABadDeltaBecomeReplacementCharacters() throws {
-        // Lenient like the reference: the lengths still add up, nothing crashes.
-        let result = try dmp.diffFromDelta("🅰", "=1\t+x\t=1")
-        #expect(dmp.diffText1(result) == "🅰")
-        #expect(dmp.diffText2(result).utf16.count == 3)
+    @Test func aDeltaLeavingHalfAPairIsRefused() {
+        // The lenient reading made U+FFFD of the halves: the user's character silently lost
+        // (issue 20). Simperium's iOS client expects an error for these.
+        for (text, delta, offset) in [("🅰", "=1\t+x\t=1", 0), ("🖖", "=1\t-1", 0), ("☺️🖖🏿", "=3\t+(null)\t=3", 2),
+                                      ("ab", "=1\t+x%uD800y\t=1", 2), ("🖖", "-1\t=1", 0)] {
+            #expect(throws: DiffMatchPatchError.splitsSurrogatePair(offset: offset), "\(text) \(delta)") {
+                try dmp.diffFromDelta(text, delta)
+            }
+            #expect(throws: DiffMatchPatchError.splitsSurrogatePair(offset: offset), "\(text) \(delta)") {
+                try dmp.applyDelta(delta, to: text)
+            }
+        }
+    }
+
+    @Test func aDeltaCuttingPairsButLeavingWholeCharactersApplies() throws {
+        #expect(try dmp.applyDelta("=1\t-2\t=1", to: "🖖🖖") == "🖖")
+        #expect(dmp.diffText2(try dmp.diffFromDelta("🖖🖖", "=1\t-2\t=1")) == "🖖")
+        #expect(try dmp.applyDelta("-1\t-1", to: "🖖") == "")
     }
 }
