@@ -6,7 +6,8 @@ enum Applier {
             try at(key) { () throws(JSONDiffError) in
                 switch operation {
                 case .insert(let value):
-                    guard result[key] == nil else { throw .keyExists(path: []) }
+                    // On a key that exists, `+` replaces its value, as the Python reference and
+                    // the Android and iOS clients apply it (issue 20); bucketfs itself writes `r`.
                     result[key] = value
                 case .remove:
                     guard result.removeValue(forKey: key) != nil else { throw .missingKey(path: []) }
@@ -55,8 +56,7 @@ enum Applier {
             return .string(try TextDelta.apply(delta, to: text))
         case .listDelta(let delta):
             guard case .array(let list) = value else { throw mismatch(operation, value) }
-            let text = try TextDelta.apply(delta, to: TextDelta.listText(list))
-            return .array(try TextDelta.items(fromListText: text))
+            return .array(try TextDelta.applyListDelta(delta, to: list))
         case .insert, .remove:
             throw .malformedOperation(path: [], reason: "'\(operation.code)' only applies to a key or list index")
         }

@@ -3,8 +3,6 @@
 public enum JSONDiffError: Error, Sendable, Hashable, CustomStringConvertible {
     /// `-`, `r`, `I`, `O`, `L`, `d` or `dL` on a key the object does not have.
     case missingKey(path: [String])
-    /// `+` on a key the object already has.
-    case keyExists(path: [String])
     /// A list operation's index does not exist in the list (inserts may append, not go beyond).
     case indexOutOfRange(path: [String], index: Int, count: Int)
     /// A `d`/`dL` delta does not fit the current text (its `=`/`-` total differs from the text's
@@ -22,7 +20,7 @@ public enum JSONDiffError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The location of the failing value, outermost component first.
     public var path: [String] {
         switch self {
-        case .missingKey(let path), .keyExists(let path), .numberOutOfRange(let path),
+        case .missingKey(let path), .numberOutOfRange(let path),
              .indexOutOfRange(let path, _, _), .deltaDoesNotFit(let path, _),
              .malformedOperation(let path, _), .typeMismatch(let path, _, _):
             return path
@@ -35,7 +33,6 @@ public enum JSONDiffError: Error, Sendable, Hashable, CustomStringConvertible {
     func prefixed(_ component: String) -> JSONDiffError {
         switch self {
         case .missingKey(let path): return .missingKey(path: [component] + path)
-        case .keyExists(let path): return .keyExists(path: [component] + path)
         case .indexOutOfRange(let path, let index, let count):
             return .indexOutOfRange(path: [component] + path, index: index, count: count)
         case .deltaDoesNotFit(let path, let reason): return .deltaDoesNotFit(path: [component] + path, reason: reason)
@@ -52,7 +49,6 @@ public enum JSONDiffError: Error, Sendable, Hashable, CustomStringConvertible {
         let location = "/" + path.joined(separator: "/")
         switch self {
         case .missingKey: return "\(location): key does not exist"
-        case .keyExists: return "\(location): key already exists"
         case .indexOutOfRange(_, let index, let count): return "\(location): index \(index) out of range (count \(count))"
         case .deltaDoesNotFit(_, let reason): return "\(location): delta does not fit: \(reason)"
         case .malformedOperation(_, let reason): return "\(location): malformed diff: \(reason)"

@@ -50,6 +50,30 @@ enum TextDelta {
         return text
     }
 
+    /// Applies a `dL` delta to a list. Simperium's iOS client writes the list text with items
+    /// joined by newlines and no newline after the last (issue 20); the reference ends every item
+    /// with one. The two texts of a non-empty list differ by that last unit, so the delta's own
+    /// length tells which one it was made from.
+    static func applyListDelta(_ delta: String, to list: [JSONValue]) throws(JSONDiffError) -> [JSONValue] {
+        var source = listText(list)
+        if isIOSForm(delta, referenceText: source) { source.removeLast() }
+        return try items(fromListText: apply(delta, to: source))
+    }
+
+    /// The delta in the reference's form: an iOS-form delta is restated as the line delta from
+    /// the list's reference text to its result's (so that the text after it is the reference
+    /// text of the list it makes, which rebasing needs); any other delta is returned as it is.
+    static func referenceListDelta(_ delta: String, list: [JSONValue]) throws(JSONDiffError) -> String {
+        let source = listText(list)
+        guard isIOSForm(delta, referenceText: source) else { return delta }
+        return lineDelta(from: source, to: listText(try applyListDelta(delta, to: list)))
+    }
+
+    private static func isIOSForm(_ delta: String, referenceText: String) -> Bool {
+        guard !referenceText.isEmpty, let length = try? dmp.deltaSourceLength(delta) else { return false }
+        return length == referenceText.utf16.count - 1
+    }
+
     /// Parses list text back into items; empty lines are skipped as in the reference.
     static func items(fromListText text: String) throws(JSONDiffError) -> [JSONValue] {
         var items: [JSONValue] = []

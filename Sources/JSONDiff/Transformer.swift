@@ -60,7 +60,9 @@ enum Transformer {
             return merge.changesRemote ? .stringDelta(merge.rebasedDelta) : nil
         case (.listDelta(let mine), .listDelta(let theirs)):
             guard case .array(let list)? = base else { throw mismatch(local, base) }
-            let merge = try TextMerge(local: mine, remote: theirs, base: TextDelta.listText(list))
+            let merge = try TextMerge(
+                local: TextDelta.referenceListDelta(mine, list: list),
+                remote: TextDelta.referenceListDelta(theirs, list: list), base: TextDelta.listText(list))
             if !merge.changesRemote { return nil }
             // Deltas not cut at line ends (other clients) can merge into a line that is not an
             // item; then the whole local list wins instead.

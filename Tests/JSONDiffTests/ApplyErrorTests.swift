@@ -22,7 +22,6 @@ struct ApplyErrorTests {
     }
 
     @Test func keysMustFit() {
-        #expect(applyError(["a": .insert(1)], ["a": 0]) == .keyExists(path: ["a"]))
         #expect(applyError(["a": .remove], [:]) == .missingKey(path: ["a"]))
         #expect(applyError(["a": .replace(1)], [:]) == .missingKey(path: ["a"]))
         #expect(applyError(["a": .object(["b": .remove])], ["a": [:]]) == .missingKey(path: ["a", "b"]))
@@ -46,7 +45,8 @@ struct ApplyErrorTests {
         #expect(applyError(["s": .stringDelta("=1")], ["s": "😀"]) != nil)
         #expect(applyError(["s": .stringDelta("x5")], ["s": "abcde"]) != nil)
         #expect(applyError(["s": .stringDelta("+%ZZ")], ["s": ""]) != nil)
-        #expect(applyError(["l": .listDelta("=1")], ["l": [1]]) != nil)
+        // [1] is "1\n" (2 units) as the reference writes it, "1" as iOS does: 3 fits neither.
+        #expect(applyError(["l": .listDelta("=3")], ["l": [1]]) != nil)
     }
 
     @Test func listTextMustStayJSON() throws {
