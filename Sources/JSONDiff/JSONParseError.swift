@@ -9,6 +9,8 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
         case invalidUTF8
         /// A number too large for a Double (e.g. `1e400`); JSONValue has no infinite numbers.
         case numberOutOfRange
+        /// A `\u` escape of half a UTF-16 surrogate pair without its other half.
+        case loneSurrogate
     }
 
     public let kind: Kind

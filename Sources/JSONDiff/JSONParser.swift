@@ -4,8 +4,9 @@ extension JSONValue {
 
     /// Parses a complete JSON text (RFC 8259, strict).
     ///
-    /// A lone UTF-16 surrogate escape (`\uD800` not followed by a low surrogate escape) cannot be
-    /// represented in a Swift String; it is accepted and becomes U+FFFD, like most JSON libraries.
+    /// A lone UTF-16 surrogate escape (`\uD800` not followed by a low surrogate escape, or a
+    /// `\uDC00` not preceded by a high one) is refused (`loneSurrogate`): no String can hold it,
+    /// and replacing it with U+FFFD would change the data silently.
     /// Duplicate object keys: the last one wins.
     public init(parsing text: String) throws(JSONParseError) {
         var text = text
@@ -313,6 +314,7 @@ struct JSONParser {
     }
 
     private mutating func parseEscape() throws(JSONParseError) {
+        let escapeStart = position
         position += 1  // '\'
         guard let byte = peek() else { throw error(expected: "an escape character") }
         let simple: UInt8?
@@ -335,26 +337,26 @@ struct JSONParser {
             return
         }
         let unit = try parseHex4()
+        // A lone surrogate is no character: a String cannot hold it, and turning it into U+FFFD
+        // would change the data without a word (issue 13), so the text is refused.
+        func loneSurrogate() -> JSONParseError {
+            error(kind: .loneSurrogate, at: escapeStart,
+                  expected: "a whole character, not the lone UTF-16 surrogate \\u\(String(unit, radix: 16, uppercase: true))")
+        }
         var scalar: Unicode.Scalar
         if (0xD800...0xDBFF).contains(unit) {
             // A high surrogate combines with an immediately following \uDC00-\uDFFF escape.
-            if position + 1 < bytes.count, bytes[position] == UInt8(ascii: "\\"),
-               bytes[position + 1] == UInt8(ascii: "u") {
-                let saved = position
-                position += 2
-                let low = try parseHex4()
-                if (0xDC00...0xDFFF).contains(low) {
-                    let combined = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
-                    scalar = Unicode.Scalar(combined) ?? "\u{FFFD}"
-                } else {
-                    position = saved  // the next escape stands on its own
-                    scalar = "\u{FFFD}"
-                }
-            } else {
-                scalar = "\u{FFFD}"
-            }
+            guard position + 1 < bytes.count, bytes[position] == UInt8(ascii: "\\"),
+                  bytes[position + 1] == UInt8(ascii: "u") else { throw loneSurrogate() }
+            position += 2
+            let low = try parseHex4()
+            guard (0xDC00...0xDFFF).contains(low),
+                  let combined = Unicode.Scalar(0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00))
+            else { throw loneSurrogate() }
+            scalar = combined
         } else {
-            scalar = Unicode.Scalar(unit) ?? "\u{FFFD}"  // lone low surrogate
+            guard let single = Unicode.Scalar(unit) else { throw loneSurrogate() }  // a lone low surrogate
+            scalar = single
         }
         appendUTF8(scalar)
     }

@@ -60,12 +60,17 @@ struct JSONParserTests {
         #expect(try JSONValue(parsing: #""👨‍👩‍👧""#).stringValue?.count == 1)
     }
 
-    @Test func loneSurrogateEscapesBecomeReplacementCharacters() throws {
-        #expect(try JSONValue(parsing: #""\uD83D""#) == .string("\u{FFFD}"))
-        #expect(try JSONValue(parsing: #""\uDE00x""#) == .string("\u{FFFD}x"))
-        #expect(try JSONValue(parsing: #""\uD83Dx""#) == .string("\u{FFFD}x"))
-        // A high surrogate followed by a non-low escape: both stand on their own.
-        #expect(try JSONValue(parsing: #""\uD83D\u0041""#) == .string("\u{FFFD}A"))
+    @Test func loneSurrogateEscapesAreRefused() throws {
+        // Issue 13: "a\ud800b" was stored as "a\ufffdb", the data changed without a word.
+        for text in [#""a\ud800b""#, #""\uD83D""#, #""\uDE00x""#, #""\uD83Dx""#, #""\uD83D\u0041""#, #"{"k\udfff": 1}"#] {
+            let error = try #require(parseError(text), "\(text)")
+            #expect(error.kind == .loneSurrogate, "\(text)")
+            #expect(error.description.contains("lone UTF-16 surrogate"), "\(error)")
+        }
+        let error = try #require(parseError(#"["x", "a\ud800b"]"#))
+        #expect(error.column == 9)  // points at the escape
+        #expect(error.description == #"line 1, column 9: expected a whole character, not the lone UTF-16 surrogate \uD800"#)
+        #expect(try JSONValue(parsing: Array(#""\ud83d\ude00""#.utf8)) == "😀")
     }
 
     @Test func duplicateKeysLastWins() throws {
