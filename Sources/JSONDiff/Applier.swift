@@ -3,7 +3,7 @@ enum Applier {
     static func apply(_ diff: ObjectDiff, to object: JSONObject) throws(JSONDiffError) -> JSONObject {
         var result = object
         for (key, operation) in diff {
-            try at(key) { () throws(JSONDiffError) in
+            try at(key.string) { () throws(JSONDiffError) in
                 switch operation {
                 case .insert(let value):
                     // On a key that exists, `+` replaces its value, as the Python reference and

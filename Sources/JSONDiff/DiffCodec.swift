@@ -6,7 +6,7 @@ enum DiffCodec {
         }
         var diff = ObjectDiff(minimumCapacity: members.count)
         for (key, value) in members {
-            diff[key] = try at(key) { () throws(JSONDiffError) in try decodeOperation(value) }
+            diff[key] = try at(key.string) { () throws(JSONDiffError) in try decodeOperation(value) }
         }
         return diff
     }
@@ -17,13 +17,13 @@ enum DiffCodec {
         }
         var diff = ListDiff(minimumCapacity: members.count)
         for (key, value) in members {
-            guard let index = decimalIndex(key) else {
-                throw .malformedOperation(path: [key], reason: "list diff keys must be decimal indexes")
+            guard let index = decimalIndex(key.string) else {
+                throw .malformedOperation(path: [key.string], reason: "list diff keys must be decimal indexes")
             }
             guard diff[index] == nil else {
-                throw .malformedOperation(path: [key], reason: "index \(index) appears twice")
+                throw .malformedOperation(path: [key.string], reason: "index \(index) appears twice")
             }
-            diff[index] = try at(key) { () throws(JSONDiffError) in try decodeOperation(value) }
+            diff[index] = try at(key.string) { () throws(JSONDiffError) in try decodeOperation(value) }
         }
         return diff
     }
@@ -81,7 +81,7 @@ enum DiffCodec {
     static func encodeListDiff(_ diff: ListDiff) -> JSONValue {
         var members = JSONObject(minimumCapacity: diff.count)
         for (index, operation) in diff {
-            members[String(index)] = encodeOperation(operation)
+            members[JSONKey(String(index))] = encodeOperation(operation)
         }
         return .object(members)
     }

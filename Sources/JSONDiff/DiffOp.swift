@@ -9,7 +9,7 @@ public indirect enum DiffOp: Hashable, Sendable {
     /// `I`: add this number to the numeric value.
     case increment(JSONValue)
     /// `O`: apply an object diff to the nested object.
-    case object([String: DiffOp])
+    case object([JSONKey: DiffOp])
     /// `L`: apply a list diff (keys are indexes) to the nested array.
     case list([Int: DiffOp])
     /// `d`: apply a diff-match-patch delta to the string.
@@ -33,7 +33,7 @@ public indirect enum DiffOp: Hashable, Sendable {
 }
 
 /// A diff of an object: key to operation. Empty means "no change".
-public typealias ObjectDiff = [String: DiffOp]
+public typealias ObjectDiff = [JSONKey: DiffOp]
 
 /// A diff of an array: index to operation, applied in ascending index order.
 public typealias ListDiff = [Int: DiffOp]

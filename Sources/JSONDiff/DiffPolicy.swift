@@ -19,7 +19,7 @@ public struct DiffPolicy: Sendable, Hashable {
     }
 
     public var operationType: OperationType?
-    public var attributes: [String: DiffPolicy]
+    public var attributes: [JSONKey: DiffPolicy]
     /// The policy of each item of a list (with `operationType` `.list`).
     public var item: DiffPolicy? {
         get { itemStorage.first }
@@ -28,7 +28,7 @@ public struct DiffPolicy: Sendable, Hashable {
     /// Zero or one element: an array gives the recursive value the indirection it needs.
     private var itemStorage: [DiffPolicy] = []
 
-    public init(operationType: OperationType? = nil, attributes: [String: DiffPolicy] = [:], item: DiffPolicy? = nil) {
+    public init(operationType: OperationType? = nil, attributes: [JSONKey: DiffPolicy] = [:], item: DiffPolicy? = nil) {
         self.operationType = operationType
         self.attributes = attributes
         self.itemStorage = item.map { [$0] } ?? []
@@ -51,7 +51,7 @@ public struct DiffPolicy: Sendable, Hashable {
             }
             operationType = known
         }
-        var attributes: [String: DiffPolicy] = [:]
+        var attributes: [JSONKey: DiffPolicy] = [:]
         if let value = members["attributes"] {
             guard case .object(let map) = value else {
                 throw .invalidPolicy(reason: "attributes must be an object")
@@ -62,8 +62,8 @@ public struct DiffPolicy: Sendable, Hashable {
         self.init(operationType: operationType, attributes: attributes, item: item)
     }
 
-    private static func attributes(_ map: JSONObject) throws(JSONDiffError) -> [String: DiffPolicy] {
-        var result: [String: DiffPolicy] = [:]
+    private static func attributes(_ map: JSONObject) throws(JSONDiffError) -> [JSONKey: DiffPolicy] {
+        var result: [JSONKey: DiffPolicy] = [:]
         for (key, value) in map {
             result[key] = try DiffPolicy(json: value)
         }

@@ -1,6 +1,6 @@
 /// Diff generation: the operations that turn one value into another.
 enum Differ {
-    static func objectDiff(from source: JSONObject, to target: JSONObject, attributes: [String: DiffPolicy]) -> ObjectDiff {
+    static func objectDiff(from source: JSONObject, to target: JSONObject, attributes: [JSONKey: DiffPolicy]) -> ObjectDiff {
         var diff = ObjectDiff()
         for (key, old) in source {
             if let new = target[key] {

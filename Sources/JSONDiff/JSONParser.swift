@@ -109,7 +109,7 @@ struct JSONParser {
             skipWhitespace()
             guard peek() == UInt8(ascii: ":") else { throw error(expected: "':'") }
             position += 1
-            object[key] = try parseValue()
+            object[JSONKey(key)] = try parseValue()
             skipWhitespace()
             switch peek() {
             case UInt8(ascii: ","):

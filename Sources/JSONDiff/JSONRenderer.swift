@@ -77,11 +77,11 @@ struct JSONWriter {
             guard !members.isEmpty else { return append("{}") }
             output.append(UInt8(ascii: "{"))
             // Sorting the pairs (not the keys) saves a hash lookup per member.
-            let sorted = members.sorted { codePointOrder($0.key, $1.key) }
+            let sorted = members.sorted { $0.key < $1.key }
             for (index, member) in sorted.enumerated() {
                 if index > 0 { output.append(UInt8(ascii: ",")) }
                 newline(indent + 1)
-                writeString(member.key)
+                writeString(member.key.string)
                 output.append(UInt8(ascii: ":"))
                 if pretty { output.append(UInt8(ascii: " ")) }
                 write(member.value, indent: indent + 1)

@@ -1,5 +1,6 @@
-/// A JSON object: keys to values. Key order is not kept; renderers sort keys.
-public typealias JSONObject = [String: JSONValue]
+/// A JSON object: keys to values. Keys are distinct by code points (`JSONKey`), not by Swift's
+/// canonical equivalence. Key order is not kept; renderers sort keys.
+public typealias JSONObject = [JSONKey: JSONValue]
 
 /// A JSON value that keeps numbers exactly as written: integers stay integers (big ones as text),
 /// numbers written with a fraction or exponent stay floating point.
@@ -62,7 +63,7 @@ extension JSONValue {
 
     /// The member `key` of an object; nil for a missing key or a non-object.
     public subscript(key: String) -> JSONValue? {
-        objectValue?[key]
+        objectValue?[JSONKey(key)]
     }
 
     /// A short name of the value's JSON type, for error messages.
@@ -104,7 +105,7 @@ extension JSONValue: ExpressibleByArrayLiteral {
 }
 
 extension JSONValue: ExpressibleByDictionaryLiteral {
-    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+    public init(dictionaryLiteral elements: (JSONKey, JSONValue)...) {
         self = .object(JSONObject(elements, uniquingKeysWith: { _, last in last }))
     }
 }

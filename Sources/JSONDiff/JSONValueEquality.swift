@@ -1,7 +1,7 @@
 /// Equality is exact: string values compare by their Unicode scalars, not by Swift's canonical
 /// equivalence, so that an edit that only changes normalization ("é" precomposed vs "e" +
-/// combining accent) is a real change and gets diffed and synced. Object keys are Dictionary
-/// keys and so stay canonically compared: keys differing only by normalization are one key.
+/// combining accent) is a real change and gets diffed and synced. Object keys are `JSONKey`s,
+/// exact in the same way: keys differing only by normalization are two keys.
 extension JSONValue {
     public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
@@ -23,7 +23,7 @@ extension JSONValue {
     }
 
     /// Consistent with `==`: exactly equal values are also canonically equal, which is what
-    /// String's own hash respects.
+    /// String's own hash respects (JSONKey hashes its exact bytes).
     public func hash(into hasher: inout Hasher) {
         switch self {
         case .null: hasher.combine(0)

@@ -5,14 +5,14 @@ import DiffMatchPatch
 /// local edit win where they do (the reference jsondiff's rules, applied to every key).
 enum Transformer {
     static func transform(_ local: ObjectDiff, over remote: ObjectDiff, base: JSONObject,
-                          attributes: [String: DiffPolicy]) throws(JSONDiffError) -> ObjectDiff {
+                          attributes: [JSONKey: DiffPolicy]) throws(JSONDiffError) -> ObjectDiff {
         var result = ObjectDiff(minimumCapacity: local.count)
         for (key, localOperation) in local {
             guard let remoteOperation = remote[key] else {
                 result[key] = localOperation
                 continue
             }
-            let rebased = try at(key) { () throws(JSONDiffError) in
+            let rebased = try at(key.string) { () throws(JSONDiffError) in
                 try transform(localOperation, over: remoteOperation, base: base[key], policy: attributes[key])
             }
             if let rebased { result[key] = rebased }

@@ -174,7 +174,7 @@ public enum ChangeRequestOutcome: Hashable, Sendable {
 
 extension JSONFields {
     func optionalDiff(_ key: String) throws(ProtocolError) -> ObjectDiff? {
-        guard let value = object[key], value != .null else { return nil }
+        guard let value = object[JSONKey(key)], value != .null else { return nil }
         guard case .object = value else { throw .wrongType(field: key, expected: "an object diff") }
         do {
             return try JSONDiffing.decode(value)

@@ -18,7 +18,7 @@ struct JSONFields {
     }
 
     private func present(_ key: String) -> JSONValue? {
-        guard let value = object[key], value != .null else { return nil }
+        guard let value = object[JSONKey(key)], value != .null else { return nil }
         return value
     }
 

@@ -11,7 +11,7 @@ struct ByteScanningTests {
                 let quoted = text.jsonQuoted
                 #expect(try JSONValue(parsing: quoted) == .string(text))
                 #expect(try JSONValue(parsing: Array(quoted.utf8)) == .string(text))
-                let object = JSONValue.object([text: .string(text)])
+                let object = JSONValue.object([JSONKey(text): .string(text)])
                 #expect(try JSONValue(parsing: object.prettyRendered()) == object)
                 #expect(try JSONValue(parsing: Array(object.compactRenderedBytes())) == object)
             }

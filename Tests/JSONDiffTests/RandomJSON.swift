@@ -12,7 +12,8 @@ struct SeededRNG: RandomNumberGenerator {
 struct RandomJSON {
     var rng: SeededRNG
 
-    static let keys = ["a", "b", "c", "n", "l", "m", "t"]
+    /// The last two are one text in two Unicode forms: distinct keys (issue 13).
+    static let keys: [JSONKey] = ["a", "b", "c", "n", "l", "m", "t", "caf\u{E9}", "cafe\u{301}"]
     static let fragments = ["a", "b", " ", "é", "😀", "中", "\n", "\"", "%", "\u{1}", "word", "👨‍👩‍👧", "\t"]
 
     /// List policy for "l", list_dmp for "m", integer for "n" (where those happen to hold lists/numbers).

@@ -85,19 +85,19 @@ struct RandomizedModelTests {
                         var value = current ?? [:]
                         switch field {
                         case "count":
-                            value[field] = .integer(number)
+                            value[JSONKey(field)] = .integer(number)
                         case "tag":
                             value["tag\(step)"] = .string(name)
                         case "body":
                             // Only between markers, so a marker is never split by another.
-                            var text = value[field]?.stringValue ?? "start"
+                            var text = value[JSONKey(field)]?.stringValue ?? "start"
                             var boundaries = [0, text.count]
                             for (position, character) in text.enumerated() where character == ">" { boundaries.append(position + 1) }
                             let offset = boundaries[pick % boundaries.count]
                             text.insert(contentsOf: marker, at: text.index(text.startIndex, offsetBy: offset))
-                            value[field] = .string(text)
+                            value[JSONKey(field)] = .string(text)
                         default:
-                            value[field] = .string("\(name)-\(step)")
+                            value[JSONKey(field)] = .string("\(name)-\(step)")
                         }
                         return value
                     }
@@ -132,7 +132,7 @@ struct RandomizedModelTests {
             if !allowDeletes, let final = snapshots.first {
                 for (key, tags) in insertions {
                     let value = final[key] ?? [:]
-                    for tag in tags where value[tag] == nil {
+                    for tag in tags where value[JSONKey(tag)] == nil {
                         Issue.record("seed \(seed): field \(tag) lost from \(key): \(value)")
                     }
                 }

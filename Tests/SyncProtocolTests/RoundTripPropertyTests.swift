@@ -126,7 +126,7 @@ struct RandomMessages {
 
     mutating func object(depth: Int = 0) -> JSONObject {
         var object = JSONObject()
-        for _ in 0..<int(0...3) { object[text()] = json(depth: depth + 1) }
+        for _ in 0..<int(0...3) { object[JSONKey(text())] = json(depth: depth + 1) }
         return object
     }
 
@@ -148,7 +148,7 @@ struct RandomMessages {
 
     mutating func diff(depth: Int = 0) -> ObjectDiff {
         var diff = ObjectDiff()
-        for _ in 0..<int(0...4) { diff[text()] = diffOp(depth: depth) }
+        for _ in 0..<int(0...4) { diff[JSONKey(text())] = diffOp(depth: depth) }
         return diff
     }
 
