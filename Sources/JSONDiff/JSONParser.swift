@@ -14,6 +14,14 @@ extension JSONValue {
         self = try result.get()
     }
 
+    /// Parses a text that `init(parsing:)` refused for a lone surrogate, reading each as U+FFFD:
+    /// for the error reply to a change that carried one, never for data that is kept.
+    package init(parsingReplacingLoneSurrogates text: String) throws(JSONParseError) {
+        var text = text
+        let result = text.withUTF8 { bytes in JSONParser.parse(bytes, knownValidUTF8: true, replacingLoneSurrogates: true) }
+        self = try result.get()
+    }
+
     /// Parses a complete JSON text given as UTF-8 bytes; invalid UTF-8 inside strings is an error.
     public init(parsing bytes: some Collection<UInt8>) throws(JSONParseError) {
         let fast = bytes.withContiguousStorageIfAvailable { buffer in JSONParser.parse(buffer) }
@@ -31,17 +39,23 @@ struct JSONParser {
     private let bytes: UnsafeBufferPointer<UInt8>
     /// Input that came from a Swift String is valid UTF-8 already; raw bytes must be validated.
     private let knownValidUTF8: Bool
+    /// Read a lone surrogate as U+FFFD instead of refusing it: only to find out who sent a text
+    /// that is refused anyway (a change's id and ccid, for its error reply).
+    private let replacingLoneSurrogates: Bool
     private var position = 0
     private var depth = 0
     private var scratch: [UInt8] = []
 
-    private init(bytes: UnsafeBufferPointer<UInt8>, knownValidUTF8: Bool) {
+    private init(bytes: UnsafeBufferPointer<UInt8>, knownValidUTF8: Bool, replacingLoneSurrogates: Bool) {
         self.bytes = bytes
         self.knownValidUTF8 = knownValidUTF8
+        self.replacingLoneSurrogates = replacingLoneSurrogates
     }
 
-    static func parse(_ bytes: UnsafeBufferPointer<UInt8>, knownValidUTF8: Bool = false) -> Result<JSONValue, JSONParseError> {
-        var parser = JSONParser(bytes: bytes, knownValidUTF8: knownValidUTF8)
+    static func parse(
+        _ bytes: UnsafeBufferPointer<UInt8>, knownValidUTF8: Bool = false, replacingLoneSurrogates: Bool = false
+    ) -> Result<JSONValue, JSONParseError> {
+        var parser = JSONParser(bytes: bytes, knownValidUTF8: knownValidUTF8, replacingLoneSurrogates: replacingLoneSurrogates)
         do throws(JSONParseError) {
             let value = try parser.parseValue()
             parser.skipWhitespace()
@@ -343,20 +357,27 @@ struct JSONParser {
             error(kind: .loneSurrogate, at: escapeStart,
                   expected: "a whole character, not the lone UTF-16 surrogate \\u\(String(unit, radix: 16, uppercase: true))")
         }
-        var scalar: Unicode.Scalar
+        var scalar: Unicode.Scalar = "\u{FFFD}"
         if (0xD800...0xDBFF).contains(unit) {
             // A high surrogate combines with an immediately following \uDC00-\uDFFF escape.
-            guard position + 1 < bytes.count, bytes[position] == UInt8(ascii: "\\"),
-                  bytes[position + 1] == UInt8(ascii: "u") else { throw loneSurrogate() }
-            position += 2
-            let low = try parseHex4()
-            guard (0xDC00...0xDFFF).contains(low),
-                  let combined = Unicode.Scalar(0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00))
-            else { throw loneSurrogate() }
-            scalar = combined
-        } else {
-            guard let single = Unicode.Scalar(unit) else { throw loneSurrogate() }  // a lone low surrogate
+            let next = position
+            if position + 1 < bytes.count, bytes[position] == UInt8(ascii: "\\"), bytes[position + 1] == UInt8(ascii: "u") {
+                position += 2
+                let low = try parseHex4()
+                if (0xDC00...0xDFFF).contains(low),
+                   let combined = Unicode.Scalar(0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)) {
+                    scalar = combined
+                } else {
+                    guard replacingLoneSurrogates else { throw loneSurrogate() }
+                    position = next  // the next escape stands on its own
+                }
+            } else if !replacingLoneSurrogates {
+                throw loneSurrogate()
+            }
+        } else if let single = Unicode.Scalar(unit) {
             scalar = single
+        } else if !replacingLoneSurrogates {
+            throw loneSurrogate()  // a lone low surrogate
         }
         appendUTF8(scalar)
     }

@@ -50,7 +50,7 @@ public struct ChangeRequest: Hashable, Sendable {
     /// answer each change on its own use `outcomes(payload:)`.
     public static func parseAll(payload: String) throws(ProtocolError) -> [ChangeRequest] {
         var changes: [ChangeRequest] = []
-        for element in try changeObjects(payload) {
+        for element in try changeObjects(try parseJSON(payload)) {
             changes.append(try ChangeRequest(json: element))
         }
         return changes
@@ -58,10 +58,19 @@ public struct ChangeRequest: Hashable, Sendable {
 
     /// Parses a client's `c` payload change by change: a malformed change becomes the error reply
     /// the server should send (400, or 440 for an undecodable diff) instead of failing the rest.
-    /// Throws only when the payload as a whole is not JSON or not an object/array.
+    /// Throws only when the payload as a whole is not JSON or not an object/array. A payload
+    /// holding a lone surrogate escape is not JSON either, but it is a client's text, not a broken
+    /// frame: each of its changes gets 400 (issue 13), none is applied, the connection stays.
     public static func outcomes(payload: String) throws(ProtocolError) -> [ChangeRequestOutcome] {
+        let objects: [JSONObject]
+        do {
+            objects = try changeObjects(try parseJSON(payload))
+        } catch {
+            guard let refused = refusals(ofLoneSurrogatePayload: payload) else { throw error }
+            return refused
+        }
         var outcomes: [ChangeRequestOutcome] = []
-        for object in try changeObjects(payload) {
+        for object in objects {
             do throws(ProtocolError) {
                 outcomes.append(.valid(try ChangeRequest(json: object)))
             } catch {
@@ -69,6 +78,21 @@ public struct ChangeRequest: Hashable, Sendable {
             }
         }
         return outcomes
+    }
+
+    /// Every change of a payload refused for a lone surrogate, or nil for any other payload.
+    private static func refusals(ofLoneSurrogatePayload payload: String) -> [ChangeRequestOutcome]? {
+        let refusal: ProtocolError
+        do {
+            _ = try JSONValue(parsing: payload)
+            return nil
+        } catch {
+            guard error.kind == .loneSurrogate else { return nil }
+            refusal = .invalidJSON(error.description)
+        }
+        guard let lenient = try? JSONValue(parsingReplacingLoneSurrogates: payload),
+              let objects = try? changeObjects(lenient) else { return nil }
+        return objects.map { .invalid(rejection(for: $0, error: refusal), refusal) }
     }
 
     /// The reply to a malformed change, echoing whatever identifying fields it had.
@@ -143,8 +167,8 @@ public struct ChangeRequest: Hashable, Sendable {
         return (frames, tooLarge)
     }
 
-    private static func changeObjects(_ payload: String) throws(ProtocolError) -> [JSONObject] {
-        switch try parseJSON(payload) {
+    private static func changeObjects(_ payload: JSONValue) throws(ProtocolError) -> [JSONObject] {
+        switch payload {
         case .object(let object):
             return [object]
         case .array(let elements):

@@ -41,4 +41,22 @@ import Testing
             #expect(reason.contains("lone UTF-16 surrogate"))
         }
     }
+
+    @Test func aServerRefusesEachChangeOfAPayloadWithALoneSurrogateWith400() throws {
+        // Not a broken frame but a client's bad text: 400 per change (none applied), no close.
+        let payload = #"[{"clientid":"c","id":"n","o":"M","v":{"t":{"o":"r","v":"a\ud800b"}},"ccid":"aa"},{"id":"m","o":"-","ccid":"bb"}]"#
+        let outcomes = try ChangeRequest.outcomes(payload: payload)
+        #expect(outcomes.count == 2)
+        let refused = outcomes.compactMap { outcome -> ChangeRejection? in
+            if case .invalid(let rejection, _) = outcome { return rejection }
+            return nil
+        }
+        #expect(refused.map(\.id) == ["n", "m"])
+        #expect(refused.map(\.ccids) == [["aa"], ["bb"]])
+        #expect(refused.map(\.clientID) == ["c", nil])
+        #expect(refused.allSatisfy { $0.code == 400 })
+        // Any other text that is not JSON still fails the payload as a whole.
+        #expect(protocolError { () throws(ProtocolError) in try ChangeRequest.outcomes(payload: #"[{"id":"n","ccid":"aa""#) } != nil)
+        #expect(protocolError { () throws(ProtocolError) in try ChangeRequest.outcomes(payload: #"[{"v":"\ud800"},"#) } != nil)
+    }
 }
