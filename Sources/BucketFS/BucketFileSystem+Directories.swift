@@ -99,10 +99,11 @@ extension BucketFileSystem {
 
     /// Creates, renames and removals are kept from their reply on; this makes them (and every
     /// save before) survive a power loss too, as fsync of a directory does on a local disk.
-    func fsyncdir(_ request: FuseRequest) {
+    func fsyncdir(_ request: FuseRequest, ino: UInt64) {
         perform(request, on: writeQueue) { [self] () throws(FSError) in
             try backend.sync()
-            request.replyOK()
+            guard case .bucket(let name)? = state.withLock({ $0.table.node(ino)?.kind }) else { return request.replyOK() }
+            replyOnceAcknowledged(request, bucket: name, key: nil)
         }
     }
 

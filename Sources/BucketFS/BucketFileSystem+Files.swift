@@ -135,8 +135,36 @@ extension BucketFileSystem {
         perform(request, on: writeQueue) { [self] () throws(FSError) in
             defer { if release { closeHandle(handle, ino: target.ino) } }
             try saveIfDirty(target.ino)
-            if sync { try backend.sync() }
-            request.replyOK()
+            guard sync else { return request.replyOK() }
+            try backend.sync()
+            guard case .file(let bucket, .entity(let key))? = state.withLock({ $0.table.node(target.ino)?.kind }) else {
+                return request.replyOK()
+            }
+            replyOnceAcknowledged(request, bucket: bucket, key: key)
+        }
+    }
+
+    /// fsync with `MountOptions.serverAcknowledgement`: replies once the server has the changes,
+    /// or EIO (with a log line) when it does not in time. The wait runs off the work queues, so
+    /// no save or read of another file waits behind it.
+    func replyOnceAcknowledged(_ request: FuseRequest, bucket: String, key: String?) {
+        guard let (waiter, timeout) = acknowledgement else { return request.replyOK() }
+        Task.detached { [self] in
+            let outcome = await waiter.waitForServer(bucket: bucket, key: key, timeout: timeout)
+            let what = "\(bucket)/\(key.map(FileNameCodec.fileName(forKey:)) ?? "")"
+            switch outcome {
+            case .acknowledged:
+                request.replyOK()
+            case .offline(let reason):
+                logger.error("fsync of \(what) failed: offline (\(reason)); the change stays queued")
+                request.reply(error: .io("offline"))
+            case .notSendable(let reason):
+                logger.error("fsync of \(what) failed: the server cannot have it (\(reason))")
+                request.reply(error: .io("not sendable"))
+            case .timedOut:
+                logger.error("fsync of \(what) failed: no acknowledgement within \(timeout) s; the change stays queued")
+                request.reply(error: .io("timed out"))
+            }
         }
     }
 

@@ -18,6 +18,11 @@ public struct MountOptions: Sendable {
     /// The largest file the mount keeps, in bytes: a write or truncate past it fails with EFBIG
     /// before anything is allocated. A file's working copy is held in memory while it is open.
     public var maxFileSize: Int
+    /// When set, fsync of an entity file (and of a bucket directory) also waits for the
+    /// server's acknowledgement, up to `acknowledgementTimeout` seconds, else fails with EIO
+    /// (the change stays queued, nothing is lost).
+    public var serverAcknowledgement: (any ServerAcknowledgement)?
+    public var acknowledgementTimeout: Double
 
     /// 256 MiB: far above any document the server takes (4 MiB), and a working copy the mount
     /// can hold in memory on a small machine (an open file lives in memory until it is saved).
@@ -25,13 +30,16 @@ public struct MountOptions: Sendable {
 
     public init(
         cacheTimeout: Double = 3600, handleSignals: Bool = false, fuseOptions: [String] = [], debug: Bool = false,
-        maxFileSize: Int = MountOptions.defaultMaxFileSize
+        maxFileSize: Int = MountOptions.defaultMaxFileSize, serverAcknowledgement: (any ServerAcknowledgement)? = nil,
+        acknowledgementTimeout: Double = 10
     ) {
         self.cacheTimeout = cacheTimeout
         self.handleSignals = handleSignals
         self.fuseOptions = fuseOptions
         self.debug = debug
         self.maxFileSize = maxFileSize
+        self.serverAcknowledgement = serverAcknowledgement
+        self.acknowledgementTimeout = acknowledgementTimeout
     }
 }
 
@@ -89,6 +97,11 @@ public final class BucketFileSystem: Sendable {
     var cacheTimeout: Double { lifecycle.withLock { $0.options.cacheTimeout } }
 
     var maxFileSize: Int { lifecycle.withLock { $0.options.maxFileSize } }
+
+    /// fsync's wait for the server, when the mount was asked for it.
+    var acknowledgement: (waiter: any ServerAcknowledgement, timeout: Double)? {
+        lifecycle.withLock { life in life.options.serverAcknowledgement.map { ($0, life.options.acknowledgementTimeout) } }
+    }
 
     var session: OpaquePointer? { lifecycle.withLock { $0.session } }
 

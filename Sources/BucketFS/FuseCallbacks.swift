@@ -133,9 +133,9 @@ enum FuseCallbacks {
             guard let (fs, request) = FuseCallbacks.fileSystem(request) else { return }
             fs.releasedir(request, handle: info?.pointee.fh ?? 0)
         }
-        ops.fsyncdir = { request, _, _, _ in
+        ops.fsyncdir = { request, ino, _, _ in
             guard let (fs, request) = FuseCallbacks.fileSystem(request) else { return }
-            fs.fsyncdir(request)
+            fs.fsyncdir(request, ino: ino)
         }
         ops.statfs = { request, ino in
             guard let (fs, request) = FuseCallbacks.fileSystem(request) else { return }

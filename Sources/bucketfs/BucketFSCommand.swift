@@ -33,6 +33,7 @@ struct BucketFSCommand: AsyncParsableCommand {
                 Foundation.exit(1)
             }
         }
+        arguments = Mount.withFsyncTimeoutSpelledOut(arguments)
         await main(arguments)
     }
 }

@@ -50,6 +50,13 @@ struct Mount: AsyncParsableCommand {
         help: "The auth API's base URL for --user, http(s)://host[:port], when it is not on --server (default: https://auth.simperium.com for wss://api.simperium.com, else --server's own host).")
     var authURL: String?
 
+    @Option(
+        name: .customLong("fsync-waits-for-server"),
+        help: ArgumentHelp(
+            "fsync of a file (or of a bucket directory, for all its files) returns once the server has acknowledged its changes, or fails with EIO after SECONDS (10 when given bare); offline it fails at once. The change stays queued either way.",
+            valueName: "SECONDS"))
+    var fsyncWaitsForServer: Double?
+
     @Option(name: .customLong("bucket"), help: "A bucket to mount (repeatable). Default: the buckets mounted here before, or `notes` for the demo.")
     var buckets: [String] = []
 
@@ -71,7 +78,15 @@ struct Mount: AsyncParsableCommand {
     @Option(name: .customLong("log-file"), help: "Append the log to this file (default: standard error in the foreground, $XDG_STATE_HOME/bucketfs/<name>.log otherwise).")
     var logFile: String?
 
+    /// `--fsync-waits-for-server` may stand alone (the default timeout); argument parsing wants a value.
+    static func withFsyncTimeoutSpelledOut(_ arguments: [String]) -> [String] {
+        arguments.map { $0 == "--fsync-waits-for-server" ? "--fsync-waits-for-server=10" : $0 }
+    }
+
     func validate() throws {
+        if let fsyncWaitsForServer, !(fsyncWaitsForServer > 0) {
+            throw ValidationError("--fsync-waits-for-server takes a number of seconds above 0")
+        }
         if remote != nil, server != nil || token != nil || user != nil || appID != nil || authURL != nil {
             throw ValidationError("--remote replaces --server, --app-id, --token, --user and --auth-url")
         }
@@ -184,12 +199,13 @@ private struct MountSession {
             mountpoint: mountpoint, server: serverURL, appID: appID, store: storePath, buckets: buckets,
             pid: getpid(), startedAt: Date(), connection: .init(state: "starting"))
         let feed = FeedWriter(path: MountRecord.feedPath(for: mountpoint))
+        let acknowledgements = command.fsyncWaitsForServer.map { _ in StoreAcknowledgements(store: store) }
         await client.start()
         // mkdir and rmdir at the root reach the engine in the order they happened.
         let (bucketEdits, bucketEditsInput) = AsyncStream<BucketEdit>.makeStream()
         let localSaves = LocalSaveQueue()
         let reporters = [
-            Task { await reportConnection(client, record: record) },
+            Task { await reportConnection(client, record: record, acknowledgements: acknowledgements) },
             Task { await reportRemoteChanges(store, feed: feed) },
             Task { await reportProgress(client) },
             Task { await reportAuthFailures(client, record: record) },
@@ -212,7 +228,10 @@ private struct MountSession {
         let pidFile = Paths.pidFile(for: mountpoint)
         try? "\(getpid())\n".write(toFile: pidFile, atomically: true, encoding: .utf8)
         do {
-            try fileSystem.mount(at: mountpoint, options: MountOptions(handleSignals: true, fuseOptions: fuseOptions))
+            let options = MountOptions(
+                handleSignals: true, fuseOptions: fuseOptions, serverAcknowledgement: acknowledgements,
+                acknowledgementTimeout: command.fsyncWaitsForServer ?? 10)
+            try fileSystem.mount(at: mountpoint, options: options)
         } catch {
             try? FileManager.default.removeItem(atPath: pidFile)
             throw CommandError("cannot mount at \(mountpoint): \(error)")
@@ -249,9 +268,14 @@ private struct MountSession {
     }
 
     /// Logs connection changes and keeps the mount record (for `bucketfs status`) current.
-    private func reportConnection(_ client: SyncClient, record: MountRecord) async {
+    private func reportConnection(_ client: SyncClient, record: MountRecord, acknowledgements: StoreAcknowledgements?) async {
         var record = record
         for await state in client.connectionStates() {
+            switch state {
+            case .connected: acknowledgements?.connectionChanged(connected: true, reason: "")
+            case .offline(_, _, let reason): acknowledgements?.connectionChanged(connected: false, reason: reason)
+            case .stopped, .connecting: acknowledgements?.connectionChanged(connected: false, reason: "not connected")
+            }
             switch state {
             case .stopped: record.connection = .init(state: "stopped", since: Date())
             case .connecting(let attempt): record.connection = .init(state: "connecting", since: Date(), reason: "attempt \(attempt)")

@@ -117,6 +117,94 @@ struct DailyUseTests {
         cli.stop(server)
     }
 
+    /// Issue 17: with --fsync-waits-for-server, fsync means "the server has it".
+    @Test func fsyncWaitsForTheServersAcknowledgement() throws {
+        let cli = try CLIHarness()
+        let data = try cli.directory("server")
+        var (server, port, token) = try cli.serverWithUser(data: data)
+        let mountpoint = try cli.directory("m")
+        let mounted = try cli.bucketfs([
+            "mount", mountpoint, "--server", "ws://localhost:\(port)", "--app-id", "test-app", "--token", token,
+            "--bucket", "notes", "--fsync-waits-for-server=3",
+        ])
+        #expect(mounted.status == 0, "\(mounted.stderr)")
+        try eventually { (try statusJSON(cli, mountpoint)["connection"] as? [String: Any])?["state"] as? String == "connected" }
+        // The fsync's result and how long it took; `before` runs before the file is written,
+        // `during` while fsync waits.
+        func fsync(
+            _ name: String, _ content: String, directory: Bool = false, before: () -> Void = {}, during: () -> Void = {}
+        ) throws -> (String, Double) {
+            before()
+            let (process, output) = try cli.startProcess([
+                "/usr/bin/python3", "-c",
+                """
+                import os, sys, time
+                path = sys.argv[1]
+                if \(directory ? "True" : "False"):
+                    for i in range(3):
+                        with open(os.path.join(path, 'd%d.json' % i), 'w') as f: f.write('{"d": %d}' % i)
+                    fd = os.open(path, os.O_RDONLY)
+                else:
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                    os.write(fd, sys.argv[2].encode())
+                print("waiting", flush=True)
+                start = time.monotonic()
+                try:
+                    os.fsync(fd); result = "ok"
+                except OSError as e:
+                    result = "errno %d" % e.errno
+                print(result, round(time.monotonic() - start, 2), flush=True)
+                """,
+                directory ? mountpoint + "/notes" : mountpoint + "/notes/" + name, content,
+            ])
+            try eventually { text(of: output).contains("waiting") }
+            during()
+            process.waitUntilExit()
+            let fields = text(of: output).split(separator: "\n").last?.split(separator: " ") ?? []
+            return (fields.dropLast().joined(separator: " "), Double(fields.last ?? "") ?? -1)
+        }
+        func pending() throws -> Int { try statusJSON(cli, mountpoint)["pendingSaves"] as? Int ?? -1 }
+
+        let (plain, _) = try fsync("a.json", "{\"a\": 1}")
+        #expect(plain == "ok")
+        #expect(try pending() == 0, "fsync returned before the acknowledgement")
+
+        // The server paused: fsync waits for it, and returns once it answers.
+        let (delayed, waited) = try fsync(
+            "a.json", "{\"a\": 2}", before: { kill(server.processIdentifier, SIGSTOP) },
+            during: {
+                Thread.sleep(forTimeInterval: 1)
+                kill(server.processIdentifier, SIGCONT)
+            })
+        #expect(delayed == "ok" && waited >= 0.9, "\(delayed) after \(waited) s")
+        #expect(try pending() == 0)
+
+        // Still paused past the timeout: EIO, the change stays queued and goes later.
+        let (late, lateAfter) = try fsync("a.json", "{\"a\": 3}", before: { kill(server.processIdentifier, SIGSTOP) })
+        #expect(late == "errno 5" && lateAfter >= 2.9, "\(late) after \(lateAfter) s")
+        kill(server.processIdentifier, SIGCONT)
+        try eventually(timeout: 60) { try pending() == 0 }
+
+        // A whole bucket: fsync of its directory waits for all of its files.
+        let (directory, _) = try fsync("", "", directory: true)
+        #expect(directory == "ok")
+        #expect(try pending() == 0)
+
+        // Not JSON: the server cannot have it, fsync says so at once.
+        let (invalid, _) = try fsync("b.json", "not json")
+        #expect(invalid == "errno 5")
+
+        // Offline: at once.
+        cli.stop(server)
+        try eventually { (try statusJSON(cli, mountpoint)["connection"] as? [String: Any])?["state"] as? String != "connected" }
+        let (offline, offlineAfter) = try fsync("a.json", "{\"a\": 4}")
+        #expect(offline == "errno 5" && offlineAfter < 1, "\(offline) after \(offlineAfter) s")
+        (server, _) = try cli.startServer(data: data, port: port)
+        try eventually(timeout: 90) { try pending() == 0 }
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+        cli.stop(server)
+    }
+
     @Test func watchPrintsAChangeMadeThroughASecondMount() throws {
         let cli = try CLIHarness()
         let (server, port, token) = try cli.serverWithUser(data: try cli.directory("server"))
