@@ -1,3 +1,5 @@
+import Glibc
+
 /// Bytes of a file that is open: the working copy all handles of the inode share.
 struct OpenFile: Sendable {
     var bytes: [UInt8] = []
@@ -33,16 +35,17 @@ struct OpenFile: Sendable {
     }
 
     /// pwrite(2) into the loaded working copy, zero-filling a gap; the caller has checked the
-    /// size limit. Called in place (`openFiles[ino]?.write`), so the bytes are not copied.
+    /// size limit. Called in place (`openFiles[ino]?.write`), so the bytes are not copied; the
+    /// copies are memcpy/memset, not element loops (a 128 KiB write took 22 ms in a debug build).
     mutating func write(_ data: UnsafeBufferPointer<UInt8>, at offset: Int) {
-        let end = offset + data.count
-        if end > bytes.count {
-            bytes.append(contentsOf: repeatElement(0, count: end - bytes.count))
+        if offset > bytes.count { appendZeros(offset - bytes.count) }
+        let overlap = Swift.min(data.count, bytes.count - offset)
+        if overlap > 0, let source = data.baseAddress {
+            bytes.withUnsafeMutableBufferPointer { target in
+                _ = memcpy(target.baseAddress! + offset, source, overlap)
+            }
         }
-        bytes.withUnsafeMutableBufferPointer { target in
-            guard let base = target.baseAddress, let source = data.baseAddress, !data.isEmpty else { return }
-            (base + offset).update(from: source, count: data.count)
-        }
+        if overlap < data.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: data[overlap...])) }
         dirty = true
         generation += 1
     }
@@ -52,10 +55,18 @@ struct OpenFile: Sendable {
         if size < bytes.count {
             bytes.removeSubrange(size...)
         } else if size > bytes.count {
-            bytes.append(contentsOf: repeatElement(0, count: size - bytes.count))
+            appendZeros(size - bytes.count)
         }
         dirty = true
         generation += 1
+    }
+
+    private mutating func appendZeros(_ count: Int) {
+        let zeros = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            if let base = buffer.baseAddress { memset(base, 0, count) }
+            initialized = count
+        }
+        bytes.append(contentsOf: zeros)
     }
 }
 
