@@ -67,9 +67,16 @@ extension SyncStore {
         try write(durability) { db in
             let bucketRow = try BucketRow.named(bucket, db)
             let now = Self.now()
-            return try Self.putLocalFile(
-                bucketID: bucketRow.id, name: name, content: Data(bytes), mtime: now, now: now, newID: newID, db
-            ).info(bucket: bucket)
+            // Bound without a copy (a scratch file may be hundreds of MiB): SQLite copies what it
+            // binds, and the caller's bytes outlive the statement. The result shares them too.
+            let row = try bytes.withUnsafeBytes { buffer in
+                let content = buffer.baseAddress.map {
+                    Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: $0), count: buffer.count, deallocator: .none)
+                } ?? Data()
+                return try Self.putLocalFile(
+                    bucketID: bucketRow.id, name: name, content: content, mtime: now, now: now, newID: newID, db)
+            }
+            return LocalFileInfo(id: row.id, bucket: bucket, name: name, content: bytes, mtime: row.mtime, ctime: row.ctime)
         }
     }
 
