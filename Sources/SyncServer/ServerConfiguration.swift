@@ -79,6 +79,15 @@ public struct ServerConfiguration: Sendable {
         self.forcedChangeError = forcedChangeError
     }
 
+    /// Diff bytes a `cv` catch-up may carry; a longer one is answered `cv:?` (the client then
+    /// reloads the index). Half the outbound buffer, so a catch-up never overflows it.
+    var maxCatchUpBytes: Int { maxOutboundBufferBytes / 2 }
+
+    /// Entity bytes after which an index page ends early (with a mark). Half a client message
+    /// (the server sends nothing larger than it accepts, issue 20), and a quarter of the
+    /// outbound buffer; one entity (at most `maxDocumentSize`) may pass it so paging progresses.
+    var maxIndexPageDataBytes: Int { min(maxOutboundBufferBytes / 4, maxFrameSize / 2) }
+
     /// Whether `appID` is served.
     public func accepts(appID: String) -> Bool {
         guard !appID.isEmpty else { return false }

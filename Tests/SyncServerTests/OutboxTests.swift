@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 @testable import SyncServer
 import Testing
 
@@ -33,5 +34,27 @@ extension OutboxTests {
         outbox.finish()
         #expect(await outbox.nextMerged(maxMergedBytes: 1 << 16) == ["0:c:[{\"id\":\"d\"}]"])
         #expect(await outbox.nextMerged(maxMergedBytes: 1 << 16) == nil)
+    }
+}
+
+/// Issue 20: the outbox's limit holds while the writer waits and while it writes.
+extension OutboxTests {
+    @Test func aFrameHandedToAWaitingWriterCountsAgainstTheLimit() async {
+        let overflowed = NIOLockedValueBox(false)
+        let outbox = Outbox(limit: 100) { overflowed.withLockedValue { $0 = true } }
+        let writer = Task { await outbox.next() }
+        // Let the writer reach its wait (bounded: a hang guard, not a timing assumption).
+        for _ in 0..<200 where !outbox.hasWaitingWriter { await Task.yield(); try? await Task.sleep(for: .milliseconds(1)) }
+        #expect(outbox.enqueue(String(repeating: "x", count: 200)) == false)
+        #expect(overflowed.withLockedValue { $0 })
+        #expect(await writer.value == nil)
+    }
+
+    @Test func framesBeingWrittenCountUntilTheWriterAsksForMore() async {
+        let outbox = Outbox(limit: 100) {}
+        #expect(outbox.enqueue(String(repeating: "a", count: 60)))
+        #expect(await outbox.nextMerged(maxMergedBytes: 1 << 16)?.count == 1)
+        // 60 bytes are still being written: 60 more do not fit.
+        #expect(outbox.enqueue(String(repeating: "b", count: 60)) == false)
     }
 }

@@ -39,8 +39,8 @@ struct RunningServer: Sendable {
     let store: ServerStore
     let client: any TestClientProtocol
 
-    func socket(appID: String = "test-app") async throws -> TestSocket {
-        try await TestSocket.connect(port: port, appID: appID)
+    func socket(appID: String = "test-app", messageLimit: Int = 1 << 26) async throws -> TestSocket {
+        try await TestSocket.connect(port: port, appID: appID, messageLimit: messageLimit)
     }
 }
 
@@ -93,27 +93,31 @@ actor TestSocket {
         (outgoingStream, outgoing) = AsyncStream<Outgoing>.makeStream()
     }
 
-    static func connect(host: String = "127.0.0.1", port: Int, appID: String, tls: TLSConfiguration? = nil) async throws -> TestSocket {
+    /// - Parameter messageLimit: the largest message this client accepts (it closes the
+    ///   connection with 1009 past it), as a real client with a limit would.
+    static func connect(
+        host: String = "127.0.0.1", port: Int, appID: String, tls: TLSConfiguration? = nil, messageLimit: Int = 1 << 26
+    ) async throws -> TestSocket {
         let socket = TestSocket()
         let scheme = tls == nil ? "ws" : "wss"
-        await socket.start(url: "\(scheme)://\(host):\(port)/sock/1/\(appID)/websocket", tls: tls)
+        await socket.start(url: "\(scheme)://\(host):\(port)/sock/1/\(appID)/websocket", tls: tls, messageLimit: messageLimit)
         try await socket.waitUntilConnected()
         return socket
     }
 
-    private func start(url: String, tls: TLSConfiguration?) {
+    private func start(url: String, tls: TLSConfiguration?, messageLimit: Int) {
         let stream = outgoingStream
         task = Task {
             do {
                 var logger = Logger(label: "test-ws")
                 logger.logLevel = .warning
                 let frame = try await WebSocketClient.connect(
-                    url: url, configuration: .init(maxFrameSize: 1 << 24), tlsConfiguration: tls, logger: logger
+                    url: url, configuration: .init(maxFrameSize: min(messageLimit, 1 << 24)), tlsConfiguration: tls, logger: logger
                 ) { inbound, outbound, _ in
                     await self.markConnected()
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         group.addTask {
-                            for try await message in inbound.messages(maxSize: 1 << 26) {
+                            for try await message in inbound.messages(maxSize: messageLimit) {
                                 if case .text(let text) = message { await self.append(text) }
                             }
                         }

@@ -38,9 +38,14 @@ extension ServerStore {
 
     /// Reads every change after `cv` and hands the result to `deliver` (ordered with
     /// broadcasts, as for `readIndexPage`).
-    func readChanges(bucket: BucketHandle, since cv: String, deliver: @escaping @Sendable (CatchUp) -> Void) async throws {
+    /// - Parameter maxDiffBytes: a catch-up whose diffs add up to more is answered as unknown
+    ///   (`cv:?`): the client then loads the index page by page, at its own pace, instead of
+    ///   getting more than its connection's outbound buffer holds (issue 20).
+    func readChanges(
+        bucket: BucketHandle, since cv: String, maxDiffBytes: Int = .max, deliver: @escaping @Sendable (CatchUp) -> Void
+    ) async throws {
         try await pool.writeWithoutTransaction { db in
-            let catchUp = try Self.catchUp(db, bucket: bucket, since: cv)
+            let catchUp = try Self.catchUp(db, bucket: bucket, since: cv, maxDiffBytes: maxDiffBytes)
             deliverInLine { deliver(catchUp) }
         }
     }
@@ -129,7 +134,7 @@ extension ServerStore {
         return IndexPage(current: ChangeSequence.render(current), index: entries, mark: mark)
     }
 
-    static func catchUp(_ db: Database, bucket: BucketHandle, since text: String) throws -> CatchUp {
+    static func catchUp(_ db: Database, bucket: BucketHandle, since text: String, maxDiffBytes: Int = .max) throws -> CatchUp {
         guard let since = ChangeSequence.parse(text),
               let base = try Int64.fetchOne(db, sql: "SELECT base_cv FROM buckets WHERE id = ?", arguments: [bucket.id])
         else { return .unknown }
@@ -142,6 +147,14 @@ extension ServerStore {
                 arguments: [bucket.id, since]
             ) ?? false
             guard known else { return .unknown }
+        }
+        if maxDiffBytes < .max {
+            let diffBytes = try Int.fetchOne(
+                db,
+                sql: "SELECT COALESCE(SUM(LENGTH(CAST(diff AS BLOB))), 0) FROM changes WHERE bucket_id = ? AND cv > ?",
+                arguments: [bucket.id, since]
+            ) ?? 0
+            guard diffBytes <= maxDiffBytes else { return .unknown }
         }
         let rows = try Row.fetchAll(
             db,

@@ -8,6 +8,9 @@ final class Outbox: Sendable {
         var frames: [String] = []
         var head = 0
         var bytes = 0
+        /// Bytes handed to the writer and not yet written: they count against the limit until
+        /// the writer asks for more (issue 20: the limit was bypassed while the writer waited).
+        var handedOut = 0
         var waiter: CheckedContinuation<String?, Never>?
         /// No more frames are accepted; the writer drains what is queued, then stops.
         var finished = false
@@ -24,23 +27,29 @@ final class Outbox: Sendable {
         self.onOverflow = onOverflow
     }
 
+    /// Whether the writer is waiting for a frame (for tests).
+    var hasWaitingWriter: Bool { state.withLockedValue { $0.waiter != nil } }
+
     /// Queues a frame; false when the outbox is closed or just overflowed.
     @discardableResult
     func enqueue(_ frame: String) -> Bool {
-        enum Action { case rejected, queued, resume(CheckedContinuation<String?, Never>), overflowed }
+        enum Action { case rejected, queued, resume(CheckedContinuation<String?, Never>), overflowed(CheckedContinuation<String?, Never>?) }
         let action: Action = state.withLockedValue { state in
             guard !state.finished, !state.abandoned else { return .rejected }
-            if let waiter = state.waiter {
-                state.waiter = nil
-                return .resume(waiter)
-            }
             let size = frame.utf8.count
-            if state.bytes + size > limit {
+            if state.bytes + state.handedOut + size > limit {
                 state.abandoned = true
                 state.frames = []
                 state.head = 0
                 state.bytes = 0
-                return .overflowed
+                state.handedOut = 0
+                defer { state.waiter = nil }
+                return .overflowed(state.waiter)
+            }
+            if let waiter = state.waiter {
+                state.waiter = nil
+                state.handedOut = size
+                return .resume(waiter)
             }
             state.frames.append(frame)
             state.bytes += size
@@ -54,7 +63,8 @@ final class Outbox: Sendable {
         case .resume(let waiter):
             waiter.resume(returning: frame)
             return true
-        case .overflowed:
+        case .overflowed(let waiter):
+            waiter?.resume(returning: nil)
             onOverflow()
             return false
         }
@@ -65,11 +75,14 @@ final class Outbox: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
                 let immediate: String?? = state.withLockedValue { state in
+                    // Asking for more means what was handed out before has been written.
+                    state.handedOut = 0
                     if state.abandoned { return .some(nil) }
                     if state.head < state.frames.count {
                         let frame = state.frames[state.head]
                         state.head += 1
                         state.bytes -= frame.utf8.count
+                        state.handedOut = frame.utf8.count
                         if state.head == state.frames.count {
                             state.frames.removeAll(keepingCapacity: true)
                             state.head = 0
@@ -98,6 +111,7 @@ final class Outbox: Sendable {
             let rest = Array(state.frames[state.head...])
             state.frames.removeAll(keepingCapacity: true)
             state.head = 0
+            state.handedOut += state.bytes
             state.bytes = 0
             return rest
         }
@@ -163,6 +177,7 @@ final class Outbox: Sendable {
             state.frames = []
             state.head = 0
             state.bytes = 0
+            state.handedOut = 0
             defer { state.waiter = nil }
             return state.waiter
         }

@@ -189,7 +189,7 @@ final class StreamingSession {
         do {
             try await store.readIndexPage(
                 bucket: authorized.bucket, afterKey: afterKey, offset: offset, limit: limit,
-                includeData: request.includeData, maxDataBytes: configuration.maxOutboundBufferBytes / 4
+                includeData: request.includeData, maxDataBytes: configuration.maxIndexPageDataBytes
             ) { page in
                 outbox.enqueue(ServerMessage.channel(channel, .index(page)).render())
             }
@@ -212,12 +212,16 @@ final class StreamingSession {
     private func sendChanges(since cv: String, channel: Int, authorized: AuthorizedChannel) async -> Verdict {
         let outbox = self.outbox
         do {
-            try await store.readChanges(bucket: authorized.bucket, since: cv) { catchUp in
+            try await store.readChanges(
+                bucket: authorized.bucket, since: cv, maxDiffBytes: configuration.maxCatchUpBytes
+            ) { [maxFrameBytes = configuration.maxFrameSize] catchUp in
                 switch catchUp {
                 case .unknown:
                     outbox.enqueue(ServerMessage.channel(channel, .changeVersionUnknown).render())
                 case .changes(let changes):
-                    outbox.enqueue(ServerMessage.channel(channel, .changes(changes.map { .applied($0.applied) })).render())
+                    for frame in CatchUpFrames.render(changes, channel: channel, maxFrameBytes: maxFrameBytes) {
+                        outbox.enqueue(frame)
+                    }
                 }
             }
         } catch {
