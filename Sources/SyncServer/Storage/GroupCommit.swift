@@ -138,6 +138,9 @@ extension ServerStore {
                 if case .refused = verdict { return .rollback }
                 return .commit
             }
+            if case .refused(let code) = verdict {
+                try RefusedCCIDs.remember(db, pending.change, clientID: pending.clientID, bucketID: pending.bucket.id, code: code)
+            }
             return .success(verdict)
         } catch {
             return .failure(error)

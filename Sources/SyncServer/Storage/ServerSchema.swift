@@ -83,6 +83,25 @@ enum ServerSchema {
                 CREATE INDEX applied_ccids_by_cv ON applied_ccids(bucket_id, cv);
                 """)
         }
+        migrator.registerMigration("v2 refused ccids") { db in
+            // Issue 13: a ccid is answered once. A refusal is remembered like an application
+            // (pruned with the applied ccids, by the cv current when it was refused), with a
+            // fingerprint of the request: the same request again gets the same code, never a
+            // later application; a different one with that ccid (a client's 404/405/440
+            // recovery resends the change rewritten) is a new request.
+            try db.execute(sql: """
+                CREATE TABLE refused_ccids (
+                    bucket_id INTEGER NOT NULL REFERENCES buckets(id) ON DELETE CASCADE,
+                    client_id TEXT NOT NULL,
+                    ccid TEXT NOT NULL,
+                    cv INTEGER NOT NULL,
+                    fingerprint BLOB NOT NULL,
+                    code INTEGER NOT NULL,
+                    PRIMARY KEY (bucket_id, client_id, ccid)
+                ) WITHOUT ROWID;
+                CREATE INDEX refused_ccids_by_cv ON refused_ccids(bucket_id, cv);
+                """)
+        }
         return migrator
     }
 }

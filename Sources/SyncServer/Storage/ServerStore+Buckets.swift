@@ -191,8 +191,9 @@ extension ServerStore {
         return object
     }
 
-    /// Keeps the newest `keepingLast` changes of a bucket. Applied ccids are pruned one
-    /// compaction later than their changes, so a client resending an old change still gets 409.
+    /// Keeps the newest `keepingLast` changes of a bucket. Applied (and refused) ccids are pruned
+    /// one compaction later than their changes, so a client resending an old change still gets
+    /// 409 (or its refusal).
     static func compact(_ db: Database, bucketID: Int64, keepingLast: Int) throws -> Int {
         let cutoff = try Int64.fetchOne(
             db,
@@ -204,6 +205,7 @@ extension ServerStore {
         let dropped = db.changesCount
         let previousBase = try Int64.fetchOne(db, sql: "SELECT base_cv FROM buckets WHERE id = ?", arguments: [bucketID]) ?? 0
         try db.execute(sql: "DELETE FROM applied_ccids WHERE bucket_id = ? AND cv <= ?", arguments: [bucketID, previousBase])
+        try db.execute(sql: "DELETE FROM refused_ccids WHERE bucket_id = ? AND cv <= ?", arguments: [bucketID, previousBase])
         try db.execute(
             sql: "UPDATE buckets SET base_cv = ?, ccid_floor = ?, change_count = (SELECT COUNT(*) FROM changes WHERE bucket_id = ?) WHERE id = ?",
             arguments: [cutoff, previousBase, bucketID, bucketID]

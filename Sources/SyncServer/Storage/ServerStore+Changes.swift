@@ -22,6 +22,9 @@ extension ServerStore {
             arguments: [bucket.id, clientID, change.ccid]
         ) ?? false
         if alreadyApplied { return .refused(.duplicate) }
+        if let remembered = try RefusedCCIDs.code(db, change, clientID: clientID, bucketID: bucket.id) {
+            return .refused(remembered)
+        }
 
         let current = try Row.fetchOne(
             db.cachedStatement(sql: "SELECT version, data FROM entities WHERE bucket_id = ? AND key = ?"),
