@@ -28,15 +28,22 @@ public func buildServerApplication(
 
     let webSocketConfiguration = WebSocketServerConfiguration(
         maxFrameSize: configuration.maxFrameSize,
-        // Reference clients heartbeat every 4-30 s at the protocol level; pings catch dead peers.
-        autoPing: .enabled(timePeriod: .seconds(30))
+        // Pings are the connection watchdog's (`WebSocketWatchdog`): the library's ping loop
+        // waits on backpressure, so it never timed out a peer that stopped reading (issue 20).
+        autoPing: .disabled
     )
-    var server = HTTPServerBuilder.http1WebSocketUpgrade(
-        webSocketRouter: webSocketRouter,
-        configuration: .init(ws: webSocketConfiguration)
-    )
-    if let tls = configuration.tls {
-        server = try .tls(server, tlsConfiguration: try makeTLSConfiguration(tls))
+    let webSocketResponder = webSocketRouter.buildResponder()
+    let tlsConfiguration = try configuration.tls.map(makeTLSConfiguration)
+    let server = HTTPServerBuilder { responder in
+        let http = HTTP1WebSocketUpgradeChannel(
+            responder: responder, webSocketResponder: webSocketResponder, configuration: .init(ws: webSocketConfiguration)
+        )
+        let guarded = GuardedChildChannel(
+            base: http, requestTimeout: configuration.requestTimeout, shutdownGrace: configuration.shutdownGrace,
+            statistics: configuration.statistics
+        )
+        guard let tlsConfiguration else { return guarded }
+        return try TLSChannel(guarded, tlsConfiguration: tlsConfiguration)
     }
     let onServerRunning = configuration.onServerRunning
     return Application(

@@ -28,6 +28,22 @@ public struct ServerConfiguration: Sendable {
     public var maxAuthRequestBodySize: Int
     /// PEM certificate chain and private key files; both set means the server speaks TLS.
     public var tls: TLSFiles?
+    /// How long an HTTP request may take from its first byte to its answer, and an HTTP
+    /// connection may idle (after accept or an answer) before it is closed.
+    public var requestTimeout: Duration = .seconds(10)
+    /// How long a WebSocket may stay open without a successful `init`.
+    public var initTimeout: Duration = .seconds(10)
+    /// A WebSocket is pinged this often; one silent (not even a pong) for a whole interval
+    /// after a ping is closed, so a dead peer goes within two intervals.
+    public var pingInterval: Duration = .seconds(30)
+    /// How long a WebSocket's writes may stay blocked (the peer's receive window full) before
+    /// the connection is closed, whether or not the bucket has traffic.
+    public var stalledWriteTimeout: Duration = .seconds(30)
+    /// After a graceful shutdown begins (SIGTERM, SIGINT), connections still open this much
+    /// later are closed hard.
+    public var shutdownGrace: Duration = .seconds(5)
+    /// Where the server counts what it holds open.
+    public var statistics = ServerStatistics()
     /// Called once the server listens, with the bound port (useful with port 0).
     public var onServerRunning: (@Sendable (_ port: Int) async -> Void)?
     /// Test hook: when it returns a code, the change is answered with that error and not applied.

@@ -105,7 +105,7 @@ final class RawWebSocket: @unchecked Sendable {
 }
 
 /// Runs blocking `work` on a new thread, leaving the cooperative pool free for the server.
-private func offThePool<Value: Sendable, Failure: Error>(
+func offThePool<Value: Sendable, Failure: Error>(
     _ work: @escaping @Sendable () throws(Failure) -> Value
 ) async throws(Failure) -> Value {
     try await withCheckedContinuation { (continuation: CheckedContinuation<Result<Value, Failure>, Never>) in

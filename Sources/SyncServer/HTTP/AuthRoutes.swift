@@ -59,6 +59,10 @@ struct AuthRoutes: Sendable {
         let apiKey = request.headers[Self.apiKeyHeader] ?? ""
         guard configuration.apiKeyCheck(appID, apiKey) else { throw Refusal(status: .forbidden, message: "Invalid API key") }
 
+        // Answered at once, not after waiting for a body that may never come (issue 20).
+        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > configuration.maxAuthRequestBodySize {
+            throw Refusal(status: .contentTooLarge, message: "Request body too large")
+        }
         let body: ByteBuffer
         do {
             body = try await request.body.collect(upTo: configuration.maxAuthRequestBodySize)

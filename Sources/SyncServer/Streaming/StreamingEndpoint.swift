@@ -1,6 +1,7 @@
 import Hummingbird
 import HummingbirdWebSocket
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 
 /// Runs one WebSocket connection of `/sock/1/{app_id}/websocket`: a reader loop feeding the
@@ -34,7 +35,20 @@ struct StreamingEndpoint: Sendable {
         let session = StreamingSession(
             configuration: configuration, store: store, hub: hub, outbox: outbox, appID: appID, logger: logger
         )
+        configuration.statistics.webSocketOpened()
+        defer { configuration.statistics.webSocketClosed() }
+        let initialized = NIOLockedValueBox(false)
+        let activity = try? await channel.pipeline.handler(type: ConnectionActivity.self).get()
+        activity?.enterWebSocket(on: channel.eventLoop)
+        let watchdog = Task {
+            await WebSocketWatchdog(
+                channel: channel, activity: activity, initialized: initialized,
+                initTimeout: configuration.initTimeout, pingInterval: configuration.pingInterval,
+                stalledWriteTimeout: configuration.stalledWriteTimeout, logger: logger
+            ).run()
+        }
         defer {
+            watchdog.cancel()
             session.close()
             outbox.abandon()
         }
@@ -54,6 +68,7 @@ struct StreamingEndpoint: Sendable {
                     closeReason = reason
                     break
                 }
+                if session.isInitialized { initialized.withLockedValue { $0 = true } }
             }
             // Answer the changes already received, then no more broadcasts for this
             // connection; let what is queued reach the client.

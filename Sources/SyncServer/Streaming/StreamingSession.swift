@@ -45,6 +45,9 @@ final class StreamingSession {
         self.logger = logger
     }
 
+    /// Whether a channel has been authorized (the connection passed its init deadline).
+    var isInitialized: Bool { !channels.isEmpty }
+
     /// Drops every subscription of this connection.
     func close() {
         for channel in channels.values {
