@@ -41,6 +41,14 @@ struct Serve: AsyncParsableCommand {
         help: "Largest entity in bytes of compact JSON; bigger changes get error 413. At most 4 MiB, the largest message a client may send.")
     var maxDocumentSize: Int = 1 << 20
 
+    @Option(
+        name: .customLong("request-timeout"),
+        help: "Seconds an HTTP request may take from its first byte to its answer, and an HTTP connection may idle.")
+    var requestTimeout: Double = 10
+
+    @Option(name: .customLong("shutdown-grace"), help: "Seconds connections get to close after SIGTERM/SIGINT before they are closed hard.")
+    var shutdownGrace: Double = 5
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -51,6 +59,8 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError(
                 "--max-document-size must be between 1 and \(Frame.defaultMaxClientBytes): a bigger document could not reach the server in one message")
         }
+        guard requestTimeout > 0, requestTimeout <= 3600 else { throw ValidationError("--request-timeout must be between 0 and 3600 seconds") }
+        guard shutdownGrace >= 0, shutdownGrace <= 3600 else { throw ValidationError("--shutdown-grace must be between 0 and 3600 seconds") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
         if let apiKey, apiKey.isEmpty { throw ValidationError("--api-key must not be empty") }
     }
@@ -67,7 +77,7 @@ struct Serve: AsyncParsableCommand {
         let host = self.host
         let scheme = tls == nil ? ("ws", "http") : ("wss", "https")
         let databasePath = store.databasePath
-        let configuration = ServerConfiguration(
+        var configuration = ServerConfiguration(
             host: host,
             port: port,
             appIDs: appIDs.isEmpty ? nil : Set(appIDs),
@@ -81,6 +91,8 @@ struct Serve: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data(line.utf8))
             }
         )
+        configuration.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
+        configuration.shutdownGrace = .milliseconds(Int64(shutdownGrace * 1000))
         let app = try buildServerApplication(configuration: configuration, store: store, logger: logger)
         try await app.runService()
     }
