@@ -30,7 +30,9 @@ public func buildServerApplication(
         maxFrameSize: configuration.maxFrameSize,
         // Pings are the connection watchdog's (`WebSocketWatchdog`): the library's ping loop
         // waits on backpressure, so it never timed out a peer that stopped reading (issue 20).
-        autoPing: .disabled
+        autoPing: .disabled,
+        // RFC 6455 §8.1: a text message that is not UTF-8 fails the connection (1007).
+        validateUTF8: true
     )
     let webSocketResponder = webSocketRouter.buildResponder()
     let tlsConfiguration = try configuration.tls.map(makeTLSConfiguration)

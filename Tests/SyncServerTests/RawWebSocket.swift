@@ -58,21 +58,54 @@ final class RawWebSocket: @unchecked Sendable {
 
     /// Sends one masked text frame.
     func sendText(_ text: String) throws {
-        let payload = Array(text.utf8)
-        var frame: [UInt8] = [0x81]
+        try sendFrame(Array(text.utf8))
+    }
+
+    /// Sends one final frame of `opcode` (text by default), masked unless told otherwise.
+    func sendFrame(_ payload: [UInt8], opcode: UInt8 = 0x1, masked: Bool = true) throws {
+        let maskBit: UInt8 = masked ? 0x80 : 0
+        var frame: [UInt8] = [0x80 | opcode]
         if payload.count < 126 {
-            frame.append(0x80 | UInt8(payload.count))
+            frame.append(maskBit | UInt8(payload.count))
         } else if payload.count < 65536 {
-            frame.append(0x80 | 126)
+            frame.append(maskBit | 126)
             frame += [UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
         } else {
-            frame.append(0x80 | 127)
+            frame.append(maskBit | 127)
             for shift in stride(from: 56, through: 0, by: -8) { frame.append(UInt8((payload.count >> shift) & 0xFF)) }
         }
+        guard masked else { return try write(frame + payload) }
         let mask: [UInt8] = [0x12, 0x34, 0x56, 0x78]
         frame += mask
         for (index, byte) in payload.enumerated() { frame.append(byte ^ mask[index % 4]) }
         try write(frame)
+    }
+
+    /// Reads the server's (unmasked) frames until a close frame; its status code, or nil if
+    /// the connection ends first.
+    func receiveCloseCode() async -> UInt16? {
+        await offThePool { self.blockingReceiveCloseCode() }
+    }
+
+    private func blockingReceiveCloseCode() -> UInt16? {
+        func read(_ count: Int) -> [UInt8]? {
+            var bytes = [UInt8](repeating: 0, count: count)
+            var offset = 0
+            while offset < count {
+                let got = bytes[offset...].withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, count - offset, 0) }
+                guard got > 0 else { return nil }
+                offset += got
+            }
+            return bytes
+        }
+        while let head = read(2) {
+            var length = Int(head[1] & 0x7F)
+            if length == 126 { guard let extended = read(2) else { return nil }; length = Int(extended[0]) << 8 | Int(extended[1]) }
+            if length == 127 { guard let extended = read(8) else { return nil }; length = extended.reduce(0) { $0 << 8 | Int($1) } }
+            guard let payload = read(length) else { return nil }
+            if head[0] & 0x0F == 0x8 { return payload.count >= 2 ? UInt16(payload[0]) << 8 | UInt16(payload[1]) : nil }
+        }
+        return nil
     }
 
     /// Reads until the server closes the connection; true on EOF/reset, false when `limit`

@@ -53,6 +53,7 @@ extension ServerStore {
         case .modify(let data, let diff, let sourceVersion, let endVersion):
             let dataText = JSONValue.object(data).compactRendered()
             if dataText.utf8.count > limits.maxDocumentSize { return .refused(.documentTooLarge) }
+            guard SendableNesting.fits(data: data, diff: diff) else { return .refused(.invalidRequest) }
             try db.cachedStatement(sql: """
                 INSERT INTO entities (bucket_id, key, version, data) VALUES (?, ?, ?, ?)
                 ON CONFLICT (bucket_id, key) DO UPDATE SET version = excluded.version, data = excluded.data

@@ -37,6 +37,8 @@ struct StreamingEndpoint: Sendable {
         )
         configuration.statistics.webSocketOpened()
         defer { configuration.statistics.webSocketClosed() }
+        // Frames read before this runs (the client's first, at most) are not checked.
+        try await MaskedFramesOnly.install(on: channel)
         let initialized = NIOLockedValueBox(false)
         let activity = try? await channel.pipeline.handler(type: ConnectionActivity.self).get()
         activity?.enterWebSocket(on: channel.eventLoop)
