@@ -14,7 +14,8 @@ public func buildServerApplication(
 ) throws -> some ApplicationProtocol {
     let hub = SubscriptionHub()
     let router = Router(context: ServerRequestContext.self)
-    AuthRoutes(configuration: configuration, store: store, logger: logger).register(on: router)
+    let throttle = LoginThrottle(perUser: configuration.loginLimitPerUser, perAddress: configuration.loginLimitPerAddress)
+    AuthRoutes(configuration: configuration, store: store, logger: logger, throttle: throttle).register(on: router)
 
     let endpoint = StreamingEndpoint(configuration: configuration, store: store, hub: hub, logger: logger)
     let webSocketRouter = Router(context: ServerRequestContext.self)

@@ -42,6 +42,10 @@ public struct ServerConfiguration: Sendable {
     /// After a graceful shutdown begins (SIGTERM, SIGINT), connections still open this much
     /// later are closed hard.
     public var shutdownGrace: Duration = .seconds(5)
+    /// Failed logins allowed per username before 429 (Retry-After), and how fast they come back.
+    public var loginLimitPerUser = LoginLimit(burst: 10, refill: .seconds(6))
+    /// Failed logins and account creations allowed per client address.
+    public var loginLimitPerAddress = LoginLimit(burst: 30, refill: .seconds(2))
     /// Where the server counts what it holds open.
     public var statistics = ServerStatistics()
     /// Called once the server listens, with the bound port (useful with port 0).

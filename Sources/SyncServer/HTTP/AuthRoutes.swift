@@ -13,6 +13,7 @@ struct AuthRoutes: Sendable {
     let configuration: ServerConfiguration
     let store: ServerStore
     let logger: Logger
+    let throttle: LoginThrottle
 
     func register(on router: Router<ServerRequestContext>) {
         // Hummingbird ignores a trailing slash, so `/create/` (the reference form) matches too.
@@ -30,6 +31,7 @@ struct AuthRoutes: Sendable {
     private struct Refusal: Error {
         var status: HTTPResponse.Status
         var message: String
+        var retryAfter: Duration?
     }
 
     private func respond(_ request: Request, _ context: ServerRequestContext, action: Action) async -> Response {
@@ -46,7 +48,13 @@ struct AuthRoutes: Sendable {
                 body: .init(byteBuffer: ByteBuffer(string: body))
             )
         } catch let refusal as Refusal {
-            return Self.plainText(refusal.status, refusal.message)
+            var response = Self.plainText(refusal.status, refusal.message)
+            if let wait = refusal.retryAfter {
+                // RFC 9110 §10.2.3: whole seconds, rounded up so the client never comes too early.
+                let seconds = Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up))
+                response.headers[.retryAfter] = "\(max(1, seconds))"
+            }
+            return response
         } catch {
             logger.error("auth API failure", metadata: ["error": "\(error)"])
             return Self.plainText(.internalServerError, "Internal server error")
@@ -75,6 +83,12 @@ struct AuthRoutes: Sendable {
         else {
             throw Refusal(status: .badRequest, message: "Expected a JSON object with string fields username and password")
         }
+        let address = context.channel.remoteAddress?.ipAddress
+        let guessedUser = action == .authorize ? username : nil
+        if let wait = throttle.admit(username: guessedUser, address: address) {
+            logger.notice("login attempts throttled", metadata: ["user": "\(username)", "address": "\(address ?? "?")"])
+            throw Refusal(status: .tooManyRequests, message: "Too many attempts; try again later", retryAfter: wait)
+        }
         do {
             switch action {
             case .create:
@@ -82,7 +96,9 @@ struct AuthRoutes: Sendable {
                 logger.info("user created", metadata: ["user": "\(username)"])
                 return credentials
             case .authorize:
-                return try await store.authorize(username: username, password: password)
+                let credentials = try await store.authorize(username: username, password: password)
+                throttle.refund(username: username, address: address)
+                return credentials
             }
         } catch let error as SyncServerError {
             switch error {
@@ -90,9 +106,12 @@ struct AuthRoutes: Sendable {
             case .invalidPassword: throw Refusal(status: .badRequest, message: "Invalid password")
             case .userExists: throw Refusal(status: .conflict, message: "User already exists")
             // One answer for both, so the API does not tell which usernames exist.
-            case .unknownUser, .wrongPassword: throw Refusal(status: .unauthorized, message: "Invalid username or password")
+            case .unknownUser, .wrongPassword:
+                throw Refusal(status: .unauthorized, message: "Invalid username or password")
             default: throw error
             }
+        } catch is HashingQueue.Busy {
+            throw Refusal(status: .tooManyRequests, message: "Server busy; try again later", retryAfter: .seconds(1))
         }
     }
 

@@ -34,7 +34,8 @@ extension ServerStore {
     public func createUser(username: String, password: String) async throws -> UserCredentials {
         try CredentialRules.validate(username: username)
         try CredentialRules.validate(password: password)
-        let hashed = try passwordHasher.hash(password)
+        let hasher = passwordHasher
+        let hashed = try await hashingQueue.run { try hasher.hash(password) }
         let token = TokenGenerator.generate()
         let publicID = TokenGenerator.generateUserID()
         return try await pool.write { db in
@@ -69,10 +70,14 @@ extension ServerStore {
         }
         guard let stored else {
             // Spend the same work as a real check so timing does not reveal which names exist.
-            _ = try? passwordHasher.hash(password)
+            let hasher = passwordHasher
+            _ = try await hashingQueue.run { try? hasher.hash(password) }
             throw SyncServerError.unknownUser(username)
         }
-        guard try PasswordHasher.verify(password, hash: stored.hash, salt: stored.salt, iterations: stored.iterations) else {
+        let matches = try await hashingQueue.run {
+            try PasswordHasher.verify(password, hash: stored.hash, salt: stored.salt, iterations: stored.iterations)
+        }
+        guard matches else {
             throw SyncServerError.wrongPassword
         }
         let userID = stored.userID

@@ -11,6 +11,8 @@ public final class ServerStore: Sendable {
     public let directory: String
     let pool: DatabasePool
     let passwordHasher: PasswordHasher
+    /// Where password hashing runs: one at a time, off the cooperative pool.
+    let hashingQueue = HashingQueue()
     /// Changes waiting for the next group commit (see `CommitQueue`).
     let commitQueue = CommitQueue()
     /// Runs each committed batch's completions (acknowledgements, broadcasts) in commit order,

@@ -1,0 +1,75 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+@testable import SyncServer
+import Testing
+
+/// Issue 20: password guessing is braked per user and per address (429 with Retry-After), and
+/// hashing does not starve the streaming connections.
+@Suite(.timeLimit(.minutes(2)))
+struct LoginThrottleTests {
+    private func login(_ server: RunningServer, _ username: String, _ password: String) async throws -> HTTPResponse.Status {
+        try await attempt(server, username, password).status
+    }
+
+    private func attempt(_ server: RunningServer, _ username: String, _ password: String) async throws -> (status: HTTPResponse.Status, retryAfter: String?) {
+        let response = try await server.client.execute(
+            uri: "/1/test-app/authorize/", method: .post,
+            headers: [.contentType: "application/json", HTTPField.Name("X-Simperium-API-Key")!: "key"],
+            body: ByteBuffer(string: #"{"username":"\#(username)","password":"\#(password)"}"#)
+        )
+        return (response.status, response.headers[.retryAfter])
+    }
+
+    @Test func guessingOneUserIsRefusedWithRetryAfterWhileAcksKeepComing() async throws {
+        try await withServer(configure: {
+            $0.loginLimitPerUser = LoginLimit(burst: 5, refill: .seconds(60))
+            $0.loginLimitPerAddress = LoginLimit(burst: 1000, refill: .seconds(1))
+        }) { server in
+            let token = try await makeUser(server, "alice@example.com")
+            _ = try await makeUser(server, "bob@example.com")
+            let socket = try await server.socket()
+            _ = try await socket.authorize(token: token)
+
+            // Eight guessers at once, 4 guesses each, against alice; a writer syncs meanwhile.
+            let statuses = try await withThrowingTaskGroup(of: [HTTPResponse.Status].self) { group in
+                for guesser in 0..<8 {
+                    group.addTask {
+                        var seen: [HTTPResponse.Status] = []
+                        for guess in 0..<4 { seen.append(try await login(server, "alice@example.com", "wrong-\(guesser)-\(guess)")) }
+                        return seen
+                    }
+                }
+                for index in 0..<20 {
+                    let applied = try await create(socket, key: "k\(index)", object: ["n": .integer(Int64(index))])
+                    #expect(applied.endVersion == 1)
+                }
+                var all: [HTTPResponse.Status] = []
+                for try await seen in group { all += seen }
+                return all
+            }
+            // Five wrong passwords were checked, every other guess refused before hashing.
+            #expect(statuses.filter { $0 == .unauthorized }.count == 5)
+            #expect(statuses.filter { $0 == .tooManyRequests }.count == 27)
+            let refused = try await attempt(server, "alice@example.com", "secret-alice@example.com")
+            #expect(refused.status == .tooManyRequests)
+            #expect(Int(refused.retryAfter ?? "") ?? 0 >= 1)
+            // Another user is not locked out by alice's guessers.
+            #expect(try await login(server, "bob@example.com", "secret-bob@example.com") == .ok)
+            #expect(try await socket.request("h:1") == "h:2")
+            await socket.close()
+        }
+    }
+
+    @Test func guessingManyUsersFromOneAddressIsRefused() async throws {
+        try await withServer(configure: {
+            $0.loginLimitPerUser = LoginLimit(burst: 100, refill: .seconds(60))
+            $0.loginLimitPerAddress = LoginLimit(burst: 3, refill: .seconds(60))
+        }) { server in
+            var statuses: [HTTPResponse.Status] = []
+            for index in 0..<6 { statuses.append(try await login(server, "user\(index)@example.com", "guess")) }
+            #expect(statuses == [.unauthorized, .unauthorized, .unauthorized, .tooManyRequests, .tooManyRequests, .tooManyRequests])
+        }
+    }
+}
