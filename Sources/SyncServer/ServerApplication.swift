@@ -37,13 +37,15 @@ public func buildServerApplication(
     )
     let webSocketResponder = webSocketRouter.buildResponder()
     let tlsConfiguration = try configuration.tls.map(makeTLSConfiguration)
+    let cap = ConnectionCap(limit: configuration.maxConnections ?? DescriptorLimit.connectionCap)
     let server = HTTPServerBuilder { responder in
         let http = HTTP1WebSocketUpgradeChannel(
             responder: responder, webSocketResponder: webSocketResponder, configuration: .init(ws: webSocketConfiguration)
         )
         let guarded = GuardedChildChannel(
             base: http, requestTimeout: configuration.requestTimeout, shutdownGrace: configuration.shutdownGrace,
-            statistics: configuration.statistics
+            statistics: configuration.statistics,
+            cap: cap
         )
         guard let tlsConfiguration else { return guarded }
         return try TLSChannel(guarded, tlsConfiguration: tlsConfiguration)

@@ -46,6 +46,9 @@ public struct ServerConfiguration: Sendable {
     public var loginLimitPerUser = LoginLimit(burst: 10, refill: .seconds(6))
     /// Failed logins and account creations allowed per client address.
     public var loginLimitPerAddress = LoginLimit(burst: 30, refill: .seconds(2))
+    /// Connections open at once at most; nil: the descriptor limit less what the store and
+    /// the runtime need (`DescriptorLimit.connectionCap`, read when the server is built).
+    public var maxConnections: Int?
     /// Where the server counts what it holds open.
     public var statistics = ServerStatistics()
     /// Called once the server listens, with the bound port (useful with port 0).

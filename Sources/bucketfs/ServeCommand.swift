@@ -68,6 +68,11 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "bucketfs.server")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        // Use every descriptor allowed; connections are capped below the limit (issue 20).
+        let descriptors = DescriptorLimit.raiseSoftToHard()
+        logger.info("descriptor limit", metadata: [
+            "limit": "\(descriptors)", "connection_cap": "\(DescriptorLimit.connectionCap)",
+        ])
         let store = try ServerStore(directory: data)
         var tls: ServerConfiguration.TLSFiles?
         if let tlsCert, let tlsKey {

@@ -15,8 +15,13 @@ struct GuardedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     let requestTimeout: Duration
     let shutdownGrace: Duration
     let statistics: ServerStatistics
+    let cap: ConnectionCap
+
+    /// A connection past the cap, closed at once.
+    struct Refused: Error {}
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        guard cap.admit(channel, logger: logger) else { return channel.eventLoop.makeFailedFuture(Refused()) }
         do {
             // Appended before the base's handlers: first in a plain pipeline, after TLS in a
             // TLS one (TLSChannel adds its handler, then sets its base up).

@@ -1,0 +1,69 @@
+import Foundation
+import Testing
+
+/// A `bucketfs serve` process (the binary built beside this test bundle), for what only a real
+/// process shows: descriptor limits, signals. Killed on `stop()` if still running.
+final class ServeBinary: @unchecked Sendable {
+    let process = Process()
+    let logPath: String
+    private(set) var port = 0
+
+    static var binary: String {
+        let products = Bundle.main.bundleURL.deletingLastPathComponent()
+        for candidate in [products, Bundle.main.bundleURL, URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()] {
+            let path = candidate.appendingPathComponent("bucketfs").path
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(".build/debug/bucketfs").path
+    }
+
+    /// Starts `serve` on a free port over `data`, under `prefix` (e.g. `prlimit --nofile=256:256`).
+    init(data: String, prefix: [String] = [], extraArguments: [String] = []) async throws {
+        logPath = data + "/serve.log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        let command = prefix + [Self.binary, "serve", "--data", data, "--port", "0", "--host", "127.0.0.1"] + extraArguments
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = command
+        process.standardOutput = logHandle
+        process.standardError = logHandle
+        try process.run()
+        let deadline = ContinuousClock.now + hangGuard
+        while ContinuousClock.now < deadline, process.isRunning {
+            if let found = Self.port(in: self.log()) {
+                port = found
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        stop()
+        throw TestFailure("serve did not start: \(self.log())")
+    }
+
+    /// Everything the process has written.
+    func log() -> String {
+        (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+    }
+
+    private static func port(in log: String) -> Int? {
+        guard let range = log.range(of: "listening on ws://127.0.0.1:") else { return nil }
+        return Int(log[range.upperBound...].prefix { $0.isNumber })
+    }
+
+    /// Sends `signal` and waits (bounded) for the exit; how long it took, nil if it did not exit.
+    func signal(_ signal: Int32, within limit: Duration) async -> Duration? {
+        let start = ContinuousClock.now
+        kill(process.processIdentifier, signal)
+        while process.isRunning {
+            if ContinuousClock.now - start > limit { return nil }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return ContinuousClock.now - start
+    }
+
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+}
