@@ -23,6 +23,7 @@ public func buildServerApplication(
         let appID = context.parameters.get("app_id") ?? ""
         return configuration.accepts(appID: appID) ? .upgrade([:]) : .dontUpgrade
     } onUpgrade: { inbound, outbound, context in
+        context.requestContext.releaseWebSocket()
         let appID = context.requestContext.parameters.get("app_id") ?? ""
         try await endpoint.run(appID: appID, inbound: inbound, outbound: outbound, context: context)
     }

@@ -36,6 +36,7 @@ struct GuardedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
         let channel = value.channel
         let grace = TimeAmount(shutdownGrace)
         statistics.connectionOpened()
+        statistics.track(channel)
         defer { statistics.connectionClosed() }
         await withGracefulShutdownHandler {
             await base.handle(value: value, logger: logger)

@@ -1,0 +1,27 @@
+import Foundation
+@testable import SyncServer
+import Testing
+
+/// Issue 20: every WebSocket connection kept ~6 KiB for good (its channel outlived it). The
+/// server's weak registry of channels must empty once the connections are gone.
+@Suite(.timeLimit(.minutes(2)))
+struct ConnectionLeakTests {
+    @Test func channelsOfClosedConnectionsAreFreed() async throws {
+        let statistics = ServerStatistics()
+        try await withServer(configure: { $0.statistics = statistics }) { server in
+            let token = try await makeUser(server)
+            for index in 0..<300 {
+                let socket = try await server.socket()
+                if index.isMultiple(of: 2) { _ = try await socket.authorize(token: token, clientID: "c\(index)") }
+                await socket.close()
+            }
+            let deadline = ContinuousClock.now + .seconds(20)
+            while statistics.liveChannels > statistics.openConnections, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            // Only open connections keep a channel (the test client's HTTP connection may be one).
+            #expect(statistics.liveChannels <= statistics.openConnections)
+            #expect(statistics.openWebSockets == 0)
+        }
+    }
+}
