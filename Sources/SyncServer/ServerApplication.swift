@@ -21,7 +21,12 @@ public func buildServerApplication(
     let webSocketRouter = Router(context: ServerRequestContext.self)
     webSocketRouter.ws("/sock/1/:app_id/websocket") { _, context in
         let appID = context.parameters.get("app_id") ?? ""
-        return configuration.accepts(appID: appID) ? .upgrade([:]) : .dontUpgrade
+        guard configuration.accepts(appID: appID) else {
+            let activity = try? await context.channel.pipeline.handler(type: ConnectionActivity.self).get()
+            activity?.answerRefusedUpgradeWithNotFound(on: context.channel.eventLoop)
+            return .dontUpgrade
+        }
+        return .upgrade([:])
     } onUpgrade: { inbound, outbound, context in
         context.requestContext.releaseWebSocket()
         let appID = context.requestContext.parameters.get("app_id") ?? ""

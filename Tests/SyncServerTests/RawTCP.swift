@@ -45,9 +45,9 @@ final class RawTCP: @unchecked Sendable {
         return true
     }
 
-    /// Everything the server sends until it closes the connection; nil if `limit` passes
-    /// first. `trickle` is sent every 100 ms meanwhile (a slowloris).
-    func readUntilClosed(within limit: Duration, trickle: [UInt8]? = nil) async -> String? {
+    /// Everything the server sends until it closes the connection (or sends `marker`); nil if
+    /// `limit` passes first. `trickle` is sent every 100 ms meanwhile (a slowloris).
+    func readUntilClosed(within limit: Duration, trickle: [UInt8]? = nil, orContaining marker: String? = nil) async -> String? {
         await offThePool {
             let deadline = ContinuousClock.now + limit
             var received: [UInt8] = []
@@ -57,6 +57,7 @@ final class RawTCP: @unchecked Sendable {
                 if count == 0 { return String(decoding: received, as: UTF8.self) }
                 if count > 0 {
                     received += buffer[..<count]
+                    if let marker, String(decoding: received, as: UTF8.self).contains(marker) { return String(decoding: received, as: UTF8.self) }
                 } else if errno == ECONNRESET {
                     return String(decoding: received, as: UTF8.self)
                 } else if let trickle, !self.send(trickle) {

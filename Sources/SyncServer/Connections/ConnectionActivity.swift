@@ -53,12 +53,26 @@ final class ConnectionActivity: ChannelDuplexHandler, @unchecked Sendable {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if let replacement = statusLineOverride, case .byteBuffer(let buffer) = unwrapOutboundIn(data),
+           let rewritten = Self.replacingStatusLine(of: buffer, with: replacement, allocator: context.channel.allocator) {
+            statusLineOverride = nil
+            return write(context: context, data: wrapOutboundOut(.byteBuffer(rewritten)), promise: promise)
+        }
         if state == .inRequest {
             // Answered (or answering): the connection may idle as long before the next request.
             state = .idle
             arm(context, reason: "idle")
         }
         context.write(data, promise: promise)
+    }
+
+    /// The status line the next response goes out with instead of its own (event-loop confined).
+    private var statusLineOverride: String?
+
+    /// hummingbird-websocket answers every refused upgrade 400; one for an app id this server
+    /// does not serve is a 404 (issue 20). Set before the refusal is written.
+    func answerRefusedUpgradeWithNotFound(on eventLoop: any EventLoop) {
+        eventLoop.execute { self.statusLineOverride = "HTTP/1.1 404 Not Found\r\n" }
     }
 
     /// The connection became a WebSocket: its watchdog keeps the deadlines from now on.
@@ -68,6 +82,17 @@ final class ConnectionActivity: ChannelDuplexHandler, @unchecked Sendable {
             self.timer?.cancel()
             self.timer = nil
         }
+    }
+
+    /// `buffer` with its first line (an HTTP/1.1 status line) replaced; nil if it has none.
+    private static func replacingStatusLine(of buffer: ByteBuffer, with line: String, allocator: ByteBufferAllocator) -> ByteBuffer? {
+        let view = buffer.readableBytesView
+        guard view.starts(with: "HTTP/1.1 ".utf8),
+              let end = view.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+        var result = allocator.buffer(capacity: buffer.readableBytes + line.utf8.count)
+        result.writeString(line)
+        result.writeBytes(view[view.index(after: end)...])
+        return result
     }
 
     private func arm(_ context: ChannelHandlerContext, reason: String) {

@@ -135,7 +135,7 @@ final class StreamingSession {
             sendAuthError(channel: channel, code: 400, "Token format invalid")
             return .keepOpen
         }
-        guard BucketName.isValid(request.name) else {
+        guard ServedBucketName.isServed(request.name) else {
             sendAuthError(channel: channel, code: 500, "Invalid bucket name")
             return .keepOpen
         }
