@@ -83,6 +83,19 @@ struct DeadlineTests {
         }
     }
 
+    @Test func anIdlePeerThatAnswersPingsStaysOpen() async throws {
+        try await withServer(configure: { $0.pingInterval = .milliseconds(200) }) { server in
+            let token = try await makeUser(server)
+            let idle = try await server.socket()
+            _ = try await idle.authorize(token: token)
+            // Five ping intervals without a message: its WebSocket client answers the pings.
+            try await Task.sleep(for: .seconds(1))
+            #expect(await idle.isEnded == false)
+            #expect(try await idle.request("h:1") == "h:2")
+            await idle.close()
+        }
+    }
+
     @Test func aSilentPeerIsClosedAfterAPingTimeout() async throws {
         let statistics = ServerStatistics()
         try await withServer(configure: {
