@@ -22,6 +22,10 @@ let fanOutLatency = BenchmarkMetric.custom("fan-out latency (us)", polarity: .pr
 let lastSubscriberLatency = BenchmarkMetric.custom("fan-out to last of 100 (us)", polarity: .prefersSmaller, useScalingFactor: false)
 let heartbeatLatency = BenchmarkMetric.custom("baseline: h round trip (us)", polarity: .prefersSmaller, useScalingFactor: false)
 
+let soakAcksPerSecond = BenchmarkMetric.custom("soak: acks/s", polarity: .prefersLarger, useScalingFactor: false)
+let soakDeliveryLatency = BenchmarkMetric.custom("soak: delivery latency (us)", polarity: .prefersSmaller, useScalingFactor: false)
+let soakResidentMiB = BenchmarkMetric.custom("soak: RSS at the end (MiB)", polarity: .prefersSmaller, useScalingFactor: false)
+
 nonisolated(unsafe) var server: BenchServer?
 nonisolated(unsafe) var runCounter = 0
 
@@ -82,6 +86,32 @@ let benchmarks: @Sendable () -> Void = {
                 + " last subscriber p50 \(milliseconds(percentile(run.lastDeliveries, 50))), p99 \(milliseconds(percentile(run.lastDeliveries, 99)));"
                 + " baseline h round trip p50 \(milliseconds(percentile(run.heartbeatRoundTrips, 50))), p99 \(milliseconds(baselineP99));"
                 + String(format: " ratio p99 %.1f", p99.seconds / max(baselineP99.seconds, 1e-9))
+        )
+    }
+    Benchmark(
+        "server soak: 200 writers, 100 subscribers, slow readers, guessers, a flood",
+        configuration: .init(
+            metrics: [.wallClock, soakAcksPerSecond, soakDeliveryLatency, soakResidentMiB],
+            warmupIterations: 0,
+            maxIterations: 1,
+            setup: { server = try await BenchServer.start() },
+            teardown: { await server?.stop(); server = nil }
+        )
+    ) { benchmark in
+        guard let server else { throw BenchFailure("no server") }
+        runCounter += 1
+        let run = try await runSoak(
+            server: server, run: "\(runCounter)", writers: 200, perWriter: 20, subscribers: 100, buckets: 10,
+            slowReaders: 5, guessers: 4, guessesEach: 25, flood: 300
+        )
+        benchmark.measurement(soakAcksPerSecond, Int(run.acksPerSecond))
+        for latency in run.deliveries { benchmark.measurement(soakDeliveryLatency, latency.microseconds) }
+        benchmark.measurement(soakResidentMiB, Int(run.rssEndMiB))
+        print(
+            "soak: \(Int(run.acksPerSecond)) acks/s; delivery p50 \(milliseconds(percentile(run.deliveries, 50))),"
+                + " p99 \(milliseconds(percentile(run.deliveries, 99))) over \(run.deliveries.count) deliveries;"
+                + " guesses refused \(run.guessesRefused)/\(run.guesses);"
+                + String(format: " RSS %.0f -> %.0f MiB", run.rssStartMiB, run.rssEndMiB)
         )
     }
 }
