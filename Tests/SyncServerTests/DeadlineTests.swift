@@ -42,14 +42,14 @@ struct DeadlineTests {
 
     @Test func aWebSocketWithoutInitIsClosed() async throws {
         // Long enough for the working client's init on a loaded machine.
-        try await withServer(configure: { $0.initTimeout = .seconds(2) }) { server in
+        try await withServer(configure: { $0.initTimeout = .seconds(3) }) { server in
             let token = try await makeUser(server)
             let silent = try await server.socket()
             let working = try await server.socket()
             _ = try await working.authorize(token: token)
             _ = try await silent.waitForClose(timeout: Self.closeBound)
             // An initialised connection outlives the init deadline.
-            try await Task.sleep(for: .milliseconds(2100))
+            try await Task.sleep(for: .milliseconds(3100))
             #expect(try await working.request("h:1") == "h:2")
             await working.close()
             await silent.close()

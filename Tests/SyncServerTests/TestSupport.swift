@@ -57,6 +57,9 @@ func withServer<T: Sendable>(
     defer { if directory == nil { temporary.remove() } }
     let store = try ServerStore(directory: temporary.path, passwordIterations: testPasswordIterations)
     var configuration = ServerConfiguration(host: "127.0.0.1", port: 0)
+    // The test client keeps one HTTP connection for the whole test and does not reconnect:
+    // it must outlive the idle deadline (10 s) on a loaded machine. Tests of the deadline set theirs.
+    configuration.requestTimeout = .seconds(120)
     configure(&configuration)
     var logger = Logger(label: "test-server")
     logger.logLevel = .warning

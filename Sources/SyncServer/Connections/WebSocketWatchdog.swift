@@ -6,7 +6,7 @@ import NIOWebSocket
 /// The deadlines of one WebSocket connection (issue 20: a peer that stopped reading on a quiet
 /// bucket stayed for good, as did never-initialised connections). Runs beside the connection
 /// and closes its channel when one passes, logging why:
-/// - no successful `init` within `initTimeout`;
+/// - no successful `init` within `initTimeout` (not counting while one is being handled);
 /// - writes blocked (the peer's receive window full) for `stalledWriteTimeout`;
 /// - nothing received, not even a pong, for a `pingInterval` after a ping (RFC 6455 §5.5.2).
 /// Pings are written straight to the channel: they queue behind nothing and never wait on
@@ -14,7 +14,13 @@ import NIOWebSocket
 struct WebSocketWatchdog: Sendable {
     let channel: any Channel
     let activity: ConnectionActivity?
-    let initialized: NIOLockedValueBox<Bool>
+    let initialization: NIOLockedValueBox<InitState>
+
+    /// Where a connection stands with its init deadline. The server's own time handling an
+    /// init (a slow store) is not charged to the client.
+    enum InitState: Sendable {
+        case waiting, handling, done
+    }
     let initTimeout: Duration
     let pingInterval: Duration
     let stalledWriteTimeout: Duration
@@ -30,7 +36,7 @@ struct WebSocketWatchdog: Sendable {
         while !Task.isCancelled, channel.isActive {
             do { try await Task.sleep(for: tick) } catch { return }
             let now = clock.now
-            if !initialized.withLockedValue({ $0 }), now - start > initTimeout {
+            if initialization.withLockedValue({ $0 }) == .waiting, now - start > initTimeout {
                 return close("no successful init", after: initTimeout, level: .info)
             }
             if channel.isWritable {

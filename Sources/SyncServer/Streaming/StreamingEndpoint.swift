@@ -39,12 +39,12 @@ struct StreamingEndpoint: Sendable {
         defer { configuration.statistics.webSocketClosed() }
         // Frames read before this runs (the client's first, at most) are not checked.
         try await MaskedFramesOnly.install(on: channel)
-        let initialized = NIOLockedValueBox(false)
+        let initialization = NIOLockedValueBox(WebSocketWatchdog.InitState.waiting)
         let activity = try? await channel.pipeline.handler(type: ConnectionActivity.self).get()
         activity?.enterWebSocket(on: channel.eventLoop)
         let watchdog = Task {
             await WebSocketWatchdog(
-                channel: channel, activity: activity, initialized: initialized,
+                channel: channel, activity: activity, initialization: initialization,
                 initTimeout: configuration.initTimeout, pingInterval: configuration.pingInterval,
                 stalledWriteTimeout: configuration.stalledWriteTimeout, logger: logger
             ).run()
@@ -66,11 +66,13 @@ struct StreamingEndpoint: Sendable {
                     closeReason = "binary messages are not part of the protocol"
                     break
                 }
+                let isInit = !session.isInitialized && text.prefix(24).contains(":init:")
+                if isInit { initialization.withLockedValue { $0 = .handling } }
                 if case .close(let reason) = await session.handle(text) {
                     closeReason = reason
                     break
                 }
-                if session.isInitialized { initialized.withLockedValue { $0 = true } }
+                if isInit { initialization.withLockedValue { $0 = session.isInitialized ? .done : .waiting } }
             }
             // Answer the changes already received, then no more broadcasts for this
             // connection; let what is queued reach the client.
