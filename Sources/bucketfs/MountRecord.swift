@@ -34,6 +34,16 @@ struct MountRecord: Codable, Sendable {
     }
 
     /// Every record in the state directory, newest first.
+    /// The record of `mountpoint` (an error naming it if bucketfs never mounted it), or every record.
+    static func records(for mountpoint: String?) throws -> [MountRecord] {
+        guard let mountpoint else { return all() }
+        let path = Paths.absolute(mountpoint)
+        guard let record = load(path: self.path(for: path)) else {
+            throw CommandError("bucketfs has never mounted \(path) (no record in \(Paths.stateDirectory))")
+        }
+        return [record]
+    }
+
     static func all() -> [MountRecord] {
         let directory = Paths.stateDirectory
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []

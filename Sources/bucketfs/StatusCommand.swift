@@ -22,16 +22,7 @@ struct Status: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let records: [MountRecord]
-        if let mountpoint {
-            let path = Paths.absolute(mountpoint)
-            guard let record = MountRecord.load(path: MountRecord.path(for: path)) else {
-                throw CommandError("bucketfs has never mounted \(path) (no record in \(Paths.stateDirectory))")
-            }
-            records = [record]
-        } else {
-            records = MountRecord.all()
-        }
+        let records = try MountRecord.records(for: mountpoint)
         let reports = records.map(MountReport.init(record:))
         if json {
             let encoder = JSONEncoder.bucketfs

@@ -26,16 +26,7 @@ struct Sync: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let records: [MountRecord]
-        if let mountpoint {
-            let path = Paths.absolute(mountpoint)
-            guard let record = MountRecord.load(path: MountRecord.path(for: path)) else {
-                throw CommandError("bucketfs has never mounted \(path) (no record in \(Paths.stateDirectory))")
-            }
-            records = [record]
-        } else {
-            records = MountRecord.all().filter(\.isRunning)
-        }
+        let records = try MountRecord.records(for: mountpoint).filter { mountpoint != nil || $0.isRunning }
         let deadline = Date(timeIntervalSinceNow: timeout)
         var reports = records.map(MountReport.init(record:))
         // Only a running mount can still get an acknowledgement.

@@ -13,20 +13,9 @@ final class RawTCP: @unchecked Sendable {
     }
 
     private init(port: Int) throws {
-        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw TestFailure("socket() failed") }
-        var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            close(descriptor)
-            throw TestFailure("connect() failed")
+        descriptor = try connectedLoopbackSocket(port: port) { descriptor in
+            var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         }
     }
 
@@ -67,4 +56,23 @@ final class RawTCP: @unchecked Sendable {
             return nil
         }
     }
+}
+
+/// A blocking TCP socket connected to 127.0.0.1:`port`, `configure`d before it connects.
+func connectedLoopbackSocket(port: Int, configure: (Int32) -> Void) throws -> Int32 {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { throw TestFailure("socket() failed") }
+    configure(descriptor)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else {
+        close(descriptor)
+        throw TestFailure("connect() failed")
+    }
+    return descriptor
 }
