@@ -15,7 +15,34 @@ struct AuthAPI {
 
     var httpBase: String { AuthEndpoint.base(streamingServer: serverURL, authURL: authURL) }
 
+    /// The longest `Retry-After` worth waiting for at a prompt; past it, the user is told when to try.
+    static let longestWait = 30
+
+    /// Logs in; a 429 (too many attempts: the server's brake on password guessing) is waited out
+    /// once when the server asks for at most `longestWait` seconds, saying so on standard error.
     func authorize(username: String, password: String) async throws -> String {
+        var waited = false
+        while true {
+            switch try await attempt(username: username, password: password) {
+            case .token(let token):
+                return token
+            case .retryAfter(let seconds) where !waited && seconds <= Self.longestWait:
+                FileHandle.standardError.write(
+                    Data("bucketfs: the auth API asks to wait \(seconds) s (too many login attempts for \(username)); waiting\n".utf8))
+                try await Task.sleep(for: .seconds(seconds))
+                waited = true
+            case .retryAfter(let seconds):
+                throw CommandError("login as \(username) refused for now: too many attempts; try again in \(seconds) s")
+            }
+        }
+    }
+
+    private enum Attempt {
+        case token(String)
+        case retryAfter(Int)
+    }
+
+    private func attempt(username: String, password: String) async throws -> Attempt {
         guard let url = URL(string: AuthEndpoint.authorizeURL(base: httpBase, appID: appID)) else {
             throw CommandError("invalid auth URL \(httpBase)")
         }
@@ -32,6 +59,10 @@ struct AuthAPI {
         }
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         let text = String(decoding: body, as: UTF8.self)
+        if status == 429 {
+            let header = (response as? HTTPURLResponse)?.value(forHTTPHeaderField: "Retry-After")
+            return .retryAfter(max(1, header.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } ?? 1))
+        }
         guard status == 200 else {
             throw CommandError("login as \(username) failed (HTTP \(status)): \(text.prefix(200))")
         }
@@ -39,6 +70,6 @@ struct AuthAPI {
               let token = object["access_token"] as? String else {
             throw CommandError("the auth API answered without an access_token")
         }
-        return token
+        return .token(token)
     }
 }

@@ -413,6 +413,24 @@ struct DailyUseTests {
         cli.stop(streaming)
     }
 
+    /// Issue 20's brake on password guessing answers 429: login waits it out once, and says so.
+    @Test func loginWaitsOutTheServersBrakeOnGuessing() throws {
+        let cli = try CLIHarness()
+        let (server, port, _) = try cli.serverWithUser(data: try cli.directory("server"))
+        let login = ["login", "work", "--server", "ws://localhost:\(port)", "--app-id", "test-app", "--user", "alice@example.com"]
+        var refusals = 0
+        for _ in 0..<10 {
+            let wrong = try cli.bucketfs(login, stdin: "not-the-password\n")
+            #expect(wrong.status != 0)
+            if wrong.stderr.contains("HTTP 401") { refusals += 1 }
+        }
+        #expect(refusals == 10, "the first ten wrong passwords are answered as such")
+        let right = try cli.bucketfs(login, stdin: "secret-password\n", timeout: 60)
+        #expect(right.status == 0, "\(right.stderr)")
+        #expect(right.stderr.contains("the auth API asks to wait"), "\(right.stderr)")
+        cli.stop(server)
+    }
+
     @Test func failuresAPersonCanActOnGetOneClearLine() throws {
         let cli = try CLIHarness()
         let full = try cli.directory("full")
