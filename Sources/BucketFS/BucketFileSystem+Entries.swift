@@ -46,31 +46,25 @@ extension BucketFileSystem {
         request.reply(attributes: attributes, timeout: cacheTimeout)
     }
 
-    /// chmod sets permission bits for the mount's life, chown only to the current owner (else
-    /// EPERM); truncate edits the open buffer or saves at once; modification times are stored
-    /// (rsync -a relies on them), access times kept in memory.
+    /// chmod sets permission bits, chown only to the current owner (else EPERM); truncate edits
+    /// the open buffer or saves at once; times are stored (rsync -a relies on them). A file's
+    /// permission bits and access time are stored with it (local metadata, never sent); a
+    /// directory's and a lock link's live for the mount's life.
     func setattr(_ request: FuseRequest, ino: UInt64, attributes wanted: stat, fields: Int32) {
         let node = state.withLock { $0.currentNode(ino) }
         guard let node else { return fail(request, .notFound) }
         let current = attributes.stat(for: node)
-        // Permission bits are not part of an entity: they are kept in memory for the mount's
-        // life (`chmod +x`, `install -m`, rsync's mkstemp fchmod to 0600 all behave), never
-        // sent; setuid/setgid/sticky bits are refused.
-        if fields & FUSE_SET_ATTR_MODE != 0 {
-            if wanted.st_mode & 0o7000 != 0 { return fail(request, .notPermitted) }
-            state.withLock { $0.table.setPermissions(of: node.ino, to: wanted.st_mode) }
-        }
+        // `chmod +x`, `install -m`, rsync's mkstemp fchmod to 0600 all behave; setuid, setgid
+        // and sticky bits are refused.
+        let newMode: mode_t? = fields & FUSE_SET_ATTR_MODE != 0 ? wanted.st_mode & 0o7777 : nil
+        if let newMode, newMode & 0o7000 != 0 { return fail(request, .notPermitted) }
         if fields & FUSE_SET_ATTR_UID != 0, wanted.st_uid != current.st_uid { return fail(request, .notPermitted) }
         if fields & FUSE_SET_ATTR_GID != 0, wanted.st_gid != current.st_gid { return fail(request, .notPermitted) }
         let newSize: Int? = fields & FUSE_SET_ATTR_SIZE != 0 ? wanted.st_size : nil
         let newTime = Self.requestedTime(fields, now: FUSE_SET_ATTR_MTIME_NOW, given: FUSE_SET_ATTR_MTIME, wanted.st_mtim)
         let newAccessTime = Self.requestedTime(fields, now: FUSE_SET_ATTR_ATIME_NOW, given: FUSE_SET_ATTR_ATIME, wanted.st_atim)
-        if let newAccessTime {
-            // Kept in memory: the store keeps no access times, and a file's ctime is the store's.
-            state.withLock { $0.table.setTimes(of: node.ino, atime: newAccessTime) }
-        }
-        if newSize == nil && newTime == nil {
-            var reply = state.withLock { $0.currentNode(node.ino) }.map { attributes.stat(for: $0) } ?? current
+        if newSize == nil && newTime == nil && newMode == nil && newAccessTime == nil {
+            var reply = current
             reply.st_ino = ino_t(ino)
             return request.reply(attributes: reply, timeout: cacheTimeout)
         }
@@ -78,6 +72,8 @@ extension BucketFileSystem {
             // A size on a directory or lock link is meaningless. Their times live in memory.
             if newSize != nil { return fail(request, node.isDirectory ? .isDirectory : .invalidArgument) }
             let updated = state.withLock { state -> Node? in
+                if let newMode { state.table.setPermissions(of: node.ino, to: newMode) }
+                if let newAccessTime { state.table.setTimes(of: node.ino, atime: newAccessTime) }
                 if let newTime {
                     if node.isDirectory {
                         state.directoryTimes[node.ino] = (newTime, Attributes.now())
@@ -100,6 +96,16 @@ extension BucketFileSystem {
         perform(request, on: writeQueue) { [self] () throws(FSError) in
             if let newSize { try truncate(realIno, bucket: bucket, item: item, to: newSize) }
             if let newTime { try setModificationTime(realIno, bucket: bucket, item: item, to: newTime) }
+            if newMode != nil || newAccessTime != nil {
+                // A file made in memory reaches the store first (rsync fchmods its empty temp file).
+                try saveIfDirty(realIno)
+                let entry = try backend.setAttributes(
+                    bucket: bucket, name: item, permissions: newMode.map { Int($0 & 0o777) }, atime: newAccessTime)
+                state.withLock { state in
+                    if let newMode { state.table.setPermissions(of: realIno, to: newMode) }
+                    state.table.setTimes(of: realIno, atime: newAccessTime, ctime: entry.ctime)
+                }
+            }
             guard let updated = state.withLock({ $0.currentNode(realIno) }) else { throw FSError.notFound }
             var reply = attributes.stat(for: updated)
             reply.st_ino = ino_t(ino)

@@ -50,13 +50,13 @@ public struct MountOptions: Sendable {
 /// or `start()` to run the loop on its own thread; `unmount()` from anywhere.
 ///
 /// Behaviour beyond DESIGN.md (README, "What POSIX behaviour the mount keeps"): files up to
-/// `MountOptions.maxFileSize`, EFBIG past it; chmod of permission bits is kept for the mount's
-/// life (files default to 0644, buckets 0755); chown only to the current owner; hard links,
+/// `MountOptions.maxFileSize`, EFBIG past it; permission bits (chmod) and access times are
+/// stored with a file (defaults 0644, mtime), a bucket's live for the mount's life (0755);
+/// chown only to the current owner; hard links,
 /// fifos and devices are EPERM; rmdir of a bucket the backend still holds anything of is
 /// ENOTEMPTY (after waiting a little for removals the server has not confirmed); rename between
 /// buckets is EXDEV (mv copies instead); symlinks exist only for local-only names (emacs locks)
-/// and only while mounted; modification times of files live in the backend, access times and
-/// directory times for the mount's life.
+/// and only while mounted; file times live in the backend, directory times for the mount's life.
 public final class BucketFileSystem: Sendable {
     let backend: any MountBackend
     let logger: Logger
@@ -311,7 +311,7 @@ public final class BucketFileSystem: Sendable {
         Node(
             ino: entry.id, parent: parent, fileName: FileNameCodec.fileName(for: entry.name),
             kind: .file(bucket: entry.bucket, item: entry.name), size: entry.size, mtime: entry.mtime,
-            ctime: entry.ctime)
+            ctime: entry.ctime, atime: entry.atime, permissions: entry.permissions.map { mode_t($0 & 0o777) })
     }
 
     private static func fusermount(_ arguments: [String]) -> Bool {

@@ -38,14 +38,22 @@ public struct MountEntry: Hashable, Sendable {
     public let size: Int
     public let mtime: MountTime
     public let ctime: MountTime
+    /// Permission bits set by chmod, and the access time set by `touch -a`; nil: the defaults.
+    public let permissions: Int?
+    public let atime: MountTime?
 
-    public init(id: UInt64, bucket: String, name: MountItemName, size: Int, mtime: MountTime, ctime: MountTime) {
+    public init(
+        id: UInt64, bucket: String, name: MountItemName, size: Int, mtime: MountTime, ctime: MountTime,
+        permissions: Int? = nil, atime: MountTime? = nil
+    ) {
         self.id = id
         self.bucket = bucket
         self.name = name
         self.size = size
         self.mtime = mtime
         self.ctime = ctime
+        self.permissions = permissions
+        self.atime = atime
     }
 }
 
@@ -123,6 +131,9 @@ public protocol MountBackend: Sendable {
     func rename(bucket: String, from source: MountItemName, to destination: MountItemName) throws(FSError) -> MountEntry
     /// Sets the file's modification time (touch, rsync -a).
     func setModificationTime(bucket: String, name: MountItemName, to time: MountTime) throws(FSError) -> MountEntry
+    /// Sets the file's permission bits and/or access time (nil: unchanged): kept with the file,
+    /// never sent.
+    func setAttributes(bucket: String, name: MountItemName, permissions: Int?, atime: MountTime?) throws(FSError) -> MountEntry
     /// Makes every change made so far survive a power loss (fsync, fsyncdir, unmount).
     func sync() throws(FSError)
     /// The entity's xattr data; nil for names that are not entities or do not exist.

@@ -137,6 +137,13 @@ public final class SyncStoreBackend: MountBackend {
         }
     }
 
+    public func setAttributes(bucket: String, name: MountItemName, permissions: Int?, atime: MountTime?) throws(FSError) -> MountEntry {
+        try mapped { () throws(StoreError) in
+            entry(bucket, try store.setAttributes(
+                bucket: bucket, name: Self.storeName(name), mode: permissions.map(Int64.init), atime: atime, durability: .deferred))
+        }
+    }
+
     public func sync() throws(FSError) {
         try mapped { () throws(StoreError) in try store.syncDeferredWrites() }
     }
@@ -161,7 +168,9 @@ public final class SyncStoreBackend: MountBackend {
         case .entity(let key): name = .entity(key: key)
         case .localFile(let fileName): name = .localFile(name: fileName)
         }
-        return MountEntry(id: id, bucket: bucket, name: name, size: entry.size, mtime: entry.mtime, ctime: entry.ctime)
+        return MountEntry(
+            id: id, bucket: bucket, name: name, size: entry.size, mtime: entry.mtime, ctime: entry.ctime,
+            permissions: entry.mode.map(Int.init), atime: entry.atime)
     }
 
     private static func bucket(_ info: BucketInfo) -> MountBucket {

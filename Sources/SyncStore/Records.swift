@@ -75,12 +75,15 @@ public struct EntityInfo: Hashable, Sendable {
     public let reason: String?
     /// Deleted locally; the removal is waiting for the server.
     public let deletedPending: Bool
+    /// The file's permission bits and access time, when set (chmod, touch -a).
+    public var mode: Int64? = nil
+    public var atime: Int64? = nil
 }
 
 extension EntityInfo {
     /// The entity's file as a directory listing shows it.
     var directoryEntry: DirectoryEntry {
-        DirectoryEntry(id: nodeID, name: .entity(key: key), size: content.count, mtime: mtime, ctime: ctime)
+        DirectoryEntry(id: nodeID, name: .entity(key: key), size: content.count, mtime: mtime, ctime: ctime, mode: mode, atime: atime)
     }
 }
 
@@ -113,6 +116,9 @@ public struct DirectoryEntry: Hashable, Sendable {
     public let size: Int
     public let mtime: StoreTime
     public let ctime: StoreTime
+    /// Permission bits (chmod) and access time (touch -a); nil: the defaults.
+    public var mode: Int64? = nil
+    public var atime: StoreTime? = nil
 }
 
 /// What a rename did.

@@ -92,11 +92,15 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     var seenGeneration: Int64
     /// The inode number of the entity's file (`Schema` v3): follows the file across renames.
     var nodeID: Int64
+    /// Permission bits and access time of the file (`Schema` v3); nil: the defaults.
+    var mode: Int64?
+    var atime: Int64?
 
     init(
         id: Int64, bucketID: Int64, key: String, ghostVersion: Int?, ghostData: String, localValue: String?,
         content: Data?, mtime: Int64, ctime: Int64, state: String, reason: String?, deletedPending: Bool,
-        reloadVersion: Int?, needsReload: Bool, seenGeneration: Int64, nodeID: Int64? = nil
+        reloadVersion: Int?, needsReload: Bool, seenGeneration: Int64, nodeID: Int64? = nil, mode: Int64? = nil,
+        atime: Int64? = nil
     ) {
         self.id = id
         self.bucketID = bucketID
@@ -114,6 +118,8 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         self.needsReload = needsReload
         self.seenGeneration = seenGeneration
         self.nodeID = nodeID ?? id
+        self.mode = mode
+        self.atime = atime
     }
 
     init(row: Row) {
@@ -133,6 +139,8 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         needsReload = row[13]
         seenGeneration = row[14]
         nodeID = row[15] ?? id
+        mode = row[16]
+        atime = row[17]
     }
 
     func update(_ db: Database) throws {
@@ -140,11 +148,11 @@ struct EntityRow: FetchableRecord, PersistableRecord {
             sql: """
                 UPDATE entity SET bucket_id = ?, key = ?, ghost_version = ?, ghost_data = ?, local_value = ?,
                 content = ?, mtime = ?, ctime = ?, state = ?, reason = ?, deleted_pending = ?, reload_version = ?,
-                needs_reload = ?, seen_generation = ?, node_id = ? WHERE id = ?
+                needs_reload = ?, seen_generation = ?, node_id = ?, mode = ?, atime = ? WHERE id = ?
                 """)
         try statement.execute(arguments: [
             bucketID, key, ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
-            reloadVersion, needsReload, seenGeneration, nodeID, id,
+            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, id,
         ])
         guard db.changesCount > 0 else {
             throw RecordError.recordNotFound(databaseTableName: Self.databaseTableName, key: ["id": id.databaseValue])
@@ -168,6 +176,8 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         container["needs_reload"] = needsReload
         container["seen_generation"] = seenGeneration
         container["node_id"] = nodeID
+        container["mode"] = mode
+        container["atime"] = atime
     }
 
     /// A fresh row for a key this store has not seen.
@@ -215,13 +225,15 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         localValue = nil
         ctime = now
         nodeID = try Schema.allocateNodeID(db)
+        mode = nil
+        atime = nil
     }
 
     func info(bucket: String) throws -> EntityInfo {
         EntityInfo(
             id: id, nodeID: nodeID, bucket: bucket, key: key, version: ghostVersion, ghost: try ghost(),
             value: try local(), content: content.map { [UInt8]($0) } ?? [], mtime: mtime, ctime: ctime,
-            state: EntityState(text: state) ?? .conflict, reason: reason, deletedPending: deletedPending)
+            state: EntityState(text: state) ?? .conflict, reason: reason, deletedPending: deletedPending, mode: mode, atime: atime)
     }
 }
 
@@ -323,14 +335,21 @@ struct LocalFileRow: FetchableRecord, PersistableRecord {
     var content: Data
     var mtime: Int64
     var ctime: Int64
+    var mode: Int64?
+    var atime: Int64?
 
-    init(id: Int64, bucketID: Int64, name: String, content: Data, mtime: Int64, ctime: Int64) {
+    init(
+        id: Int64, bucketID: Int64, name: String, content: Data, mtime: Int64, ctime: Int64, mode: Int64? = nil,
+        atime: Int64? = nil
+    ) {
         self.id = id
         self.bucketID = bucketID
         self.name = name
         self.content = content
         self.mtime = mtime
         self.ctime = ctime
+        self.mode = mode
+        self.atime = atime
     }
 
     init(row: Row) {
@@ -340,6 +359,8 @@ struct LocalFileRow: FetchableRecord, PersistableRecord {
         content = row[3]
         mtime = row[4]
         ctime = row[5]
+        mode = row[6]
+        atime = row[7]
     }
 
     func encode(to container: inout PersistenceContainer) {
@@ -349,6 +370,8 @@ struct LocalFileRow: FetchableRecord, PersistableRecord {
         container["content"] = content
         container["mtime"] = mtime
         container["ctime"] = ctime
+        container["mode"] = mode
+        container["atime"] = atime
     }
 
     static func find(bucketID: Int64, name: String, _ db: Database) throws -> LocalFileRow? {
@@ -362,6 +385,6 @@ struct LocalFileRow: FetchableRecord, PersistableRecord {
 
     /// The file as a directory listing shows it.
     var directoryEntry: DirectoryEntry {
-        DirectoryEntry(id: id, name: .localFile(name: name), size: content.count, mtime: mtime, ctime: ctime)
+        DirectoryEntry(id: id, name: .localFile(name: name), size: content.count, mtime: mtime, ctime: ctime, mode: mode, atime: atime)
     }
 }

@@ -78,6 +78,12 @@ enum Schema {
             // may still hold the old. `id` stays the entity row's own identity (changes refer to it).
             // NULL means the row's own id (a row written without it still has a number of its own).
             try db.execute(sql: "ALTER TABLE entity ADD COLUMN node_id INTEGER")
+            // What POSIX keeps of a file that is not its bytes: permission bits (chmod) and the
+            // access time (touch -a). Local metadata, never sent; NULL: the defaults (0644, mtime).
+            for table in ["entity", "local_file"] {
+                try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN mode INTEGER")
+                try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN atime INTEGER")
+            }
         }
         return migrator
     }

@@ -118,8 +118,9 @@ extension SyncStore {
         let bytes: [UInt8]
         // rename(2) moves the file, times included (`rsync -a` sets the temp file's mtime, then renames it).
         let sourceMTime: StoreTime
-        // The file keeps its inode number under its new name, as on any local file system.
-        let sourceNode: Int64
+        // The file keeps its inode number, permission bits and access time under its new name,
+        // as on any local file system.
+        let moved: MovedFile
         switch source {
         case .entity(let key):
             guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let content = row.content else {
@@ -127,24 +128,24 @@ extension SyncStore {
             }
             bytes = [UInt8](content)
             sourceMTime = row.mtime
-            sourceNode = row.nodeID
+            moved = MovedFile(nodeID: row.nodeID, mode: row.mode, atime: row.atime)
         case .localFile(let name) where target.isEntity:
             // The editor's save: the scratch file becomes the entity's bytes, and goes.
             let take = try db.cachedStatement(
-                sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ? RETURNING content, mtime, id")
+                sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ? RETURNING content, mtime, id, mode, atime")
             guard let row = try Row.fetchOne(take, arguments: [bucketRow.id, name]) else {
                 throw StoreError.unknownLocalFile(bucket: bucket, name: name)
             }
             bytes = [UInt8](row[0] as Data)
             sourceMTime = row[1]
-            sourceNode = row[2]
+            moved = MovedFile(nodeID: row[2], mode: row[3], atime: row[4])
         case .localFile(let name):
             guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db) else {
                 throw StoreError.unknownLocalFile(bucket: bucket, name: name)
             }
             bytes = [UInt8](row.content)
             sourceMTime = row.mtime
-            sourceNode = row.id
+            moved = MovedFile(nodeID: row.id, mode: row.mode, atime: row.atime)
         }
         guard source != target else {
             guard let unchanged = try lookup(bucket: bucket, name: target, db) else {
@@ -156,30 +157,31 @@ extension SyncStore {
         case (.localFile(let from), .localFile(let to)):
             try db.execute(
                 sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ?", arguments: [bucketRow.id, to])
-            let moved = try Int64.fetchOne(
+            let movedID = try Int64.fetchOne(
                 db, sql: "UPDATE local_file SET name = ?, ctime = ? WHERE bucket_id = ? AND name = ? RETURNING id",
                 arguments: [to, now, bucketRow.id, from])
-            guard let moved else { throw StoreError.unknownLocalFile(bucket: bucket, name: from) }
-            destination = DirectoryEntry(id: moved, name: target, size: bytes.count, mtime: sourceMTime, ctime: now)
+            guard let movedID else { throw StoreError.unknownLocalFile(bucket: bucket, name: from) }
+            destination = DirectoryEntry(
+                id: movedID, name: target, size: bytes.count, mtime: sourceMTime, ctime: now, mode: moved.mode, atime: moved.atime)
         case (.localFile, .entity(let key)):
-            let saved = try Self.save(
-                bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, nodeID: sourceNode, db)
+            let saved = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, moved: moved, db)
             if let change = saved.readyToSend { ready.append(change) }
             destination = saved.entity.directoryEntry
         case (.entity(let from), .entity(let key)):
             // The source's row gives up the number first (`delete` hands it a fresh one or drops it).
             if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
-            let saved = try Self.save(
-                bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, nodeID: sourceNode, db)
+            let saved = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, moved: moved, db)
             if let change = saved.readyToSend { ready.append(change) }
             destination = saved.entity.directoryEntry
         case (.entity(let from), .localFile(let name)):
             if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
             try db.execute(
                 sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ?", arguments: [bucketRow.id, name])
-            destination = try putLocalFile(
-                bucketID: bucketRow.id, name: name, content: Data(bytes), mtime: sourceMTime, now: now, newID: sourceNode, db
-            ).directoryEntry
+            var file = try putLocalFile(
+                bucketID: bucketRow.id, name: name, content: Data(bytes), mtime: sourceMTime, now: now, newID: moved.nodeID, db)
+            (file.mode, file.atime) = (moved.mode, moved.atime)
+            try db.execute(sql: "UPDATE local_file SET mode = ?, atime = ? WHERE id = ?", arguments: [file.mode, file.atime, file.id])
+            destination = file.directoryEntry
         }
         return RenameResult(changes: ready, destination: destination)
     }
@@ -213,10 +215,10 @@ extension SyncStore {
 
     /// Saves `bytes` as the entity's file; `mtime` is the file's new modification time (now,
     /// or the time a rename carries over). The row is written once when it exists already.
-    /// `nodeID`: the inode number the file gets (a rename carries the source's); else it keeps
-    /// its own, or a new file gets one.
+    /// `moved`: the file a rename brings (its inode number and metadata); else the entity's
+    /// file keeps its own, or a new one gets a new number.
     static func save(
-        bytes: [UInt8], key: String, bucket: BucketRow, now: Int64, mtime: Int64? = nil, nodeID: Int64? = nil,
+        bytes: [UInt8], key: String, bucket: BucketRow, now: Int64, mtime: Int64? = nil, moved: MovedFile? = nil,
         _ db: Database
     ) throws -> SaveResult {
         var row: EntityRow
@@ -231,7 +233,7 @@ extension SyncStore {
             try row.insert(db)
         }
         row.content = Data(bytes)
-        if let nodeID { row.nodeID = nodeID }
+        if let moved { (row.nodeID, row.mode, row.atime) = (moved.nodeID, moved.mode, moved.atime) }
         row.mtime = mtime ?? now
         row.ctime = now
         row.deletedPending = false
@@ -330,4 +332,11 @@ extension SyncStore {
         if row.state != EntityState.invalid.description { row.state = EntityState.pending.description }
         return try change.outgoing(bucket: bucket, key: row.key)
     }
+}
+
+/// What a rename carries from the source file to its new name, besides the bytes and mtime.
+struct MovedFile {
+    let nodeID: Int64
+    let mode: Int64?
+    let atime: Int64?
 }

@@ -39,7 +39,7 @@ extension SyncStore {
             let entities = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT COALESCE(node_id, id) AS id, key, length(content) AS size, mtime, ctime FROM entity
+                    SELECT COALESCE(node_id, id) AS id, key, length(content) AS size, mtime, ctime, mode, atime FROM entity
                     WHERE bucket_id = ? AND content IS NOT NULL ORDER BY key
                     """,
                 arguments: [bucketRow.id])
@@ -47,17 +47,17 @@ extension SyncStore {
                 result.append(
                     DirectoryEntry(
                         id: row["id"], name: .entity(key: row["key"]), size: row["size"], mtime: row["mtime"],
-                        ctime: row["ctime"]))
+                        ctime: row["ctime"], mode: row["mode"], atime: row["atime"]))
             }
             let files = try Row.fetchAll(
                 db,
-                sql: "SELECT id, name, length(content) AS size, mtime, ctime FROM local_file WHERE bucket_id = ? ORDER BY name",
+                sql: "SELECT id, name, length(content) AS size, mtime, ctime, mode, atime FROM local_file WHERE bucket_id = ? ORDER BY name",
                 arguments: [bucketRow.id])
             for row in files {
                 result.append(
                     DirectoryEntry(
                         id: row["id"], name: .localFile(name: row["name"]), size: row["size"], mtime: row["mtime"],
-                        ctime: row["ctime"]))
+                        ctime: row["ctime"], mode: row["mode"], atime: row["atime"]))
             }
             return result
         }
@@ -75,7 +75,8 @@ extension SyncStore {
             guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let content = row.content else {
                 return nil
             }
-            return DirectoryEntry(id: row.nodeID, name: name, size: content.count, mtime: row.mtime, ctime: row.ctime)
+            return DirectoryEntry(
+                id: row.nodeID, name: name, size: content.count, mtime: row.mtime, ctime: row.ctime, mode: row.mode, atime: row.atime)
         case .localFile(let fileName):
             return try LocalFileRow.find(bucketID: bucketRow.id, name: fileName, db)?.directoryEntry
         }

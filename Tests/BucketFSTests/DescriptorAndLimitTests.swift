@@ -238,7 +238,7 @@ struct DescriptorAndLimitTests {
         #expect(output.stdout == "[True, True, True, True, True, True]\nTrue True\nTrue True\n", "\(output.stdout)")
     }
 
-    @Test func permissionBitsAreKeptForTheMountsLifeAndSpecialBitsRefused() throws {
+    @Test func permissionBitsAndAccessTimesAreKeptAcrossRemountsAndSpecialBitsRefused() throws {
         let mount = try MountFixture()
         defer { mount.close() }
         let dir = mount.path("notes")
@@ -252,5 +252,15 @@ struct DescriptorAndLimitTests {
         // A save keeps the bits (the node is replaced by the store's entry).
         try Tool.shell("echo '{\"a\": 1}' > e.json && mv inst.tmp moved.tmp", in: dir)
         #expect(try Tool.shell("stat -c '%n %a' e.json moved.tmp", in: dir).stdout == "e.json 600\nmoved.tmp 640\n")
+        // Renames between entity and scratch names carry them, and a remount shows them all.
+        try Tool.shell("mv e.json e.tmp && mv moved.tmp m.json && touch -a -d @1000000000 m.json", in: dir)
+        let stat = "stat -c '%n %a %X' run.sh e.tmp m.json"
+        let before = try Tool.shell(stat, in: dir).stdout
+        #expect(before.hasPrefix("run.sh 755 ") && before.contains("e.tmp 600 ") && before.hasSuffix("m.json 640 1000000000\n"), "\(before)")
+        try mount.remount()
+        #expect(try Tool.shell(stat, in: dir).stdout == before)
+        // A name removed and made again is a new file, with the defaults.
+        try Tool.shell("rm m.json && echo '{}' > m.json", in: dir)
+        #expect(try Tool.shell("stat -c '%a' m.json", in: dir).stdout == "644\n")
     }
 }
