@@ -112,7 +112,9 @@ public final class BucketFileSystem: Sendable {
             state.table.replaceListing(of: InodeTable.rootInode, with: buckets.map(Self.node(for:)))
         }
         var arguments = ["bucketfs"]
-        var fuseOptions = ["fsname=bucketfs", "subtype=bucketfs"] + options.fuseOptions
+        // noatime: the kernel would otherwise keep access times of its own in its inode cache
+        // (relatime), which the store never hears of; a file's atime is what touch -a sets.
+        var fuseOptions = ["fsname=bucketfs", "subtype=bucketfs", "noatime"] + options.fuseOptions
         // Only the mounting user reaches the files unless allow_other is set, and for that user
         // the fixed modes (0644, 0755) allow everything: the kernel's checks matter only for
         // others. Without them it need not fetch a directory's attributes again after every
