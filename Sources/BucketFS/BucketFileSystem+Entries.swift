@@ -125,8 +125,7 @@ extension BucketFileSystem {
         let handledInMemory = state.withLock { state -> Bool in
             guard state.openFiles[ino]?.loaded == true else { return false }
             state.openFiles[ino]?.resize(to: size)
-            let now = Attributes.now()
-            state.table.updateAttributes(of: ino, size: size, mtime: now, ctime: now)
+            state.workingCopyChanged(ino)
             return true
         }
         if handledInMemory { return }

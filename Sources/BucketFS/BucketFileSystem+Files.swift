@@ -18,15 +18,14 @@ extension BucketFileSystem {
                 // With FUSE_CAP_ATOMIC_O_TRUNC the truncation arrives here, not as a setattr.
                 state.closedFiles.remove(realIno)
                 open.truncate()
-                // Seen at once (stat before the first write), as truncate(2) would show it.
-                let now = Attributes.now()
-                state.table.updateAttributes(of: realIno, size: 0, mtime: now, ctime: now)
             } else if !open.loaded {
                 guard let cached = state.closedFiles.take(realIno) else { return nil }
                 open.load(cached, fresh: true)  // the cache holds only the store's bytes
             }
             open.handles += 1
             state.openFiles[realIno] = open
+            // Seen at once (stat before the first write), as truncate(2) would show it.
+            if truncate { state.workingCopyChanged(realIno) }
             return state.addHandle(.file(ino: realIno))
         }
         if let opened { return request.reply(open: opened, info: info.raw) }
@@ -80,8 +79,7 @@ extension BucketFileSystem {
             guard case .file(let ino)? = state.handles[handle] else { return .failure(.badHandle) }
             guard state.openFiles[ino]?.loaded == true else { return .success(false) }
             state.openFiles[ino]?.write(data, at: offset)
-            let now = Attributes.now()
-            state.table.updateAttributes(of: ino, size: state.openFiles[ino]?.bytes.count ?? 0, mtime: now, ctime: now)
+            state.workingCopyChanged(ino)
             return .success(true)
         }
         switch written {
@@ -96,8 +94,7 @@ extension BucketFileSystem {
                         return false
                     }
                     copy.withUnsafeBufferPointer { state.openFiles[ino]?.write($0, at: offset) }
-                    let now = Attributes.now()
-                    state.table.updateAttributes(of: ino, size: state.openFiles[ino]?.bytes.count ?? 0, mtime: now, ctime: now)
+                    state.workingCopyChanged(ino)
                     return true
                 }
                 guard done else { throw FSError.badHandle }
@@ -298,13 +295,12 @@ extension BucketFileSystem {
                 var open = state.openFiles[ino] ?? OpenFile()
                 if truncate {
                     open.truncate()
-                    let now = Attributes.now()
-                    state.table.updateAttributes(of: ino, size: 0, mtime: now, ctime: now)
                 } else {
                     open.load(bytes, fresh: state.remoteEpoch == epoch)
                 }
                 open.handles += 1
                 state.openFiles[ino] = open
+                if truncate { state.workingCopyChanged(ino) }
                 return state.addHandle(.file(ino: ino))
             }
             request.reply(create: try rememberedEntry(ino), handle: handle, info: info.raw, directIO: false)

@@ -128,6 +128,13 @@ struct FileSystemState: Sendable {
         }
     }
 
+    /// The working copy of `ino` changed in memory (write, truncate, open(O_TRUNC)): the node
+    /// shows its size, and now as mtime and ctime, until the save brings the store's.
+    mutating func workingCopyChanged(_ ino: UInt64) {
+        let now = Attributes.now()
+        table.updateAttributes(of: ino, size: openFiles[ino]?.bytes.count ?? 0, mtime: now, ctime: now)
+    }
+
     /// A name inside `directory` came or went: its mtime and ctime become now.
     mutating func touchDirectory(_ directory: UInt64) {
         let now = Attributes.now()
