@@ -16,18 +16,7 @@
 public enum FileNameCodec {
     /// The file name for a key or bucket name (`a/b` -> `a%2Fb`, `.x` -> `%2Ex`).
     public static func encode(_ name: String) -> String {
-        var output: [UInt8] = []
-        output.reserveCapacity(name.utf8.count)
-        for (index, byte) in name.utf8.enumerated() {
-            if isPlain(byte, at: index) {
-                output.append(byte)
-            } else {
-                output.append(UInt8(ascii: "%"))
-                output.append(hexDigit(byte >> 4))
-                output.append(hexDigit(byte & 0x0F))
-            }
-        }
-        return String(decoding: output, as: UTF8.self)
+        percentEscaped(name, escapingLeadingDot: true)
     }
 
     /// The key or bucket name for a file name, or nil if the file name is not the canonical
@@ -65,10 +54,16 @@ public enum FileNameCodec {
 
     /// The key a typed name stands for: its bytes outside `[A-Za-z0-9._@-]` as `%XX` (upper case).
     public static func keyEscape(_ text: String) -> String {
+        percentEscaped(text, escapingLeadingDot: false)
+    }
+
+    /// Bytes outside `[A-Za-z0-9._@-]` (and a leading `.` when asked: a file name would hide it)
+    /// as `%XX`, upper case.
+    private static func percentEscaped(_ text: String, escapingLeadingDot: Bool) -> String {
         var output: [UInt8] = []
         output.reserveCapacity(text.utf8.count)
-        for byte in text.utf8 {
-            if isPlain(byte) {
+        for (index, byte) in text.utf8.enumerated() {
+            if isPlain(byte) && !(escapingLeadingDot && index == 0 && byte == UInt8(ascii: ".")) {
                 output.append(byte)
             } else {
                 output.append(contentsOf: [UInt8(ascii: "%"), hexDigit(byte >> 4), hexDigit(byte & 0x0F)])
@@ -147,11 +142,6 @@ public enum FileNameCodec {
         case .entity(let key): return fileName(forKey: key)
         case .localFile(let name): return name
         }
-    }
-
-    /// Whether `byte` at `index` of a bucket name stands in its file name as it is (a leading `.` does not).
-    private static func isPlain(_ byte: UInt8, at index: Int) -> Bool {
-        isPlain(byte) && !(index == 0 && byte == UInt8(ascii: "."))
     }
 
     private static func isPlain(_ byte: UInt8) -> Bool {
