@@ -18,11 +18,11 @@ struct Node: Hashable, Sendable {
     var size: Int
     var mtime: MountTime
     var ctime: MountTime
-    /// Set by utimensat/`touch -a`, for the mount's life (the store keeps no access times);
-    /// nil: the modification time (files are not read-timed: a read is no write to the store).
+    /// Set by utimensat/`touch -a`: a file's is the store's, a directory's or lock link's lives
+    /// for the mount's life; nil: the modification time (reads do not set it: noatime).
     var atime: MountTime? = nil
-    /// Permission bits set by chmod, for the mount's life (not part of an entity, never sent);
-    /// nil: the defaults (files 0644, directories 0755).
+    /// Permission bits set by chmod (never sent): a file's are the store's, a directory's or
+    /// lock link's live for the mount's life; nil: the defaults (files 0644, directories 0755).
     var permissions: mode_t? = nil
     /// How many times the kernel was handed this inode (entry replies) minus what it forgot.
     var lookups: UInt64 = 0
@@ -37,6 +37,13 @@ struct Node: Hashable, Sendable {
         case .root, .bucket: return true
         case .file, .symlink: return false
         }
+    }
+
+    /// A fresh record of the same inode (a listing, a save's entry) keeps what only memory
+    /// holds: a directory's or lock link's atime and permission bits, which no entry carries.
+    mutating func keepAttributes(of existing: Node) {
+        atime = atime ?? existing.atime
+        permissions = permissions ?? existing.permissions
     }
 
     var bucketName: String? {
@@ -94,8 +101,7 @@ struct InodeTable: Sendable {
         for var node in listing {
             if let existing = nodes[node.ino] {
                 node.lookups = existing.lookups
-                node.atime = existing.atime
-                node.permissions = existing.permissions
+                node.keepAttributes(of: existing)
                 if existing.parent != directory || existing.fileName != node.fileName {
                     children[existing.parent]?.removeValue(forKey: existing.fileName)
                 }
@@ -122,8 +128,7 @@ struct InodeTable: Sendable {
         var node = node
         if let existing = nodes[node.ino] {
             node.lookups = existing.lookups
-            node.atime = node.atime ?? existing.atime
-            node.permissions = node.permissions ?? existing.permissions
+            node.keepAttributes(of: existing)
             if existing.linked, existing.parent != node.parent || existing.fileName != node.fileName,
                 children[existing.parent]?[existing.fileName] == node.ino
             {

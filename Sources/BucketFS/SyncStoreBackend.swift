@@ -85,7 +85,7 @@ public final class SyncStoreBackend: MountBackend {
                 let entity = result.entity
                 return MountEntry(
                     id: UInt64(entity.nodeID), bucket: bucket, name: name, size: entity.content.count, mtime: entity.mtime,
-                    ctime: entity.ctime)
+                    ctime: entity.ctime, permissions: entity.mode.map(Int.init), atime: entity.atime)
             case .localFile(let fileName):
                 let file = try store.writeLocalFile(
                     bucket: bucket, name: fileName, bytes: bytes, newID: newID.map(Int64.init), durability: .deferred)

@@ -177,10 +177,10 @@ extension SyncStore {
             if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
             try db.execute(
                 sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ?", arguments: [bucketRow.id, name])
-            var file = try putLocalFile(
-                bucketID: bucketRow.id, name: name, content: Data(bytes), mtime: sourceMTime, now: now, newID: moved.nodeID, db)
-            (file.mode, file.atime) = (moved.mode, moved.atime)
-            try db.execute(sql: "UPDATE local_file SET mode = ?, atime = ? WHERE id = ?", arguments: [file.mode, file.atime, file.id])
+            let file = LocalFileRow(
+                id: moved.nodeID, bucketID: bucketRow.id, name: name, content: Data(bytes), mtime: sourceMTime, ctime: now,
+                mode: moved.mode, atime: moved.atime)
+            try file.insert(db)
             destination = file.directoryEntry
         }
         return RenameResult(changes: ready, destination: destination)
