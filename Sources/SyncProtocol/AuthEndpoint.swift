@@ -16,6 +16,11 @@ public enum AuthEndpoint {
         return trimmed(base)
     }
 
+    /// Whether `url` can be an auth base (`--auth-url`): http or https.
+    public static func isHTTP(_ url: String) -> Bool {
+        url.hasPrefix("http://") || url.hasPrefix("https://")
+    }
+
     /// The authorize URL of an app under an auth base.
     public static func authorizeURL(base: String, appID: String) -> String {
         "\(trimmed(base))/1/\(appID)/authorize/"

@@ -81,6 +81,12 @@ public struct EntityInfo: Hashable, Sendable {
 }
 
 extension EntityInfo {
+    /// A change of it waits for the server's acknowledgement (a save, a removal, a merged
+    /// conflict being sent); invalid and refused ones wait for the user instead.
+    public var awaitsServer: Bool {
+        deletedPending || state == .pending || state == .conflict
+    }
+
     /// The entity's file as a directory listing shows it.
     var directoryEntry: DirectoryEntry {
         DirectoryEntry(id: nodeID, name: .entity(key: key), size: content.count, mtime: mtime, ctime: ctime, mode: mode, atime: atime)

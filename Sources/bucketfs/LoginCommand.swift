@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SyncProtocol
 
 /// `bucketfs login`: get a token through the auth API and remember the remote by name.
 struct Login: AsyncParsableCommand {
@@ -43,7 +44,7 @@ struct Login: AsyncParsableCommand {
         }
         let apiKey = apiKey ?? saved?.apiKey
         let authURL = authURL ?? (server == saved?.server ? saved?.authURL : nil)
-        if let authURL, !(authURL.hasPrefix("http://") || authURL.hasPrefix("https://")) {
+        if let authURL, !AuthEndpoint.isHTTP(authURL) {
             throw CommandError("--auth-url must start with http:// or https://")
         }
         let password = try Credentials.readPassword(prompt: "Password for \(user): ")

@@ -4,6 +4,7 @@ import Foundation
 import JSONDiff
 import Logging
 import SyncClient
+import SyncProtocol
 import SyncStore
 
 /// `bucketfs mount`: buckets as directories, entities as JSON files.
@@ -80,7 +81,8 @@ struct Mount: AsyncParsableCommand {
 
     /// `--fsync-waits-for-server` may stand alone (the default timeout); argument parsing wants a value.
     static func withFsyncTimeoutSpelledOut(_ arguments: [String]) -> [String] {
-        arguments.map { $0 == "--fsync-waits-for-server" ? "--fsync-waits-for-server=10" : $0 }
+        let spelledOut = "--fsync-waits-for-server=\(MountOptions().acknowledgementTimeout)"
+        return arguments.map { $0 == "--fsync-waits-for-server" ? spelledOut : $0 }
     }
 
     func validate() throws {
@@ -92,7 +94,7 @@ struct Mount: AsyncParsableCommand {
         }
         if let authURL {
             guard user != nil else { throw ValidationError("--auth-url goes with --user") }
-            guard authURL.hasPrefix("http://") || authURL.hasPrefix("https://") else {
+            guard AuthEndpoint.isHTTP(authURL) else {
                 throw ValidationError("--auth-url must start with http:// or https://")
             }
         }
@@ -228,9 +230,8 @@ private struct MountSession {
         let pidFile = Paths.pidFile(for: mountpoint)
         try? "\(getpid())\n".write(toFile: pidFile, atomically: true, encoding: .utf8)
         do {
-            let options = MountOptions(
-                handleSignals: true, fuseOptions: fuseOptions, serverAcknowledgement: acknowledgements,
-                acknowledgementTimeout: command.fsyncWaitsForServer ?? 10)
+            var options = MountOptions(handleSignals: true, fuseOptions: fuseOptions, serverAcknowledgement: acknowledgements)
+            if let seconds = command.fsyncWaitsForServer { options.acknowledgementTimeout = seconds }
             try fileSystem.mount(at: mountpoint, options: options)
         } catch {
             try? FileManager.default.removeItem(atPath: pidFile)

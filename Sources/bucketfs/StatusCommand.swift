@@ -92,7 +92,7 @@ struct MountReport: Codable {
             let stats = try store.stats()
             pendingSaves = stats.queuedChanges + stats.sentChanges
             let unsynced = try store.unsyncedEntities()
-            pendingFiles = unsynced.filter { $0.state == .pending || $0.deletedPending }
+            pendingFiles = unsynced.filter(\.awaitsServer)
                 .map { "\($0.bucket)/\(FileNameCodec.fileName(forKey: $0.key))" }
             attention = unsynced.compactMap(Self.attention) + localOnly
         } catch {

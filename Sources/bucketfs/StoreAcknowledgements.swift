@@ -49,9 +49,7 @@ final class StoreAcknowledgements: ServerAcknowledgement {
                 }
             }
             // A bucket: every change waiting for the server (files that cannot be sent have none).
-            let owed = try store.unsyncedEntities().contains { entity in
-                entity.bucket == bucket && (entity.deletedPending || entity.state == .pending || entity.state == .conflict)
-            }
+            let owed = try store.unsyncedEntities().contains { $0.bucket == bucket && $0.awaitsServer }
             return owed ? .waiting : .done
         } catch {
             return .waiting
