@@ -146,10 +146,14 @@ final class CLIHarness: @unchecked Sendable {
     }
 
     /// `bucketfs mount` of `buckets` from the server on `port`, in the background; expects success.
-    func mount(_ mountpoint: String, port: Int, token: String, buckets: [String] = ["notes"], store: String? = nil) throws {
+    func mount(
+        _ mountpoint: String, port: Int, token: String, buckets: [String] = ["notes"], store: String? = nil,
+        options: [String] = []
+    ) throws {
         var arguments = ["mount", mountpoint, "--server", "ws://localhost:\(port)", "--app-id", "test-app", "--token", token]
         for bucket in buckets { arguments += ["--bucket", bucket] }
         if let store { arguments += ["--store", store] }
+        arguments += options
         let result = try bucketfs(arguments)
         #expect(result.status == 0, "mount failed: \(result.stderr)")
         #expect(result.stdout.contains("mounted at \(mountpoint)"))

@@ -123,11 +123,7 @@ struct DailyUseTests {
         let data = try cli.directory("server")
         var (server, port, token) = try cli.serverWithUser(data: data)
         let mountpoint = try cli.directory("m")
-        let mounted = try cli.bucketfs([
-            "mount", mountpoint, "--server", "ws://localhost:\(port)", "--app-id", "test-app", "--token", token,
-            "--bucket", "notes", "--fsync-waits-for-server=3",
-        ])
-        #expect(mounted.status == 0, "\(mounted.stderr)")
+        try cli.mount(mountpoint, port: port, token: token, options: ["--fsync-waits-for-server=3"])
         try eventually { (try statusJSON(cli, mountpoint)["connection"] as? [String: Any])?["state"] as? String == "connected" }
         // The fsync's result and how long it took; `before` runs before the file is written,
         // `during` while fsync waits.
