@@ -116,8 +116,7 @@ extension SyncClient {
             clientID: configuration.clientID, api: "1.1", token: token, appID: configuration.appID, name: bucket,
             library: "bucketfs", version: "1")
         if configuration.sendCommandInInit {
-            let cv = try? store.bucket(named: bucket)?.cv
-            let command = machines[channel].firstCommand(cv: cv ?? nil)
+            let command = machines[channel].firstCommand(cv: changeVersionToResumeFrom(bucket))
             request.cmd = "\(command.command.rawValue):\(command.renderPayload())"
         }
         let actions = machines[channel].connected(initRequest: request)

@@ -45,8 +45,8 @@ extension SyncClient {
         switch message {
         case .authOK:
             connection?.authorizedAny = true
-            let cv = (try? store.bucket(named: bucket))??.cv
-            let actions = machines[channel].authorized(cv: cv, commandSent: configuration.sendCommandInInit)
+            let actions = machines[channel].authorized(
+                cv: changeVersionToResumeFrom(bucket), commandSent: configuration.sendCommandInInit)
             await perform(actions, channel: channel)
             publishProgress(channel: channel)
         case .authError(let code, let text):
@@ -62,7 +62,7 @@ extension SyncClient {
                 let outcome = try store.applyEntity(bucket: bucket, key: key, version: version, data: data)
                 await follow(outcome, channel: channel)
             } catch {
-                await serverDataNotStored("storing \(bucket)/\(key).\(version)", error)
+                await serverDataNotStored("storing \(bucket)/\(key).\(version)", bucket: bucket, error)
             }
             publishProgress(channel: channel)
         case .changeVersionUnknown:
@@ -93,7 +93,10 @@ extension SyncClient {
                     let outcome = try store.applyIndexPage(
                         bucket: bucket, entries: Conversions.indexEntries(page), current: page.current, isLast: isLast)
                     await follow(outcome, channel: channel)
-                    if isLast { await fetch(try store.pendingReloads(bucket: bucket), channel: channel) }
+                    if isLast {
+                        untrustedChangeVersions.remove(bucket)
+                        await fetch(try store.pendingReloads(bucket: bucket), channel: channel)
+                    }
                 case .applyChanges(let changes):
                     await apply(changes, channel: channel)
                 case .finishCatchUp:
@@ -102,7 +105,7 @@ extension SyncClient {
                 case .sendOwed:
                     await send(try store.outgoingChanges(bucket: bucket))
                 case .sendCatchUp:
-                    if let cv = try store.bucket(named: bucket)?.cv {
+                    if let cv = changeVersionToResumeFrom(bucket) {
                         await write(ChannelClientMessage.changeVersion(cv).frameText(channel: channel))
                     } else {
                         await perform(machines[channel].changeVersionUnknown(), channel: channel)
@@ -112,17 +115,27 @@ extension SyncClient {
                 }
             } catch {
                 await remoteLog("\(bucket): store error \(error)")
-                await serverDataNotStored("\(bucket): \(String(describing: action).prefix(200))", error)
+                await serverDataNotStored("\(bucket): \(String(describing: action).prefix(200))", bucket: bucket, error)
                 return
             }
         }
     }
 
+    /// The change version to catch up from: the stored one, unless a store failure made it
+    /// untrustworthy (nil: load the index).
+    func changeVersionToResumeFrom(_ bucket: String) -> String? {
+        guard !untrustedChangeVersions.contains(bucket) else { return nil }
+        return (try? store.bucket(named: bucket))??.cv
+    }
+
     /// Something the server sent could not be stored (a full disk): nothing more is taken from
-    /// this connection, which is closed. The next one resumes from the change version the store
-    /// holds, and so brings it again; going on could carry that version past what was never
-    /// stored, and those changes would never come back.
-    func serverDataNotStored(_ what: String, _ error: any Error) async {
+    /// this connection, which is closed, and the bucket loads the index again on the next one.
+    /// Going on could carry the stored change version past what was never stored; and that
+    /// version may be past it already: a change broadcast between the `auth` and the catch-up
+    /// reaches the client before the older changes the catch-up brings, and is stored first.
+    /// The index, not the change version, then says what the store is missing.
+    func serverDataNotStored(_ what: String, bucket: String, _ error: any Error) async {
+        untrustedChangeVersions.insert(bucket)
         logger.error("\(what) failed: \(error); reconnecting to fetch it again")
         guard var open = connection, open.storeFailure == nil else { return }
         open.storeFailure = "store error: \(error)"
@@ -166,7 +179,7 @@ extension SyncClient {
             }
             await follow(outcome, channel: channel)
         } catch {
-            await serverDataNotStored("applying changes to \(bucket)", error)
+            await serverDataNotStored("applying changes to \(bucket)", bucket: bucket, error)
         }
     }
 
@@ -208,7 +221,7 @@ extension SyncClient {
                 await authorize(channel: channel)
             }
         } catch {
-            await serverDataNotStored("recording error \(code) for \(ccid)", error)
+            await serverDataNotStored("recording error \(code) for \(ccid)", bucket: bucket, error)
         }
     }
 

@@ -25,6 +25,9 @@ public actor SyncClient {
     var badVersionCounts: [String: Int] = [:]
     /// The resend delay of each change the server refused for now (5xx), until it is acknowledged.
     var serverErrorBackoffs: [String: Backoff] = [:]
+    /// Buckets whose stored change version may stand past a change the store could not take
+    /// (`serverDataNotStored`): they load the index again instead of resuming from it.
+    var untrustedChangeVersions: Set<String> = []
     /// 401 refusals per ccid: a second, after authorizing anew, keeps the change locally.
     var unauthorizedCounts: [String: Int] = [:]
     /// ccids written on the current connection (a sent change is not resent on it unless requeued).
