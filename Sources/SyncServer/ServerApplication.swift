@@ -12,7 +12,7 @@ public func buildServerApplication(
     store: ServerStore,
     logger: Logger = Logger(label: "bucketfs.server")
 ) throws -> some ApplicationProtocol {
-    let hub = SubscriptionHub()
+    let hub = SubscriptionHub(maxHeldBytes: configuration.maxCatchUpBytes)
     let router = Router(context: ServerRequestContext.self)
     let throttle = LoginThrottle(perUser: configuration.loginLimitPerUser, perAddress: configuration.loginLimitPerAddress)
     AuthRoutes(configuration: configuration, store: store, logger: logger, throttle: throttle).register(on: router)

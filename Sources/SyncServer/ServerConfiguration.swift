@@ -33,6 +33,10 @@ public struct ServerConfiguration: Sendable {
     public var requestTimeout: Duration = .seconds(10)
     /// How long a WebSocket may stay open without a successful `init`.
     public var initTimeout: Duration = .seconds(10)
+    /// How long changes committed after a channel's `auth` wait for its first command: a `cv:`
+    /// answered in time carries them in its catch-up, in cv order; a channel that only listens
+    /// gets them this much later.
+    public var broadcastHoldAfterAuth: Duration = .seconds(2)
     /// A WebSocket is pinged this often; one silent (not even a pong) for a whole interval
     /// after a ping is closed, so a dead peer goes within two intervals.
     public var pingInterval: Duration = .seconds(30)

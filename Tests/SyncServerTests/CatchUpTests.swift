@@ -57,4 +57,54 @@ struct CatchUpTests {
             await socket.close()
         }
     }
+
+    /// Changes committed between a channel's `auth` and its `cv:` come once, in the catch-up,
+    /// in cv order: a broadcast before the catch-up would put newer changes before older ones.
+    @Test func changesCommittedBetweenAuthAndCVArriveOnceInTheCatchUp() async throws {
+        try await withServer { server in
+            let token = try await makeUser(server)
+            let writer = try await server.socket()
+            _ = try await writer.authorize(token: token, clientID: "writer")
+            let start = try await create(writer, key: "start", object: ["n": 0])
+
+            let reader = try await server.socket()
+            _ = try await reader.authorize(token: token, clientID: "reader")
+            let first = try await create(writer, key: "a", object: ["n": 1])
+            let second = try await create(writer, key: "b", object: ["n": 2])
+            #expect(try await reader.expectSilence(for: .milliseconds(300)) == nil)
+
+            reader.send("0:cv:\(start.changeVersion)")
+            var seen: [String] = []
+            while seen.count < 2 {
+                for change in try changes(try await reader.receiveMessage()) {
+                    guard case .applied(let applied) = change else { throw TestFailure("unexpected \(change)") }
+                    seen.append(applied.changeVersion)
+                }
+            }
+            #expect(seen == [first.changeVersion, second.changeVersion])
+            // Nothing held comes again, and later changes arrive as they are committed.
+            #expect(try await reader.expectSilence(for: .milliseconds(300)) == nil)
+            let third = try await create(writer, key: "c", object: ["n": 3])
+            #expect(try appliedChange(try await reader.receiveMessage()).changeVersion == third.changeVersion)
+            await reader.close()
+            await writer.close()
+        }
+    }
+
+    /// A channel that never sends a command still gets every change, once the hold has passed.
+    @Test func aChannelThatOnlyListensGetsHeldChangesAfterTheHold() async throws {
+        try await withServer(configure: { $0.broadcastHoldAfterAuth = .milliseconds(300) }) { server in
+            let token = try await makeUser(server)
+            let writer = try await server.socket()
+            _ = try await writer.authorize(token: token, clientID: "writer")
+            let listener = try await server.socket()
+            _ = try await listener.authorize(token: token, clientID: "listener")
+            let first = try await create(writer, key: "a", object: ["n": 1])
+            #expect(try appliedChange(try await listener.receiveMessage()).changeVersion == first.changeVersion)
+            let second = try await create(writer, key: "b", object: ["n": 2])
+            #expect(try appliedChange(try await listener.receiveMessage()).changeVersion == second.changeVersion)
+            await listener.close()
+            await writer.close()
+        }
+    }
 }

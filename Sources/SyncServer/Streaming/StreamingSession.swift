@@ -18,6 +18,8 @@ final class StreamingSession {
         var username: String
         var clientID: String
         var subscriptionID: UInt64
+        /// Broadcasts are held until the channel's first command (`SubscriptionHub.subscribe`).
+        var holdsBroadcasts = true
     }
 
     private let configuration: ServerConfiguration
@@ -100,6 +102,7 @@ final class StreamingSession {
         guard let authorized = channels[channel] else {
             return .close(reason: "channel \(channel) used before a successful init")
         }
+        if case .changeVersion = message {} else { deliverHeld(channel: channel, bucketID: authorized.bucket.id) }
         switch message {
         case .initialize(let request):
             return await initialize(request, channel: channel)
@@ -154,7 +157,13 @@ final class StreamingSession {
             return .keepOpen
         }
         let authReply = ServerMessage.channel(channel, .authOK(username: user.username)).render()
-        let subscriptionID = hub.subscribe(bucketID: bucket.id, channel: channel, outbox: outbox, firstFrame: authReply)
+        let subscriptionID = hub.subscribe(
+            bucketID: bucket.id, channel: channel, outbox: outbox, firstFrame: authReply, holdingBroadcasts: true
+        )
+        Task { [hub, hold = configuration.broadcastHoldAfterAuth] in
+            try? await Task.sleep(for: hold)
+            hub.release(bucketID: bucket.id, subscriptionID: subscriptionID, deliveringHeld: true)
+        }
         // Reference clients always send one; without it dedup falls back to the ccid alone.
         let clientID = request.clientID ?? ""
         channels[channel] = AuthorizedChannel(bucket: bucket, username: user.username, clientID: clientID, subscriptionID: subscriptionID)
@@ -175,6 +184,22 @@ final class StreamingSession {
 
     private func sendAuthError(channel: Int, code: Int, _ message: String) {
         send(.channel(channel, .authError(code: code, message: message)))
+    }
+
+    // MARK: - Held broadcasts
+
+    /// Ends the channel's hold; returns its subscription when it was still holding, for the
+    /// caller to release.
+    private func takeHold(channel: Int) -> UInt64? {
+        guard let authorized = channels[channel], authorized.holdsBroadcasts else { return nil }
+        channels[channel]?.holdsBroadcasts = false
+        return authorized.subscriptionID
+    }
+
+    /// A first command other than `cv:` ends the hold by delivering what was held.
+    private func deliverHeld(channel: Int, bucketID: Int64) {
+        guard let subscriptionID = takeHold(channel: channel) else { return }
+        hub.release(bucketID: bucketID, subscriptionID: subscriptionID, deliveringHeld: true)
     }
 
     // MARK: - i, e, cv
@@ -214,6 +239,11 @@ final class StreamingSession {
 
     private func sendChanges(since cv: String, channel: Int, authorized: AuthorizedChannel) async -> Verdict {
         let outbox = self.outbox
+        // The catch-up ends a hold: it is queued on the store's completion queue after every
+        // broadcast so far, so it carries what was held, and later broadcasts follow it.
+        let heldSubscription = takeHold(channel: channel)
+        let hub = self.hub
+        let bucketID = authorized.bucket.id
         do {
             try await store.readChanges(
                 bucket: authorized.bucket, since: cv, maxDiffBytes: configuration.maxCatchUpBytes
@@ -226,8 +256,14 @@ final class StreamingSession {
                         outbox.enqueue(frame)
                     }
                 }
+                if let heldSubscription {
+                    hub.release(bucketID: bucketID, subscriptionID: heldSubscription, deliveringHeld: false)
+                }
             }
         } catch {
+            if let heldSubscription {
+                hub.release(bucketID: bucketID, subscriptionID: heldSubscription, deliveringHeld: true)
+            }
             return internalFailure("cv", error)
         }
         return .keepOpen
@@ -239,6 +275,7 @@ final class StreamingSession {
         guard let authorized = channels[channel] else {
             return .close(reason: "channel \(channel) used before a successful init")
         }
+        deliverHeld(channel: channel, bucketID: authorized.bucket.id)
         let outcomes: [ChangeRequestOutcome]
         do {
             outcomes = try ChangeRequest.outcomes(payload: payload)
