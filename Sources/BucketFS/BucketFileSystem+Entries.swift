@@ -88,7 +88,7 @@ extension BucketFileSystem {
             return request.reply(attributes: reply, timeout: cacheTimeout)
         }
         if let newSize, newSize < 0 { return fail(request, .invalidArgument) }
-        if let newSize, newSize > maxFileSize {
+        if let newSize, newSize > sizeLimit(of: item) {
             logger.warning("truncate past the file size limit refused (EFBIG)", metadata: ["size": "\(newSize)"])
             return fail(request, .fileTooLarge)
         }
@@ -120,20 +120,60 @@ extension BucketFileSystem {
         return nil
     }
 
-    /// On `writeQueue`: resize the open working copy, or load-resize-save a closed file.
+    /// On `writeQueue`: resize the open working copy, or resize a closed file in the store.
     private func truncate(_ ino: UInt64, bucket: String, item: MountItemName, to size: Int) throws(FSError) {
-        let handledInMemory = state.withLock { state -> Bool in
-            guard state.openFiles[ino]?.loaded == true else { return false }
-            state.openFiles[ino]?.resize(to: size)
-            state.workingCopyChanged(ino)
-            return true
+        let directory = backend.scratchDirectory
+        let threshold = spillThreshold
+        // Each round makes progress (a copy out of the store, or a replaced spill file).
+        for _ in 0..<4 {
+            let step = state.withLock { state -> Result<TruncateStep, FSError> in
+                guard var open = state.openFiles[ino], open.loaded else { return .success(.closed) }
+                if open.stored != nil { return .success(.copyStored) }
+                if open.spill == nil, item.isLocalFile, size > threshold {
+                    do throws(FSError) { try open.spillBytes(into: directory) } catch { return .failure(error) }
+                    state.openFiles[ino] = open
+                }
+                if let spill = open.spill { return .success(.spilled(spill)) }
+                state.openFiles[ino]?.resize(to: size)
+                state.workingCopyChanged(ino)
+                return .success(.done)
+            }
+            switch step {
+            case .failure(let error): throw error
+            case .success(.done): return
+            case .success(.closed): return try truncateClosed(ino, bucket: bucket, item: item, to: size)
+            case .success(.copyStored): try copyStoredContent(of: ino)
+            case .success(.spilled(let spill)):
+                let done = try spill.withLock { () throws(FSError) -> Bool in
+                    try spill.resize(to: size)
+                    return spilled(spill, of: ino, changedTo: size)
+                }
+                if done { return }
+            }
         }
-        if handledInMemory { return }
+        throw FSError.io("the working copy kept changing during a truncate")
+    }
+
+    private enum TruncateStep {
+        case done
+        case closed
+        case copyStored
+        case spilled(SpillFile)
+    }
+
+    /// A file no descriptor holds: a local file is resized in the store without reading it; an
+    /// entity's (bounded) bytes are loaded, resized and saved.
+    private func truncateClosed(_ ino: UInt64, bucket: String, item: MountItemName, to size: Int) throws(FSError) {
         state.withLock { $0.closedFiles.remove(ino) }
-        var file = OpenFile()
-        file.load(try backend.read(bucket: bucket, name: item), fresh: false)
-        file.resize(to: size)
-        let entry = try backend.save(bucket: bucket, name: item, bytes: file.bytes, newID: nil)
+        let entry: MountEntry
+        if case .localFile(let name) = item {
+            entry = try backend.resizeLocalFile(bucket: bucket, name: name, to: size)
+        } else {
+            var file = OpenFile()
+            file.load(try backend.read(bucket: bucket, name: item), fresh: false)
+            file.resize(to: size)
+            entry = try backend.save(bucket: bucket, name: item, bytes: file.bytes, newID: nil)
+        }
         state.withLock { $0.table.updateAttributes(of: ino, size: entry.size, mtime: entry.mtime, ctime: entry.ctime) }
     }
 
@@ -144,7 +184,7 @@ extension BucketFileSystem {
             open.pendingModificationTime = time
             state.openFiles[ino] = open
             state.table.updateAttributes(
-                of: ino, size: open.bytes.count, mtime: time, ctime: state.table.node(ino)?.ctime ?? time)
+                of: ino, size: open.size, mtime: time, ctime: state.table.node(ino)?.ctime ?? time)
             return true
         }
         if deferred { return }

@@ -31,10 +31,10 @@ extension BucketFileSystem {
         if let opened { return request.reply(open: opened, info: info.raw) }
         perform(request, on: readQueue) { [self] () throws(FSError) in
             let epoch = state.withLock { $0.remoteEpoch }
-            let bytes = try backend.read(bucket: bucket, name: item)
+            let content = try backend.content(bucket: bucket, name: item)
             let handle = state.withLock { state -> UInt64 in
                 var open = state.openFiles[realIno] ?? OpenFile()
-                open.load(bytes, fresh: state.remoteEpoch == epoch)
+                open.load(content, fresh: state.remoteEpoch == epoch)
                 open.handles += 1
                 state.openFiles[realIno] = open
                 return state.addHandle(.file(ino: realIno))
@@ -45,17 +45,29 @@ extension BucketFileSystem {
 
     func read(_ request: FuseRequest, size: Int, offset: Int, handle: UInt64) {
         guard offset >= 0, size >= 0 else { return fail(request, .invalidArgument) }
-        let result = state.withLock { state -> Result<ArraySlice<UInt8>?, FSError> in
+        let result = state.withLock { state -> Result<ReadSource, FSError> in
             guard case .file(let ino)? = state.handles[handle] else { return .failure(.badHandle) }
-            guard let open = state.openFiles[ino], open.loaded else { return .success(nil) }
+            guard let open = state.openFiles[ino], open.loaded else { return .success(.reload) }
+            if let spill = open.spill { return .success(.spilled(spill, size: open.spillSize)) }
+            if let stored = open.stored { return .success(.stored(stored)) }
             let start = min(offset, open.bytes.count)
             let end = min(start + size, open.bytes.count)
-            return .success(open.bytes[start..<end])
+            return .success(.memory(open.bytes[start..<end]))
         }
         switch result {
         case .failure(let error): fail(request, error)
-        case .success(let slice?): request.reply(bytes: slice)
-        case .success(nil):
+        case .success(.memory(let slice)): request.reply(bytes: slice)
+        case .success(.spilled(let spill, let fileSize)):
+            // Read without the spill's lock: a save streaming this file does not hold up its reads.
+            let count = max(0, min(size, fileSize - offset))
+            let bytes: [UInt8]
+            do throws(FSError) { bytes = try spill.read(count: count, at: offset) } catch { return fail(request, error) }
+            request.reply(bytes: bytes[...])
+        case .success(.stored(let stored)):
+            perform(request, on: readQueue) { [self] () throws(FSError) in
+                request.reply(bytes: try stored.read(offset: offset, count: size, from: backend)[...])
+            }
+        case .success(.reload):
             // A remote change replaced a clean working copy: fetch the new bytes first.
             perform(request, on: readQueue) { [self] () throws(FSError) in
                 let slice = try reloadingWorkingCopy(handle: handle) { bytes in
@@ -67,39 +79,129 @@ extension BucketFileSystem {
         }
     }
 
+    /// Where a read finds the bytes.
+    private enum ReadSource {
+        case memory(ArraySlice<UInt8>)
+        case spilled(SpillFile, size: Int)
+        case stored(StoredContentReader)
+        case reload
+    }
+
     func write(_ request: FuseRequest, bytes: UnsafeBufferPointer<UInt8>, offset: Int, handle: UInt64) {
-        // Checked before anything is allocated: a write far past the end must not take the mount down.
-        let count: Int
-        do throws(FSError) { count = try writableCount(bytes.count, at: offset, limit: maxFileSize) } catch {
-            if error == .fileTooLarge { logger.warning("write past the file size limit refused (EFBIG)", metadata: ["offset": "\(offset)"]) }
-            return fail(request, error)
-        }
-        let data = UnsafeBufferPointer(rebasing: bytes[0..<count])
-        let written = state.withLock { state -> Result<Bool, FSError> in
-            guard case .file(let ino)? = state.handles[handle] else { return .failure(.badHandle) }
-            guard state.openFiles[ino]?.loaded == true else { return .success(false) }
-            state.openFiles[ino]?.write(data, at: offset)
-            state.workingCopyChanged(ino)
-            return .success(true)
-        }
-        switch written {
+        switch writeStep(UnsafeRawBufferPointer(bytes), at: offset, handle: handle) {
         case .failure(let error): fail(request, error)
-        case .success(true): request.reply(written: count)
-        case .success(false):
-            let copy = Array(data)
+        case .success(.written(let count)): request.reply(written: count)
+        case .success(.needsLoad), .success(.needsCopy):
+            // The FUSE buffer lives only for this call.
+            let copy = Array(bytes)
             perform(request, on: readQueue) { [self] () throws(FSError) in
-                _ = try reloadingWorkingCopy(handle: handle) { _ in [] }
-                let done = state.withLock { state -> Bool in
-                    guard case .file(let ino)? = state.handles[handle], state.openFiles[ino]?.loaded == true else {
-                        return false
+                // Each round makes progress; a remote change or truncation racing every one is not expected.
+                for _ in 0..<4 {
+                    let step = copy.withUnsafeBytes { writeStep($0, at: offset, handle: handle) }
+                    switch step {
+                    case .failure(let error): throw error
+                    case .success(.written(let count)): return request.reply(written: count)
+                    case .success(.needsLoad): _ = try reloadingWorkingCopy(handle: handle) { _ in [] }
+                    case .success(.needsCopy(let ino)): try copyStoredContent(of: ino)
                     }
-                    copy.withUnsafeBufferPointer { state.openFiles[ino]?.write($0, at: offset) }
-                    state.workingCopyChanged(ino)
-                    return true
                 }
-                guard done else { throw FSError.badHandle }
-                request.reply(written: count)
+                throw FSError.io("the working copy kept changing during a write")
             }
+        }
+    }
+
+    private enum WriteOutcome {
+        case written(Int)
+        /// A remote change emptied the working copy: load it, then write.
+        case needsLoad
+        /// A large file opened clean reads from the store: copy it to a temporary file, then write.
+        case needsCopy(ino: UInt64)
+    }
+
+    /// pwrite into the working copy, checked against the size limit before anything is
+    /// allocated (a write far past the end must not take the mount down; one crossing the limit
+    /// is short, as with RLIMIT_FSIZE).
+    private func writeStep(_ bytes: UnsafeRawBufferPointer, at offset: Int, handle: UInt64) -> Result<WriteOutcome, FSError> {
+        let directory = backend.scratchDirectory
+        let threshold = spillThreshold
+        while true {
+            let step = state.withLock { state -> Result<(WriteOutcome?, SpillFile?, UInt64, Int), FSError> in
+                guard case .file(let ino)? = state.handles[handle] else { return .failure(.badHandle) }
+                guard case .file(_, let item)? = state.table.node(ino)?.kind else { return .failure(.badHandle) }
+                let count: Int
+                do throws(FSError) { count = try writableCount(bytes.count, at: offset, limit: sizeLimit(of: item)) } catch {
+                    return .failure(error)
+                }
+                guard var open = state.openFiles[ino], open.loaded else { return .success((.needsLoad, nil, ino, count)) }
+                if open.stored != nil { return .success((.needsCopy(ino: ino), nil, ino, count)) }
+                if open.spill == nil, item.isLocalFile, offset + count > threshold {
+                    do throws(FSError) { try open.spillBytes(into: directory) } catch { return .failure(error) }
+                    state.openFiles[ino] = open
+                }
+                if let spill = open.spill { return .success((nil, spill, ino, count)) }
+                state.openFiles[ino]?.write(UnsafeBufferPointer(rebasing: bytes.assumingMemoryBound(to: UInt8.self)[0..<count]), at: offset)
+                state.workingCopyChanged(ino)
+                return .success((.written(count), nil, ino, count))
+            }
+            let (outcome, spill, ino, count): (WriteOutcome?, SpillFile?, UInt64, Int)
+            switch step {
+            case .failure(let error):
+                if error == .fileTooLarge { logger.warning("write past the file size limit refused (EFBIG)", metadata: ["offset": "\(offset)"]) }
+                return .failure(error)
+            case .success(let value): (outcome, spill, ino, count) = value
+            }
+            if let outcome { return .success(outcome) }
+            guard let spill else { return .failure(.badHandle) }
+            // Outside the state lock: a save streaming this file holds its lock, not everyone's.
+            let done = spill.withLock { () -> Result<Bool, FSError> in
+                do throws(FSError) { try spill.write(UnsafeRawBufferPointer(rebasing: bytes[0..<count]), at: offset) } catch {
+                    return .failure(error)
+                }
+                return .success(spilled(spill, of: ino, changedTo: spill.size))
+            }
+            switch done {
+            case .failure(let error): return .failure(error)
+            case .success(true): return .success(.written(count))
+            case .success(false): continue  // the working copy was replaced meanwhile (O_TRUNC): write to the new one
+            }
+        }
+    }
+
+    /// Inside `spill`'s lock, after it changed: the working copy shows it (false when `spill` is
+    /// no longer the working copy).
+    func spilled(_ spill: SpillFile, of ino: UInt64, changedTo size: Int) -> Bool {
+        state.withLock { state in
+            guard var open = state.openFiles[ino], open.spill === spill else { return false }
+            open.spillSize = size
+            open.dirty = true
+            open.generation += 1
+            state.openFiles[ino] = open
+            state.workingCopyChanged(ino)
+            return true
+        }
+    }
+
+    /// A large file opened clean reads from the store's chunks; before it changes (or loses
+    /// its name, whose chunks then go) they are copied, a chunk at a time, to a temporary file.
+    func copyStoredContent(of ino: UInt64) throws(FSError) {
+        guard let stored = state.withLock({ $0.openFiles[ino]?.stored }) else { return }
+        let spill = try SpillFile(directory: backend.scratchDirectory)
+        let size = stored.content.size
+        try spill.withLock { () throws(FSError) in
+            var index = 0
+            while index * backend.chunkSize < size {
+                let chunk = try backend.readChunk(of: stored.content, index: index)
+                try spill.write(chunk, at: index * backend.chunkSize)
+                index += 1
+            }
+            try spill.resize(to: size)
+        }
+        state.withLock { state in
+            guard var open = state.openFiles[ino], open.stored === stored else { return }
+            open.stored = nil
+            open.spill = spill
+            open.spillSize = size
+            state.openFiles[ino] = open
         }
     }
 
@@ -119,9 +221,12 @@ extension BucketFileSystem {
     }
 
     private func saveHandle(_ request: FuseRequest, handle: UInt64, release: Bool, sync: Bool) {
-        let target = state.withLock { state -> (ino: UInt64, dirty: Bool)? in
+        let target = state.withLock { state -> (ino: UInt64, dirty: Bool, spill: SpillFile?)? in
             guard case .file(let ino)? = state.handles[handle] else { return nil }
-            return (ino, state.openFiles[ino]?.dirty ?? false)
+            let open = state.openFiles[ino]
+            // Only a local file's spilled copy is streamed (an entity's is saved whole, bounded).
+            let local = state.table.node(ino).map { if case .file(_, .localFile) = $0.kind { true } else { false } } ?? false
+            return (ino, open?.dirty ?? false, open?.dirty == true && local ? open?.spill : nil)
         }
         guard let target else { return fail(request, .badHandle) }
         if !target.dirty && !sync {
@@ -129,16 +234,38 @@ extension BucketFileSystem {
             if release { closeHandle(handle, ino: target.ino) }
             return request.replyOK()
         }
+        if let spill = target.spill {
+            // A large file: its bytes stream to the store off `writeQueue`, which then only
+            // makes them the file's (saves, listings and renames of other files go on meanwhile).
+            return perform(request, on: streamQueue) { [self] () throws(FSError) in
+                let staged: StagedSave?
+                do throws(FSError) { staged = try stage(target.ino, spill) } catch {
+                    if release { closeHandle(handle, ino: target.ino) }
+                    throw error
+                }
+                perform(request, on: writeQueue) { [self] () throws(FSError) in
+                    defer { if release { closeHandle(handle, ino: target.ino) } }
+                    if let staged { try commit(staged, of: target.ino) }
+                    try finishSave(request, ino: target.ino, sync: sync)
+                }
+            }
+        }
         perform(request, on: writeQueue) { [self] () throws(FSError) in
             defer { if release { closeHandle(handle, ino: target.ino) } }
             try saveIfDirty(target.ino)
-            guard sync else { return request.replyOK() }
-            try backend.sync()
-            guard case .file(let bucket, .entity(let key))? = state.withLock({ $0.table.node(target.ino)?.kind }) else {
-                return request.replyOK()
-            }
-            replyOnceAcknowledged(request, bucket: bucket, key: key)
+            try finishSave(request, ino: target.ino, sync: sync)
         }
+    }
+
+    /// On `writeQueue`, after a flush or fsync saved the file: fsync also syncs the store (and
+    /// may wait for the server), then the reply.
+    private func finishSave(_ request: FuseRequest, ino: UInt64, sync: Bool) throws(FSError) {
+        guard sync else { return request.replyOK() }
+        try backend.sync()
+        guard case .file(let bucket, .entity(let key))? = state.withLock({ $0.table.node(ino)?.kind }) else {
+            return request.replyOK()
+        }
+        replyOnceAcknowledged(request, bucket: bucket, key: key)
     }
 
     /// fsync with `MountOptions.serverAcknowledgement`: replies once the server has the changes,
@@ -176,22 +303,48 @@ extension BucketFileSystem {
     /// On `writeQueue`: writes the working copy to the store if it changed since the last save.
     /// A file unlinked meanwhile is not brought back.
     func saveIfDirty(_ ino: UInt64) throws(FSError) {
-        let snapshot = state.withLock { state -> (bucket: String, item: MountItemName, bytes: [UInt8], generation: UInt64, time: MountTime?)? in
+        let snapshot = state.withLock { state -> (bucket: String, item: MountItemName, open: OpenFile)? in
             guard let open = state.openFiles[ino], open.dirty, open.loaded else { return nil }
             guard let node = state.table.node(ino), node.linked, case .file(let bucket, let item) = node.kind else {
                 state.openFiles[ino]?.dirty = false
                 if let open = state.openFiles[ino], open.handles <= 0 { state.openFiles.removeValue(forKey: ino) }
                 return nil
             }
-            return (bucket, item, open.bytes, open.generation, open.pendingModificationTime)
+            return (bucket, item, open)
         }
         guard let snapshot else { return }
-        var entry = try backend.save(bucket: snapshot.bucket, name: snapshot.item, bytes: snapshot.bytes, newID: ino)
-        if let time = snapshot.time {
-            entry = try backend.setModificationTime(bucket: snapshot.bucket, name: snapshot.item, to: time)
+        if let spill = snapshot.open.spill {
+            if case .localFile = snapshot.item {
+                if let staged = try stage(ino, spill) { try commit(staged, of: ino) }
+                return
+            }
+            // An entity's working copy (a large scratch file renamed onto a `.json` name) is
+            // saved whole: its size limit bounds it.
+            let whole = try spill.withLock { () throws(FSError) -> (bytes: [UInt8], generation: UInt64, time: MountTime?) in
+                guard spill.size <= sizeLimit(of: snapshot.item) else { throw FSError.fileTooLarge }
+                let bytes = try spill.read(count: spill.size, at: 0)
+                let open = state.withLock { $0.openFiles[ino] }
+                return (bytes, open?.generation ?? 0, open?.pendingModificationTime)
+            }
+            return try save(ino, bucket: snapshot.bucket, item: snapshot.item, bytes: whole.bytes, generation: whole.generation, time: whole.time)
         }
+        try save(
+            ino, bucket: snapshot.bucket, item: snapshot.item, bytes: snapshot.open.bytes,
+            generation: snapshot.open.generation, time: snapshot.open.pendingModificationTime)
+    }
+
+    private func save(
+        _ ino: UInt64, bucket: String, item: MountItemName, bytes: [UInt8], generation: UInt64, time: MountTime?
+    ) throws(FSError) {
+        var entry = try backend.save(bucket: bucket, name: item, bytes: bytes, newID: ino)
+        if let time { entry = try backend.setModificationTime(bucket: bucket, name: item, to: time) }
+        saved(ino, generation: generation, entry: entry)
+    }
+
+    /// The store holds the working copy as of `generation`.
+    private func saved(_ ino: UInt64, generation: UInt64, entry: MountEntry) {
         state.withLock { state in
-            if var open = state.openFiles[ino], open.generation == snapshot.generation {
+            if var open = state.openFiles[ino], open.generation == generation {
                 open.dirty = false
                 open.pendingModificationTime = nil
                 // The store now holds exactly these bytes (a remote change merged meanwhile
@@ -203,6 +356,52 @@ extension BucketFileSystem {
                 state.table.updateAttributes(of: node.ino, size: entry.size, mtime: entry.mtime, ctime: entry.ctime)
             }
         }
+    }
+
+    /// A spilled working copy streamed to the store, not yet the file's bytes.
+    struct StagedSave: Sendable {
+        let content: MountStoredContent
+        let generation: UInt64
+        let time: MountTime?
+    }
+
+    /// Streams a spilled working copy to the store (any queue but `writeQueue`'s hold-up is
+    /// what it avoids); nil if there is nothing to save. Holds the spill's lock throughout, so
+    /// the bytes are one state of the file (writes to it wait; other files' requests do not).
+    func stage(_ ino: UInt64, _ spill: SpillFile) throws(FSError) -> StagedSave? {
+        try spill.withLock { () throws(FSError) -> StagedSave? in
+            let current = state.withLock { state -> OpenFile? in
+                guard let open = state.openFiles[ino], open.dirty, open.spill === spill else { return nil }
+                return open
+            }
+            guard let current else { return nil }
+            let content = try backend.stage(size: spill.size) { offset, buffer throws(FSError) in
+                try spill.read(into: buffer, at: offset)
+            }
+            return StagedSave(content: content, generation: current.generation, time: current.pendingModificationTime)
+        }
+    }
+
+    /// On `writeQueue`: makes staged bytes the file's, unless it lost its name, became an
+    /// entity, or a newer save was committed meanwhile.
+    func commit(_ staged: StagedSave, of ino: UInt64) throws(FSError) {
+        let target = state.withLock { state -> (bucket: String, name: String)? in
+            guard let node = state.table.node(ino), node.linked, case .file(let bucket, .localFile(let name)) = node.kind,
+                let open = state.openFiles[ino], open.committedGeneration <= staged.generation
+            else { return nil }
+            return (bucket, name)
+        }
+        guard let target else {
+            backend.discard(staged.content)
+            // Renamed onto an entity name meanwhile: saved the way an entity is.
+            return try saveIfDirty(ino)
+        }
+        var entry = try backend.commitLocalFile(bucket: target.bucket, name: target.name, content: staged.content, newID: ino)
+        if let time = staged.time {
+            entry = try backend.setModificationTime(bucket: target.bucket, name: .localFile(name: target.name), to: time)
+        }
+        state.withLock { $0.openFiles[ino]?.committedGeneration = staged.generation }
+        saved(ino, generation: staged.generation, entry: entry)
     }
 
     func create(_ request: FuseRequest, parent: UInt64, name: String, mode: mode_t, info: FileInfo) {
@@ -246,6 +445,8 @@ extension BucketFileSystem {
                 guard info != nil else { return nil }
                 var open = state.openFiles[node.ino] ?? OpenFile()
                 open.bytes = []
+                open.spill = nil
+                open.stored = nil
                 open.loaded = true
                 open.dirty = inMemoryOnly
                 open.handles += 1
@@ -289,14 +490,14 @@ extension BucketFileSystem {
             let truncate = info.flags & O_TRUNC != 0
             let (epoch, inMemory) = state.withLock { ($0.remoteEpoch, $0.openFiles[ino]?.loaded ?? false) }
             // A working copy in memory is the file (one created in memory is not stored yet).
-            let bytes = truncate || inMemory ? [] : try backend.read(bucket: bucket, name: item)
+            let content = truncate || inMemory ? .bytes([]) : try backend.content(bucket: bucket, name: item)
             let handle = state.withLock { state -> UInt64 in
                 state.closedFiles.remove(ino)
                 var open = state.openFiles[ino] ?? OpenFile()
                 if truncate {
                     open.truncate()
                 } else {
-                    open.load(bytes, fresh: state.remoteEpoch == epoch)
+                    open.load(content, fresh: state.remoteEpoch == epoch)
                 }
                 open.handles += 1
                 state.openFiles[ino] = open
@@ -313,6 +514,8 @@ extension BucketFileSystem {
     /// descriptor still open on it reads on the bytes it had (POSIX), so a working copy that a
     /// remote change emptied is loaded now, while the name still holds them.
     func keepWorkingCopy(of node: Node) throws(FSError) {
+        // A large file read from the store's chunks: they go with the name.
+        try copyStoredContent(of: node.ino)
         guard case .file(let bucket, let item) = node.kind,
             state.withLock({ $0.openFiles[node.ino].map { !$0.loaded } ?? false })
         else { return }

@@ -78,6 +78,8 @@ extension BucketFileSystem {
                 request.replyOK()
             case .file(_, let sourceItem):
                 try saveIfDirty(source.ino)
+                // A large file read from its chunks: an entity takes its bytes whole, and the chunks go.
+                if !destinationItem.isLocalFile { try copyStoredContent(of: source.ino) }
                 if let existing {
                     if case .symlink = existing.kind {
                         state.withLock { $0.table.unlink(parent: newParent, name: newName) }

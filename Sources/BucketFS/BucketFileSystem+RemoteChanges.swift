@@ -30,8 +30,7 @@ extension BucketFileSystem {
                 state.closedFiles.remove(node.ino)
                 if var open = state.openFiles[node.ino], !open.dirty {
                     // A clean working copy shows the store's new bytes from the next read on.
-                    open.loaded = false
-                    open.bytes = []
+                    open.unload()
                     state.openFiles[node.ino] = open
                 }
                 if state.table.isReferenced(node.ino) { result.append(.inode(node.ino)) }

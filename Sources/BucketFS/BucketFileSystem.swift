@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import Logging
 import Synchronization
+import SyncStore
 
 /// How the mount behaves.
 public struct MountOptions: Sendable {
@@ -16,28 +17,36 @@ public struct MountOptions: Sendable {
     /// libfuse debug output on stderr.
     public var debug: Bool
     /// The largest file the mount keeps, in bytes: a write or truncate past it fails with EFBIG
-    /// before anything is allocated. A file's working copy is held in memory while it is open.
+    /// before anything is allocated. A large file's working copy is kept in a temporary file on
+    /// the store's disk, not in memory, so the limit is the disk's, not the mount's memory.
     public var maxFileSize: Int
+    /// The largest entity (`.json`) file: an entity's bytes are parsed and held whole, and the
+    /// server takes none past 4 MiB, so its limit is far lower (EFBIG past it, also for a rename
+    /// of a larger scratch file onto a `.json` name). Never above `SyncStore.entityFileLimit`.
+    public var maxEntityFileSize: Int
     /// When set, fsync of an entity file (and of a bucket directory) also waits for the
     /// server's acknowledgement, up to `acknowledgementTimeout` seconds, else fails with EIO
     /// (the change stays queued, nothing is lost).
     public var serverAcknowledgement: (any ServerAcknowledgement)?
     public var acknowledgementTimeout: Double
 
-    /// 256 MiB: far above any document the server takes (4 MiB), and a working copy the mount
-    /// can hold in memory on a small machine (an open file lives in memory until it is saved).
-    public static let defaultMaxFileSize = 256 << 20
+    /// 4 GiB for local (scratch) files: room for disk images, archives and build outputs.
+    public static let defaultMaxFileSize = 4 << 30
+    /// 16 MiB for entity files: four times what the server takes (a larger one is kept locally,
+    /// `rejected:413`), and a size the mount can parse in memory.
+    public static let defaultMaxEntityFileSize = SyncStore.entityFileLimit
 
     public init(
         cacheTimeout: Double = 3600, handleSignals: Bool = false, fuseOptions: [String] = [], debug: Bool = false,
         maxFileSize: Int = MountOptions.defaultMaxFileSize, serverAcknowledgement: (any ServerAcknowledgement)? = nil,
-        acknowledgementTimeout: Double = 10
+        acknowledgementTimeout: Double = 10, maxEntityFileSize: Int = MountOptions.defaultMaxEntityFileSize
     ) {
         self.cacheTimeout = cacheTimeout
         self.handleSignals = handleSignals
         self.fuseOptions = fuseOptions
         self.debug = debug
         self.maxFileSize = maxFileSize
+        self.maxEntityFileSize = min(maxEntityFileSize, SyncStore.entityFileLimit)
         self.serverAcknowledgement = serverAcknowledgement
         self.acknowledgementTimeout = acknowledgementTimeout
     }
@@ -50,7 +59,7 @@ public struct MountOptions: Sendable {
 /// or `start()` to run the loop on its own thread; `unmount()` from anywhere.
 ///
 /// Behaviour beyond DESIGN.md (README, "What POSIX behaviour the mount keeps"): files up to
-/// `MountOptions.maxFileSize`, EFBIG past it; permission bits (chmod) and access times are
+/// `MountOptions.maxFileSize` (entity files `maxEntityFileSize`), EFBIG past it; permission bits (chmod) and access times are
 /// stored with a file (defaults 0644, mtime), a bucket's live for the mount's life (0755);
 /// chown only to the current owner; hard links,
 /// fifos and devices are EPERM; rmdir of a bucket the backend still holds anything of is
@@ -67,6 +76,9 @@ public final class BucketFileSystem: Sendable {
     /// Every store mutation and directory load, in order, so a save never races a listing or
     /// an older save of the same file.
     let writeQueue = WorkQueue(name: "bucketfs-write", threads: 1)
+    /// Where a large file's save streams its bytes to the store before `writeQueue` commits them
+    /// in one short step: a long save never holds up requests for other files.
+    let streamQueue = WorkQueue(name: "bucketfs-stream", threads: 2)
     /// Where the remote-change feed is consumed.
     let changeExecutor = ThreadTaskExecutor(name: "bucketfs-changes")
     private let lifecycle = Mutex<Lifecycle>(Lifecycle())
@@ -98,6 +110,17 @@ public final class BucketFileSystem: Sendable {
 
     var maxFileSize: Int { lifecycle.withLock { $0.options.maxFileSize } }
 
+    /// The size limit of a file with this name: scratch files `maxFileSize`, entity files
+    /// `maxEntityFileSize` (whichever is lower).
+    func sizeLimit(of item: MountItemName) -> Int {
+        lifecycle.withLock { life in
+            item.isLocalFile ? life.options.maxFileSize : min(life.options.maxFileSize, life.options.maxEntityFileSize)
+        }
+    }
+
+    /// Past this size a local file's working copy leaves memory for a temporary file (`SpillFile`).
+    var spillThreshold: Int { backend.chunkSize }
+
     /// fsync's wait for the server, when the mount was asked for it.
     var acknowledgement: (waiter: any ServerAcknowledgement, timeout: Double)? {
         lifecycle.withLock { life in life.options.serverAcknowledgement.map { ($0, life.options.acknowledgementTimeout) } }
@@ -107,6 +130,7 @@ public final class BucketFileSystem: Sendable {
 
     /// Mounts at `path` (an existing empty directory); requests are served once `run()` starts.
     public func mount(at path: String, options: MountOptions = MountOptions()) throws(FSError) {
+        try backend.prepareForMount()
         let buckets = try backend.buckets()
         state.withLock { state in
             state.table.replaceListing(of: InodeTable.rootInode, with: buckets.map(Self.node(for:)))
@@ -179,6 +203,7 @@ public final class BucketFileSystem: Sendable {
         life.changeTask?.cancel()
         life.notifier?.stop()
         readQueue.stop()
+        streamQueue.stop()
         writeQueue.stop()
         changeExecutor.stop()
         Self.removeSignalHandlers(life.signalSources)

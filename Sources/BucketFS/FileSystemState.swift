@@ -1,8 +1,16 @@
 import Glibc
 
-/// Bytes of a file that is open: the working copy all handles of the inode share.
+/// Bytes of a file that is open: the working copy all handles of the inode share. In memory
+/// (`bytes`), or for a large local file in a temporary file (`spill`), or, for one opened and not
+/// changed, read from the store's chunks (`stored`); at most one of `spill` and `stored` is set.
 struct OpenFile: Sendable {
     var bytes: [UInt8] = []
+    /// The working copy of a local file past `BucketFileSystem.spillThreshold` (`bytes` empty).
+    var spill: SpillFile?
+    /// `spill.size`, as the state shows it (updated with it, inside its lock).
+    var spillSize = 0
+    /// A large file opened clean: reads by range from the store; copied to `spill` when changed.
+    var stored: StoredContentReader?
     /// False until the bytes came from the store (or were truncated away); also after a remote
     /// change to a clean file, so the next read shows the new content.
     var loaded = false
@@ -16,19 +24,55 @@ struct OpenFile: Sendable {
     /// False when the bytes were read from the store while a remote change may have landed
     /// (they could be older than the store's): they are not kept in the closed-file cache.
     var cacheable = true
+    /// The generation a save of a spilled copy last committed: an older one that finishes later
+    /// is not committed over it.
+    var committedGeneration: UInt64 = 0
+
+    /// The working copy's length, wherever it is.
+    var size: Int { spill != nil ? spillSize : stored?.content.size ?? bytes.count }
+
+    /// Whether the bytes are the store's and small: the closed-file cache may keep them.
+    var cacheableBytes: Bool { loaded && cacheable && spill == nil && stored == nil }
 
     /// Takes bytes read from the store, unless a working copy is there already. `fresh`: no
     /// remote change landed while they were read (they may go to the closed-file cache later).
     mutating func load(_ bytes: [UInt8], fresh: Bool) {
+        load(.bytes(bytes), fresh: fresh)
+    }
+
+    /// `load`, for content that may be a large file's chunks (read by range, not loaded).
+    mutating func load(_ content: MountContent, fresh: Bool) {
         guard !loaded else { return }
-        self.bytes = bytes
+        switch content {
+        case .bytes(let bytes): self.bytes = bytes
+        case .stored(let stored): self.stored = StoredContentReader(stored)
+        }
         loaded = true
         cacheable = fresh
+    }
+
+    /// The working copy goes (a remote change replaced a clean one): the next use loads it again.
+    mutating func unload() {
+        loaded = false
+        bytes = []
+        spill = nil
+        stored = nil
+    }
+
+    /// Moves the in-memory bytes to a temporary file in `directory` (the copy grows large).
+    mutating func spillBytes(into directory: String) throws(FSError) {
+        let file = try SpillFile(directory: directory)
+        try file.withLock { () throws(FSError) in try file.write(bytes, at: 0) }
+        spill = file
+        spillSize = bytes.count
+        bytes = []
     }
 
     /// open(O_TRUNC): the working copy becomes empty, to be saved.
     mutating func truncate() {
         bytes = []
+        spill = nil
+        stored = nil
         loaded = true
         dirty = true
         generation += 1
@@ -122,7 +166,7 @@ struct FileSystemState: Sendable {
     mutating func putBack(_ open: OpenFile, of ino: UInt64) {
         if open.handles <= 0 && !open.dirty {
             openFiles.removeValue(forKey: ino)
-            if open.loaded && open.cacheable { closedFiles.insert(ino, bytes: open.bytes) }
+            if open.cacheableBytes { closedFiles.insert(ino, bytes: open.bytes) }
         } else {
             openFiles[ino] = open
         }
@@ -132,7 +176,7 @@ struct FileSystemState: Sendable {
     /// shows its size, and now as mtime and ctime, until the save brings the store's.
     mutating func workingCopyChanged(_ ino: UInt64) {
         let now = Attributes.now()
-        table.updateAttributes(of: ino, size: openFiles[ino]?.bytes.count ?? 0, mtime: now, ctime: now)
+        table.updateAttributes(of: ino, size: openFiles[ino]?.size ?? 0, mtime: now, ctime: now)
     }
 
     /// A name inside `directory` came or went: its mtime and ctime become now.
@@ -158,7 +202,7 @@ struct FileSystemState: Sendable {
     func currentNode(_ ino: UInt64) -> Node? {
         guard var node = table.node(ino) else { return nil }
         if let open = openFiles[node.ino], open.loaded, open.dirty {
-            node.size = open.bytes.count
+            node.size = open.size
         }
         if let times = directoryTimes[node.ino] {
             node.mtime = times.mtime

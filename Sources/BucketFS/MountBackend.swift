@@ -72,6 +72,24 @@ public struct MountEntityStatus: Hashable, Sendable {
     }
 }
 
+/// A local file's bytes kept in chunks by the backend: read a chunk at a time, never whole.
+public struct MountStoredContent: Hashable, Sendable {
+    /// Names the chunks; a save gives the file new ones, so these never change.
+    public let id: Int64
+    public let size: Int
+
+    public init(id: Int64, size: Int) {
+        self.id = id
+        self.size = size
+    }
+}
+
+/// Where a file's bytes are.
+public enum MountContent: Hashable, Sendable {
+    case bytes([UInt8])
+    case stored(MountStoredContent)
+}
+
 /// An entity that changed because of the server (after the store committed it).
 public struct MountChange: Hashable, Sendable {
     public enum Kind: Hashable, Sendable {
@@ -115,6 +133,27 @@ public protocol MountBackend: Sendable {
     func entry(bucket: String, name: MountItemName) throws(FSError) -> MountEntry?
     /// The exact bytes of the file (`.notFound` if it does not exist).
     func read(bucket: String, name: MountItemName) throws(FSError) -> [UInt8]
+    /// The file's bytes, or for a large local file where they are (`readChunk` reads them).
+    func content(bucket: String, name: MountItemName) throws(FSError) -> MountContent
+    /// Bytes per chunk of stored content.
+    var chunkSize: Int { get }
+    /// Chunk `index` of `content` (`chunkSize` bytes, fewer only at the end; empty past it).
+    func readChunk(of content: MountStoredContent, index: Int) throws(FSError) -> [UInt8]
+    /// Writes `size` bytes, got a chunk at a time from `fill(offset, buffer)`, as content no
+    /// file shows yet, without holding the store for long: saves of other files go on
+    /// meanwhile. `commitLocalFile` makes it a file's bytes, `discard` drops it.
+    func stage(size: Int, fill: (Int, UnsafeMutableRawBufferPointer) throws(FSError) -> Void) throws(FSError) -> MountStoredContent
+    /// Makes staged `content` the bytes of local file `name` (created with `newID` if needed),
+    /// kept in the local store on return, as `save` does.
+    func commitLocalFile(bucket: String, name: String, content: MountStoredContent, newID: UInt64?) throws(FSError) -> MountEntry
+    /// Staged content that will not be committed.
+    func discard(_ content: MountStoredContent)
+    /// truncate(2) of a closed local file, without reading its bytes.
+    func resizeLocalFile(bucket: String, name: String, to size: Int) throws(FSError) -> MountEntry
+    /// A directory on the store's disk for the working copies of large open files.
+    var scratchDirectory: String { get }
+    /// At mount, before any save: drops what a crash left half-saved.
+    func prepareForMount() throws(FSError)
     /// Replaces the file's bytes, creating it if needed; kept in the local store on return.
     /// An entity whose bytes are not a JSON object is kept as written, state `invalid`, not sent.
     /// `newID`: the id a local file that is not in the store yet gets (from `reserveIDs`).

@@ -1,3 +1,5 @@
+import Dispatch
+import Foundation
 import Logging
 import Synchronization
 import SyncStore
@@ -13,6 +15,9 @@ public final class SyncStoreBackend: MountBackend {
     private let onBucketCreated: @Sendable (String) -> Void
     private let onBucketRemoved: @Sendable (String) -> Void
     private let logger: Logger
+    /// Removes chunks no file needs any more, off the file system's queues.
+    private let reclaimer = DispatchQueue(label: "bucketfs-reclaim")
+    private let reclaimScheduled = Mutex(false)
 
     /// An adapter over `store`; `onOutgoing` receives changes ready to send after each local edit,
     /// `onBucketCreated` the name of a bucket made with mkdir (so the engine starts syncing it),
@@ -72,6 +77,90 @@ public final class SyncStoreBackend: MountBackend {
         return bytes
     }
 
+    public func content(bucket: String, name: MountItemName) throws(FSError) -> MountContent {
+        guard case .localFile(let fileName) = name else { return .bytes(try read(bucket: bucket, name: name)) }
+        let content = try mapped { () throws(StoreError) in try store.localFileContent(bucket: bucket, name: fileName) }
+        switch content {
+        case nil: throw FSError.notFound
+        case .bytes(let bytes)?: return .bytes(bytes)
+        case .chunked(let stored)?: return .stored(MountStoredContent(id: stored.id, size: stored.size))
+        }
+    }
+
+    public var chunkSize: Int { SyncStore.localChunkSize }
+
+    public func readChunk(of content: MountStoredContent, index: Int) throws(FSError) -> [UInt8] {
+        try mapped { () throws(StoreError) in
+            try store.readChunk(of: LocalContent(id: content.id, size: content.size), index: index)
+        }
+    }
+
+    public func stage(
+        size: Int, fill: (Int, UnsafeMutableRawBufferPointer) throws(FSError) -> Void
+    ) throws(FSError) -> MountStoredContent {
+        // The working copy's own error (a failed read of it) is the one to answer with.
+        var fillError: FSError?
+        do {
+            let staged = try store.stageLocalContent(size: size) { offset, buffer in
+                do throws(FSError) { try fill(offset, buffer) } catch {
+                    fillError = error
+                    throw error
+                }
+            }
+            return MountStoredContent(id: staged.id, size: staged.size)
+        } catch {
+            if let fillError { throw fillError }
+            throw mappedError(error)
+        }
+    }
+
+    public func commitLocalFile(bucket: String, name: String, content: MountStoredContent, newID: UInt64?) throws(FSError) -> MountEntry {
+        let stored = try mapped { () throws(StoreError) in
+            try store.commitLocalContent(
+                bucket: bucket, name: name, content: LocalContent(id: content.id, size: content.size),
+                newID: newID.map(Int64.init), durability: .deferred)
+        }
+        reclaimUnusedChunks()
+        return entry(bucket, stored)
+    }
+
+    public func discard(_ content: MountStoredContent) {
+        do {
+            try store.discardLocalContent(LocalContent(id: content.id, size: content.size))
+        } catch {
+            // Reclaimed at the next mount (`prepareForMount`).
+            logger.warning("staged content kept until the next mount: \(error)")
+        }
+        reclaimUnusedChunks()
+    }
+
+    public func resizeLocalFile(bucket: String, name: String, to size: Int) throws(FSError) -> MountEntry {
+        let resized = try mapped { () throws(StoreError) in
+            try store.resizeLocalFile(bucket: bucket, name: name, to: size, durability: .deferred)
+        }
+        return entry(bucket, resized)
+    }
+
+    public var scratchDirectory: String {
+        (store.path as NSString).deletingLastPathComponent
+    }
+
+    public func prepareForMount() throws(FSError) {
+        try mapped { () throws(StoreError) in try store.reclaimOrphanedChunks() }
+    }
+
+    /// Removes, in the background, chunks a save, rename or unlink left without a file.
+    private func reclaimUnusedChunks() {
+        guard store.hasUnusedChunks, reclaimScheduled.withLock({ scheduled in
+            defer { scheduled = true }
+            return !scheduled
+        }) else { return }
+        reclaimer.async { [self] in
+            reclaimScheduled.withLock { $0 = false }
+            do { try store.reclaimUnusedChunks() } catch { logger.warning("unused chunks kept for now: \(error)") }
+        }
+    }
+
     public func save(bucket: String, name: MountItemName, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountEntry {
         try mapped { () throws(StoreError) -> MountEntry in
             switch name {
@@ -95,6 +184,7 @@ public final class SyncStoreBackend: MountBackend {
                         "kept locally only: \(fileName) has a % that is no escape of a key; renamed \(FileNameCodec.plainFileName(for: stem)) it syncs",
                         metadata: ["bucket": "\(bucket)"])
                 }
+                reclaimUnusedChunks()
                 return MountEntry(
                     id: UInt64(file.id), bucket: bucket, name: name, size: file.content.count, mtime: file.mtime,
                     ctime: file.ctime)
@@ -116,6 +206,7 @@ public final class SyncStoreBackend: MountBackend {
                 if let change = try store.deleteLocal(bucket: bucket, key: key, durability: .deferred) { onOutgoing([change]) }
             case .localFile(let fileName):
                 try store.removeLocalFile(bucket: bucket, name: fileName, durability: .deferred)
+                reclaimUnusedChunks()
             }
         }
     }
@@ -125,6 +216,7 @@ public final class SyncStoreBackend: MountBackend {
             let renamed = try store.rename(
                 bucket: bucket, from: Self.storeName(source), to: Self.storeName(destination), durability: .deferred)
             if !renamed.changes.isEmpty { onOutgoing(renamed.changes) }
+            if destination.isLocalFile { reclaimUnusedChunks() }
             // rsync -a sets the time on its temporary file, then renames it over the target.
             return entry(bucket, renamed.destination)
         }
@@ -200,15 +292,22 @@ public final class SyncStoreBackend: MountBackend {
         do {
             return try body()
         } catch {
-            switch error {
-            case .unknownBucket, .unknownEntity, .unknownLocalFile: throw FSError.notFound
-            case .bucketNotEmpty: throw FSError.notEmpty
-            case .bucketAwaitsRemovals: throw FSError.busy
-            case .diskFull:
-                logger.error("\(error)")
-                throw FSError.noSpace
-            default: throw FSError.io(error.description)
-            }
+            throw mappedError(error)
+        }
+    }
+
+    private func mappedError(_ error: StoreError) -> FSError {
+        switch error {
+        case .unknownBucket, .unknownEntity, .unknownLocalFile: return .notFound
+        case .bucketNotEmpty: return .notEmpty
+        case .bucketAwaitsRemovals: return .busy
+        case .diskFull:
+            logger.error("\(error)")
+            return .noSpace
+        case .tooLarge:
+            logger.warning("\(error)")
+            return .fileTooLarge
+        default: return .io(error.description)
         }
     }
 }

@@ -337,6 +337,9 @@ struct LocalFileRow: FetchableRecord, PersistableRecord {
     var ctime: Int64
     var mode: Int64?
     var atime: Int64?
+    /// Set when the bytes are in `local_chunk` (`content` is then empty), with their length.
+    var contentID: Int64?
+    var size: Int64?
 
     init(
         id: Int64, bucketID: Int64, name: String, content: Data, mtime: Int64, ctime: Int64, mode: Int64? = nil,
@@ -361,6 +364,8 @@ struct LocalFileRow: FetchableRecord, PersistableRecord {
         ctime = row[5]
         mode = row[6]
         atime = row[7]
+        contentID = row[8]
+        size = row[9]
     }
 
     func encode(to container: inout PersistenceContainer) {
@@ -372,19 +377,26 @@ struct LocalFileRow: FetchableRecord, PersistableRecord {
         container["ctime"] = ctime
         container["mode"] = mode
         container["atime"] = atime
+        container["content_id"] = contentID
+        container["size"] = size
     }
+
+    /// The file's length, wherever its bytes are.
+    var byteCount: Int { size.map(Int.init) ?? content.count }
 
     static func find(bucketID: Int64, name: String, _ db: Database) throws -> LocalFileRow? {
         let statement = try db.cachedStatement(sql: "SELECT * FROM local_file WHERE bucket_id = ? AND name = ?")
         return try LocalFileRow.fetchOne(statement, arguments: [bucketID, name])
     }
 
-    func info(bucket: String) -> LocalFileInfo {
-        LocalFileInfo(id: id, bucket: bucket, name: name, content: [UInt8](content), mtime: mtime, ctime: ctime)
+    /// The file with its bytes (read from its chunks when it has them: for small files and tests).
+    func info(bucket: String, _ db: Database) throws -> LocalFileInfo {
+        let bytes = try contentID.map { try SyncStore.assemble(LocalContent(id: $0, size: byteCount), db) } ?? [UInt8](content)
+        return LocalFileInfo(id: id, bucket: bucket, name: name, content: bytes, mtime: mtime, ctime: ctime)
     }
 
     /// The file as a directory listing shows it.
     var directoryEntry: DirectoryEntry {
-        DirectoryEntry(id: id, name: .localFile(name: name), size: content.count, mtime: mtime, ctime: ctime, mode: mode, atime: atime)
+        DirectoryEntry(id: id, name: .localFile(name: name), size: byteCount, mtime: mtime, ctime: ctime, mode: mode, atime: atime)
     }
 }

@@ -85,6 +85,34 @@ enum Schema {
                 try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN atime INTEGER")
             }
         }
+        migrator.registerMigration("v4") { db in
+            // A local file past `SyncStore.localChunkSize` keeps its bytes in chunks (a scratch
+            // file may be gigabytes: more than one SQLite value or the process's memory holds).
+            // `content_id` names its chunks (NULL: the bytes are in `content`); `size` its length.
+            // A chunk missing, or shorter than the chunk size, reads as zeros (holes cost nothing).
+            try db.execute(sql: "ALTER TABLE local_file ADD COLUMN content_id INTEGER")
+            try db.execute(sql: "ALTER TABLE local_file ADD COLUMN size INTEGER")
+            try db.execute(
+                sql: """
+                    CREATE TABLE local_chunk (
+                        id INTEGER PRIMARY KEY, content_id INTEGER NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL,
+                        UNIQUE (content_id, seq))
+                    """)
+            // Chunks no file refers to any more: removed a few at a time after the transaction
+            // that dropped them (`reclaimUnusedChunks`), so no write holds the store for a GiB.
+            try db.execute(sql: "CREATE TABLE local_garbage (content_id INTEGER PRIMARY KEY)")
+            try db.execute(
+                sql: """
+                    CREATE TRIGGER local_file_chunks_dropped AFTER DELETE ON local_file WHEN old.content_id IS NOT NULL
+                    BEGIN INSERT OR IGNORE INTO local_garbage (content_id) VALUES (old.content_id); END
+                    """)
+            try db.execute(
+                sql: """
+                    CREATE TRIGGER local_file_chunks_replaced AFTER UPDATE OF content_id ON local_file
+                    WHEN old.content_id IS NOT NULL AND old.content_id IS NOT new.content_id
+                    BEGIN INSERT OR IGNORE INTO local_garbage (content_id) VALUES (old.content_id); END
+                    """)
+        }
         return migrator
     }
 

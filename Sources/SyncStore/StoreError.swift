@@ -22,6 +22,8 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     case bucketNotEmpty(String)
     /// The bucket holds nothing but removals the server has not acknowledged yet.
     case bucketAwaitsRemovals(String)
+    /// The bytes are more than the file can hold (an entity's file past `SyncStore.entityFileLimit`).
+    case tooLarge(String)
 
     public var description: String {
         switch self {
@@ -34,6 +36,7 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case .corruptRow(let message): return "corrupt row: \(message)"
         case .bucketNotEmpty(let name): return "bucket \(name) is not empty"
         case .bucketAwaitsRemovals(let name): return "bucket \(name) waits for the server to acknowledge removals"
+        case .tooLarge(let what): return "too large: \(what)"
         }
     }
 }

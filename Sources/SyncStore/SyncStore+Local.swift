@@ -116,6 +116,7 @@ extension SyncStore {
         var ready: [OutgoingChange] = []
         let destination: DirectoryEntry
         let bytes: [UInt8]
+        var sourceSize: Int? = nil
         // rename(2) moves the file, times included (`rsync -a` sets the temp file's mtime, then renames it).
         let sourceMTime: StoreTime
         // The file keeps its inode number, permission bits and access time under its new name,
@@ -131,19 +132,24 @@ extension SyncStore {
             moved = MovedFile(nodeID: row.nodeID, mode: row.mode, atime: row.atime)
         case .localFile(let name) where target.isEntity:
             // The editor's save: the scratch file becomes the entity's bytes, and goes.
-            let take = try db.cachedStatement(
-                sql: "DELETE FROM local_file WHERE bucket_id = ? AND name = ? RETURNING content, mtime, id, mode, atime")
-            guard let row = try Row.fetchOne(take, arguments: [bucketRow.id, name]) else {
+            guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db) else {
                 throw StoreError.unknownLocalFile(bucket: bucket, name: name)
             }
-            bytes = [UInt8](row[0] as Data)
-            sourceMTime = row[1]
-            moved = MovedFile(nodeID: row[2], mode: row[3], atime: row[4])
+            // An entity's bytes are parsed and held whole: a gigabyte scratch file cannot become one.
+            guard row.byteCount <= entityFileLimit else {
+                throw StoreError.tooLarge("\(name) (\(row.byteCount) bytes) as an entity's file (at most \(entityFileLimit))")
+            }
+            bytes = try row.contentID.map { try assemble(LocalContent(id: $0, size: row.byteCount), db) } ?? [UInt8](row.content)
+            try db.cachedStatement(sql: "DELETE FROM local_file WHERE id = ?").execute(arguments: [row.id])
+            sourceMTime = row.mtime
+            moved = MovedFile(nodeID: row.id, mode: row.mode, atime: row.atime)
         case .localFile(let name):
             guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db) else {
                 throw StoreError.unknownLocalFile(bucket: bucket, name: name)
             }
-            bytes = [UInt8](row.content)
+            // Renamed to another local name, the row moves with its chunks: no bytes are copied.
+            bytes = []
+            sourceSize = row.byteCount
             sourceMTime = row.mtime
             moved = MovedFile(nodeID: row.id, mode: row.mode, atime: row.atime)
         }
@@ -162,7 +168,7 @@ extension SyncStore {
                 arguments: [to, now, bucketRow.id, from])
             guard let movedID else { throw StoreError.unknownLocalFile(bucket: bucket, name: from) }
             destination = DirectoryEntry(
-                id: movedID, name: target, size: bytes.count, mtime: sourceMTime, ctime: now, mode: moved.mode, atime: moved.atime)
+                id: movedID, name: target, size: sourceSize ?? bytes.count, mtime: sourceMTime, ctime: now, mode: moved.mode, atime: moved.atime)
         case (.localFile, .entity(let key)):
             let saved = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, moved: moved, db)
             if let change = saved.readyToSend { ready.append(change) }
@@ -197,7 +203,7 @@ extension SyncStore {
                 sql: """
                     INSERT INTO local_file (id, bucket_id, name, content, mtime, ctime) VALUES (?, ?, ?, ?, ?, ?)
                     ON CONFLICT (bucket_id, name) DO UPDATE SET content = excluded.content, mtime = excluded.mtime,
-                    ctime = excluded.ctime RETURNING id
+                    ctime = excluded.ctime, content_id = NULL, size = NULL RETURNING id
                     """)
             guard let id = try Int64.fetchOne(upsert, arguments: [newID, bucketID, name, content, mtime, now]) else {
                 throw StoreError.database("local file \(name) was not written")
@@ -205,7 +211,10 @@ extension SyncStore {
             return LocalFileRow(id: id, bucketID: bucketID, name: name, content: content, mtime: mtime, ctime: now)
         }
         let update = try db.cachedStatement(
-            sql: "UPDATE local_file SET content = ?, mtime = ?, ctime = ? WHERE bucket_id = ? AND name = ? RETURNING id")
+            sql: """
+                UPDATE local_file SET content = ?, mtime = ?, ctime = ?, content_id = NULL, size = NULL
+                WHERE bucket_id = ? AND name = ? RETURNING id
+                """)
         let id = try Int64.fetchOne(update, arguments: [content, mtime, now, bucketID, name])
         let row = LocalFileRow(
             id: try id ?? Schema.allocateNodeID(db), bucketID: bucketID, name: name, content: content, mtime: mtime, ctime: now)

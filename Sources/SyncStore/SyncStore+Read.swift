@@ -51,7 +51,7 @@ extension SyncStore {
             }
             let files = try Row.fetchAll(
                 db,
-                sql: "SELECT id, name, length(content) AS size, mtime, ctime, mode, atime FROM local_file WHERE bucket_id = ? ORDER BY name",
+                sql: "SELECT id, name, COALESCE(size, length(content)) AS size, mtime, ctime, mode, atime FROM local_file WHERE bucket_id = ? ORDER BY name",
                 arguments: [bucketRow.id])
             for row in files {
                 result.append(
@@ -102,7 +102,7 @@ extension SyncStore {
     public func localFile(bucket: String, name: String) throws(StoreError) -> LocalFileInfo? {
         try read { db in
             let bucketRow = try BucketRow.named(bucket, db)
-            return try LocalFileRow.find(bucketID: bucketRow.id, name: name, db)?.info(bucket: bucket)
+            return try LocalFileRow.find(bucketID: bucketRow.id, name: name, db)?.info(bucket: bucket, db)
         }
     }
 
@@ -116,7 +116,7 @@ extension SyncStore {
             }
             if let file = try LocalFileRow.fetchOne(db, key: id) {
                 guard let bucket = try BucketRow.fetchOne(db, key: file.bucketID) else { return nil }
-                return .localFile(file.info(bucket: bucket.name))
+                return .localFile(try file.info(bucket: bucket.name, db))
             }
             return nil
         }

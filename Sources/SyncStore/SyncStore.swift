@@ -12,7 +12,7 @@ import Synchronization
 /// survive a kill of the process, and `syncDeferredWrites()` makes them survive a power loss too.
 public final class SyncStore: Sendable {
     let pool: DatabasePool
-    let path: String
+    public let path: String
     private let subscribers = Mutex<[UUID: AsyncStream<RemoteEvent>.Continuation]>([:])
     /// Which commits the disk already holds.
     private let syncProgress = Mutex(SyncProgress())

@@ -1,0 +1,152 @@
+import BucketFS
+import Foundation
+import SyncStore
+import Testing
+
+/// Issue 13, "Files up to that limit (at least 1 GiB for scratch files) work with memory that does
+/// not grow with file size, and one file's long save never blocks requests for other files", on
+/// a real mount served by this process (so its own peak memory is the mount's).
+@Suite(.serialized, .timeLimit(.minutes(5)))
+struct LargeFileTests {
+    /// Peak resident memory of this process (VmHWM), in bytes.
+    static func peakMemory() throws -> Int {
+        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+        else { throw CocoaError(.fileReadCorruptFile) }
+        return kilobytes << 10
+    }
+
+    /// Starts the peak over from the current resident size (clear_refs 5, Linux >= 4.0).
+    static func resetPeakMemory() throws {
+        try "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+    }
+
+    @Test func aGigabyteScratchFileIsSavedStreamedAndReadBackWithoutHoldingItInMemory() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let dir = mount.path("notes")
+        try Tool.shell("echo '{\"keep\": 1}' > keep.json", in: dir)
+        try Self.resetPeakMemory()
+        // 1 GiB of distinct MiBs (a counter in each), written 1 MiB per write; "closing" is
+        // printed just before close(2), which returns once the file is in the store.
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        writer.currentDirectoryURL = URL(fileURLWithPath: dir)
+        writer.arguments = [
+            "-c",
+            """
+            import hashlib, os, sys, time
+            pool = os.urandom(17 << 20)
+            digest = hashlib.sha256()
+            fd = os.open('big.tmp', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            for i in range(1024):
+                block = i.to_bytes(8, 'little') + pool[i * 16384:i * 16384 + (1 << 20) - 8]
+                digest.update(block)
+                os.write(fd, block)
+            print('closing', flush=True)
+            start = time.monotonic()
+            os.close(fd)
+            print('closed %.3f %s' % (time.monotonic() - start, digest.hexdigest()), flush=True)
+            """,
+        ]
+        let output = Pipe()
+        writer.standardOutput = output
+        try writer.run()
+        defer { if writer.isRunning { writer.terminate() } }
+        var lines = LineReader(output.fileHandleForReading)
+        #expect(lines.next() == "closing")
+        // While the big file's save runs: a small file is created, written and saved, others
+        // are listed, stat'ed and read. None waits for the big save.
+        let saveStarted = Date()
+        let small = try Tool.shell(
+            "echo small > small.tmp && stat -c %s big.tmp small.tmp && ls && cat keep.json", in: dir, timeout: 60)
+        let smallDone = Date().timeIntervalSince(saveStarted)
+        let closed = lines.next() ?? ""
+        writer.waitUntilExit()
+        let parts = closed.split(separator: " ")
+        #expect(parts.count == 3 && parts[0] == "closed", "writer: \(closed)")
+        guard parts.count == 3, let closeSeconds = Double(parts[1]) else { return }
+        let digest = String(parts[2])
+        #expect(small.stdout.contains("small.tmp") && small.stdout.contains("{\"keep\": 1}"), "\(small.stdout)")
+        // The small requests finished while the big close was still saving.
+        #expect(smallDone < closeSeconds, "small requests took \(smallDone) s, the big close \(closeSeconds) s")
+        #expect(try FileManager.default.attributesOfItem(atPath: dir + "/big.tmp")[.size] as? Int == 1 << 30)
+        // Read back through a fresh mount: the bytes are the store's, ranged reads of its chunks.
+        try mount.remount()
+        let sum = try Tool.shell("sha256sum big.tmp", in: dir, timeout: 120)
+        #expect(sum.stdout.hasPrefix(digest), "read back \(sum.stdout), wrote \(digest)")
+        #expect(try Tool.run("/bin/cat", ["small.tmp"], directory: dir).stdout == "small\n")
+        // Writing, saving and reading a GiB never held it in memory (the old design held the
+        // whole file, and a copy of it at the save).
+        let peak = try Self.peakMemory()
+        #expect(peak < 384 << 20, "peak memory \(peak >> 20) MiB while handling a 1 GiB file")
+        // A rename to another scratch name moves the row, not the bytes; an unlink frees them.
+        try Tool.shell("mv big.tmp moved.tmp", in: dir, timeout: 10)
+        #expect(try mount.store.localFileContent(bucket: "notes", name: "moved.tmp").map(Self.isChunked) == true)
+        try Tool.shell("rm moved.tmp", in: dir)
+    }
+
+    static func isChunked(_ content: LocalFileContent) -> Bool {
+        if case .chunked = content { return true }
+        return false
+    }
+
+    @Test func theLimitsAreFourGiBForScratchFilesAnd16MiBForEntityFiles() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let dir = mount.path("notes")
+        try Tool.shell("echo '{}' > keep.json", in: dir)
+        // Up to the limit: a sparse file, which costs neither memory nor disk.
+        let sparse = try Tool.python(
+            """
+            import os
+            fd = os.open('sparse.tmp', os.O_RDWR | os.O_CREAT)
+            os.pwrite(fd, b'end', (4 << 30) - 3)
+            os.close(fd)
+            print(os.stat('sparse.tmp').st_size)
+            with open('sparse.tmp', 'rb') as f:
+                f.seek((4 << 30) - 5)
+                print(f.read())
+            """, in: dir, timeout: 60)
+        #expect(sparse.stdout == "4294967296\nb'\\x00\\x00end'\n", "\(sparse.stdout)")
+        try DescriptorAndLimitTests.expectErrno("EFBIG", "os.truncate('sparse.tmp', (4 << 30) + 1)", in: dir)
+        try DescriptorAndLimitTests.expectErrno(
+            "EFBIG", "fd = os.open('sparse.tmp', os.O_WRONLY); os.pwrite(fd, b'x', 4 << 30)", in: dir)
+        // A closed scratch file is truncated in the store, without reading it.
+        #expect(try Tool.python("import os; os.truncate('sparse.tmp', 5); print(open('sparse.tmp', 'rb').read())", in: dir)
+            .stdout == "b'\\x00\\x00\\x00\\x00\\x00'\n")
+        // Entity files stop at 16 MiB: the server takes 4 MiB, and the mount parses them whole.
+        try DescriptorAndLimitTests.expectErrno(
+            "EFBIG", "fd = os.open('big.json', os.O_WRONLY | os.O_CREAT); os.pwrite(fd, b'x', 16 << 20)", in: dir)
+        try DescriptorAndLimitTests.expectErrno("EFBIG", "os.truncate('keep.json', (16 << 20) + 1)", in: dir)
+        // A larger scratch file renamed onto a `.json` name: refused, and kept under its name.
+        try Tool.shell("truncate -s 20M large.tmp", in: dir)
+        try DescriptorAndLimitTests.expectErrno("EFBIG", "os.rename('large.tmp', 'large.json')", in: dir)
+        #expect(try FileManager.default.attributesOfItem(atPath: dir + "/large.tmp")[.size] as? Int == 20 << 20)
+        #expect(!FileManager.default.fileExists(atPath: dir + "/large.json"))
+    }
+}
+
+/// Lines of a pipe, read as they come.
+struct LineReader {
+    let handle: FileHandle
+    var buffer = Data()
+
+    init(_ handle: FileHandle) {
+        self.handle = handle
+    }
+
+    mutating func next() -> String? {
+        while true {
+            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                buffer = Data(buffer[(newline + 1)...])
+                return line
+            }
+            let more = handle.availableData
+            if more.isEmpty { return nil }
+            buffer.append(more)
+        }
+    }
+}
