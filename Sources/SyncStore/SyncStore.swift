@@ -16,6 +16,9 @@ public final class SyncStore: Sendable {
     private let subscribers = Mutex<[UUID: AsyncStream<RemoteEvent>.Continuation]>([:])
     /// Which commits the disk already holds.
     private let syncProgress = Mutex(SyncProgress())
+    /// Set by `close()`: a call that comes later (a background reclaim) fails instead of using
+    /// a closed connection.
+    private let closed = Mutex(false)
 
     struct SyncProgress {
         /// Commits that wrote something, counted on the writer (none fsyncs inside its commit).
@@ -51,6 +54,7 @@ public final class SyncStore: Sendable {
     /// Closes the database; further calls fail.
     public func close() throws(StoreError) {
         for continuation in subscribers.withLock({ $0.values }) { continuation.finish() }
+        closed.withLock { $0 = true }
         do { try pool.close() } catch { throw StoreError(error) }
     }
 
@@ -91,6 +95,8 @@ public final class SyncStore: Sendable {
         let result: T
         do {
             result = try pool.writeWithoutTransaction { db in
+                // Checked on the writer, which runs `close` too: no write starts after it.
+                guard !closed.withLock({ $0 }) else { throw StoreError.database("the store is closed") }
                 let changesBefore = db.totalChangesCount
                 var result: T?
                 try db.inTransaction(.immediate) {
@@ -141,7 +147,10 @@ public final class SyncStore: Sendable {
     /// One read from a WAL snapshot.
     func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do {
-            return try pool.read { db in try body(db) }
+            return try pool.read { db in
+                guard !closed.withLock({ $0 }) else { throw StoreError.database("the store is closed") }
+                return try body(db)
+            }
         } catch {
             throw StoreError(error)
         }
