@@ -28,10 +28,14 @@ struct EntityReference {
 
 /// The body of the server's `e` reply (spec "Entity: e").
 public enum EntityReply: Hashable, Sendable {
-    /// `{"data": {...}}`: the entity at that version.
-    case data(JSONObject)
+    /// `{"data": {...}}`: the entity at that version. bucketfs's own server adds
+    /// `"accepted_at"`, when it accepted that version (Unix seconds); other servers send none.
+    case data(JSONObject, acceptedAt: Double? = nil)
     /// `?`: the server has no such key or version.
     case unknown
+
+    /// The wire name of the acceptance time, an extra field only bucketfs's server sends.
+    static let acceptedAtField = "accepted_at"
 
     /// Parses the line after `e:key.v\n`. `{"data": null}` is read as unknown (nothing to apply).
     init(body: Substring) throws(ProtocolError) {
@@ -41,19 +45,26 @@ public enum EntityReply: Hashable, Sendable {
         }
         let fields = try JSONFields(parsing: String(body), field: "e")
         guard fields.object.keys.contains("data") else { throw .missingField("data") }
-        if let data = try fields.optionalObject("data") {
-            self = .data(data)
-        } else {
+        guard let data = try fields.optionalObject("data") else {
             self = .unknown
+            return
         }
+        // A time that is not a number is not ours to read: the data still counts.
+        let acceptedAt: Double? = switch fields.object[JSONKey(Self.acceptedAtField)] {
+        case .double(let seconds)?: seconds
+        case .integer(let seconds)?: Double(seconds)
+        default: nil
+        }
+        self = .data(data, acceptedAt: acceptedAt)
     }
 
     var rendered: String {
         switch self {
         case .unknown: return "?"
-        case .data(let object):
+        case .data(let object, let acceptedAt):
             var json = OrderedJSONObject()
             json.add("data", .object(object))
+            if let acceptedAt { json.add(Self.acceptedAtField, .double(acceptedAt)) }
             return json.rendered()
         }
     }

@@ -22,6 +22,13 @@ struct StoredChange: Sendable, Hashable {
     var endVersion: Int
 }
 
+/// A version of an entity the server keeps (the answer to `e:key.version`).
+struct KeptVersion: Sendable, Hashable {
+    var data: JSONObject
+    /// Unix seconds; nil for a version stored before the server recorded acceptance times.
+    var acceptedAt: Double?
+}
+
 /// The answer to `cv:<cv>`.
 enum CatchUp: Sendable, Hashable {
     /// The cv is unknown or compacted away: the client must reload the index (`cv:?`).

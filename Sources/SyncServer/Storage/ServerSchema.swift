@@ -102,6 +102,11 @@ enum ServerSchema {
                 CREATE INDEX refused_ccids_by_cv ON refused_ccids(bucket_id, cv);
                 """)
         }
+        migrator.registerMigration("v3 accepted times") { db in
+            // Issue 17: when the server accepted each kept version (Unix seconds), sent with `e`
+            // replies for `bucketfs history`. Versions kept from before have none (NULL).
+            try db.execute(sql: "ALTER TABLE entity_versions ADD COLUMN accepted_at REAL")
+        }
         return migrator
     }
 }

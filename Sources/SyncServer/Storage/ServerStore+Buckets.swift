@@ -57,16 +57,19 @@ extension ServerStore {
         completionQueue.sync { deliver() }
     }
 
-    /// The data of `key` at `version`, if that version is kept and is not a deletion.
-    func entityData(bucket: BucketHandle, key: String, version: Int) async throws -> JSONObject? {
-        let text = try await pool.read { db in
-            try String.fetchOne(
+    /// `key` at `version`, if that version is kept and is not a deletion: its data, and when
+    /// the server accepted it (nil for versions kept from before it recorded that).
+    func entityVersion(bucket: BucketHandle, key: String, version: Int) async throws -> KeptVersion? {
+        let row = try await pool.read { db in
+            try Row.fetchOne(
                 db,
-                sql: "SELECT data FROM entity_versions WHERE bucket_id = ? AND key = ? AND version = ?",
+                sql: "SELECT data, accepted_at FROM entity_versions WHERE bucket_id = ? AND key = ? AND version = ?",
                 arguments: [bucket.id, key, version]
             )
         }
-        return try text.map { try Self.decodeObject($0, what: "entity \(key).\(version)") }
+        guard let row else { return nil }
+        return KeptVersion(
+            data: try Self.decodeObject(row["data"], what: "entity \(key).\(version)"), acceptedAt: row["accepted_at"])
     }
 
     /// Drops all but the newest `keepingLast` changes of a user's bucket from the change log;

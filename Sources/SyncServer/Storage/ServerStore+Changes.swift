@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import JSONDiff
 import SyncProtocol
@@ -58,8 +59,8 @@ extension ServerStore {
                 INSERT INTO entities (bucket_id, key, version, data) VALUES (?, ?, ?, ?)
                 ON CONFLICT (bucket_id, key) DO UPDATE SET version = excluded.version, data = excluded.data
                 """).execute(arguments: [bucket.id, change.id, endVersion, dataText])
-            try db.cachedStatement(sql: "INSERT OR REPLACE INTO entity_versions (bucket_id, key, version, data) VALUES (?, ?, ?, ?)")
-                .execute(arguments: [bucket.id, change.id, endVersion, dataText])
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO entity_versions (bucket_id, key, version, data, accepted_at) VALUES (?, ?, ?, ?, ?)")
+                .execute(arguments: [bucket.id, change.id, endVersion, dataText, Date().timeIntervalSince1970])
             if endVersion > limits.historyPerEntity {
                 try db.cachedStatement(sql: "DELETE FROM entity_versions WHERE bucket_id = ? AND key = ? AND version <= ?")
                     .execute(arguments: [bucket.id, change.id, endVersion - limits.historyPerEntity])

@@ -229,8 +229,9 @@ final class StreamingSession {
 
     private func sendEntity(key: String, version: Int, channel: Int, authorized: AuthorizedChannel) async -> Verdict {
         do {
-            let data = try await store.entityData(bucket: authorized.bucket, key: key, version: version)
-            send(.channel(channel, .entity(key: key, version: version, data.map(EntityReply.data) ?? .unknown)))
+            let kept = try await store.entityVersion(bucket: authorized.bucket, key: key, version: version)
+            let reply = kept.map { EntityReply.data($0.data, acceptedAt: $0.acceptedAt) } ?? .unknown
+            send(.channel(channel, .entity(key: key, version: version, reply)))
         } catch {
             return internalFailure("entity", error)
         }
