@@ -128,6 +128,7 @@ extension SyncClient {
         let authorized = connection?.authorizedAny ?? false
         connection = nil
         sentOnConnection.removeAll()
+        versionFetches.connectionEnded()
         for channel in machines.indices { machines[channel].disconnected() }
         return authorized
     }

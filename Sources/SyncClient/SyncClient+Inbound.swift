@@ -56,8 +56,10 @@ extension SyncClient {
             await perform(machines[channel].indexPage(page), channel: channel)
             publishProgress(channel: channel)
         case .entity(let key, let version, let reply):
+            // A version asked for by `fetchVersions` is history, not a reload: never applied.
+            if versionFetches.received(channel: channel, key: key, version: version, reply: reply) { return }
             machines[channel].entityReceived(key: key, version: version)
-            let data: JSONObject? = if case .data(let object) = reply { object } else { nil }
+            let data: JSONObject? = if case .data(let object, _) = reply { object } else { nil }
             do {
                 let outcome = try store.applyEntity(bucket: bucket, key: key, version: version, data: data)
                 await follow(outcome, channel: channel)

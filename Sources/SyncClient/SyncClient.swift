@@ -36,6 +36,9 @@ public actor SyncClient {
     /// numbers are positions, so the slot stays).
     var removedChannels: Set<Int> = []
 
+    /// `bucketfs history`'s fetches of kept versions, waiting for their `e` replies.
+    var versionFetches = VersionFetches()
+
     let stateBroadcaster = Broadcaster<ConnectionState>(initial: .stopped)
     let progressBroadcaster = Broadcaster<SyncProgress>()
     let authFailureBroadcaster = Broadcaster<BucketAuthFailure>()

@@ -10,6 +10,8 @@ public enum SyncClientError: Error, Sendable, Hashable, CustomStringConvertible 
     case invalidConfiguration(String)
     /// The client was stopped.
     case stopped
+    /// The server could not be asked (offline, the bucket not in sync yet, no answer in time).
+    case serverUnavailable(String)
 
     public var description: String {
         switch self {
@@ -17,6 +19,7 @@ public enum SyncClientError: Error, Sendable, Hashable, CustomStringConvertible 
         case .unknownBucket(let name): return "bucket \(name) is not configured"
         case .invalidConfiguration(let reason): return "invalid configuration: \(reason)"
         case .stopped: return "sync client stopped"
+        case .serverUnavailable(let reason): return "the server cannot be reached: \(reason)"
         }
     }
 }

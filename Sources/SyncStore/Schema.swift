@@ -113,6 +113,34 @@ enum Schema {
                     BEGIN INSERT OR IGNORE INTO local_garbage (content_id) VALUES (old.content_id); END
                     """)
         }
+        migrator.registerMigration("v5 version history") { db in
+            // Issue 17: versions of entities fetched from the server for `bucketfs history`
+            // (a version's data never changes, so what was fetched is listed offline). Keyed by
+            // bucket name: the history outlives the entity and the bucket's rows.
+            try db.execute(sql: """
+                CREATE TABLE entity_history (
+                    bucket TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    version INTEGER NOT NULL,
+                    data TEXT NOT NULL,
+                    accepted_at REAL,
+                    PRIMARY KEY (bucket, key, version)
+                ) WITHOUT ROWID;
+                -- The last server version of an entity the store forgot (deleted here or on the
+                -- server), so its history can still be listed and a version restored.
+                CREATE TABLE removed_entity (
+                    bucket TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    last_version INTEGER NOT NULL,
+                    PRIMARY KEY (bucket, key)
+                ) WITHOUT ROWID;
+                CREATE TRIGGER entity_removal_remembered AFTER DELETE ON entity
+                WHEN OLD.ghost_version IS NOT NULL BEGIN
+                    INSERT OR REPLACE INTO removed_entity (bucket, key, last_version)
+                    SELECT name, OLD.key, OLD.ghost_version FROM bucket WHERE id = OLD.bucket_id;
+                END;
+                """)
+        }
         return migrator
     }
 
