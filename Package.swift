@@ -72,7 +72,7 @@ let package = Package(
         .executableTarget(
             name: "bucketfs",
             dependencies: [
-                "JSONDiff", "SyncProtocol", "SyncServer", "SyncStore", "SyncClient", "BucketFS",
+                "JSONDiff", "SyncProtocol", "SyncServer", "SyncStore", "SyncClient", "BucketFS", "DiffMatchPatch",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

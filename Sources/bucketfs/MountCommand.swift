@@ -203,6 +203,7 @@ private struct MountSession {
         let feed = FeedWriter(path: MountRecord.feedPath(for: mountpoint))
         let acknowledgements = command.fsyncWaitsForServer.map { _ in StoreAcknowledgements(store: store) }
         await client.start()
+        let control = startControlSocket(client: client, store: store)
         // mkdir and rmdir at the root reach the engine in the order they happened.
         let (bucketEdits, bucketEditsInput) = AsyncStream<BucketEdit>.makeStream()
         let localSaves = LocalSaveQueue()
@@ -250,6 +251,7 @@ private struct MountSession {
         if !(await client.waitUntilIdle(timeout: .seconds(5))) {
             logger.notice("some saves are still pending: they are stored and are sent at the next mount")
         }
+        control?.stop()
         for reporter in reporters { reporter.cancel() }
         await client.stop()
         await server?.stop()
@@ -266,6 +268,17 @@ private struct MountSession {
         let token = try await AuthAPI(serverURL: serverURL, authURL: command.authURL, appID: appID, apiKey: command.apiKey ?? appID)
             .authorize(username: user, password: password)
         return { token }
+    }
+
+    /// The door for `bucketfs history` (ControlSocket.swift); the mount works without it.
+    private func startControlSocket(client: SyncClient, store: SyncStore) -> ControlServer? {
+        let fetcher = HistoryFetcher(client: client, store: store)
+        do {
+            return try ControlServer(mountpoint: mountpoint) { await fetcher.handle($0) }
+        } catch {
+            logger.warning("bucketfs history cannot ask the server through this mount: \(error)")
+            return nil
+        }
     }
 
     /// Logs connection changes and keeps the mount record (for `bucketfs status`) current.

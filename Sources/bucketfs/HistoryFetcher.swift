@@ -1,0 +1,46 @@
+import SyncClient
+import SyncStore
+
+/// The mount's side of `bucketfs history`: fetches the versions the server keeps of an entity
+/// through the mount's live connection into the store, where the command reads them (and
+/// finds them again offline).
+struct HistoryFetcher: Sendable {
+    /// How many versions of an entity the server keeps (bucketfs's server: the last 60).
+    static let keptVersions = 60
+
+    let client: SyncClient
+    let store: SyncStore
+
+    func handle(_ request: ControlRequest) async -> ControlReply {
+        switch request.operation {
+        case .fetchHistory: return await fetchHistory(bucket: request.bucket, key: request.key)
+        }
+    }
+
+    private func fetchHistory(bucket: String, key: String) async -> ControlReply {
+        do {
+            guard let latest = try Self.latestVersion(store, bucket: bucket, key: key) else {
+                return ControlReply(error: "the server has no version of it that this mount knows of")
+            }
+            let cached = Set(try store.cachedVersions(bucket: bucket, key: key).map(\.version))
+            let missing = Self.window(upTo: latest).filter { !cached.contains($0) }
+            let fetched = try await client.fetchVersions(bucket: bucket, key: key, versions: missing)
+            try store.cacheVersions(bucket: bucket, key: key, fetched)
+            return ControlReply(latestVersion: latest, notKept: fetched.filter { $0.data == nil }.map(\.version))
+        } catch {
+            return ControlReply(error: "\(error)")
+        }
+    }
+
+    /// The newest server version the store knows: the entity's, or for one it forgot (deleted
+    /// here or on the server) the last it had.
+    static func latestVersion(_ store: SyncStore, bucket: String, key: String) throws -> Int? {
+        if let entity = try store.entity(bucket: bucket, key: key), let version = entity.version { return version }
+        return try store.lastVersionBeforeRemoval(bucket: bucket, key: key)
+    }
+
+    /// The versions the server may still keep when `latest` is the newest.
+    static func window(upTo latest: Int) -> ClosedRange<Int> {
+        max(1, latest - keptVersions + 1)...max(1, latest)
+    }
+}
