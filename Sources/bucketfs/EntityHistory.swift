@@ -32,7 +32,7 @@ struct EntityHistory {
     }
 
     /// The note has no file: deleted (on the server, or here with the removal still pending).
-    var isDeleted: Bool { entity == nil || entity?.deletedPending == true || entity?.content.isEmpty == true }
+    var isDeleted: Bool { latestVersion != nil && (entity == nil || entity?.deletedPending == true) }
 
     /// Version `number`, or an error saying why it cannot be had.
     func version(_ number: Int) throws -> EntityVersion {

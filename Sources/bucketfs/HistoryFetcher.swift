@@ -19,9 +19,8 @@ struct HistoryFetcher: Sendable {
 
     private func fetchHistory(bucket: String, key: String) async -> ControlReply {
         do {
-            guard let latest = try Self.latestVersion(store, bucket: bucket, key: key) else {
-                return ControlReply(error: "the server has no version of it that this mount knows of")
-            }
+            // Nothing of it ever reached the server (as far as this mount knows): nothing to ask.
+            guard let latest = try Self.latestVersion(store, bucket: bucket, key: key) else { return ControlReply() }
             let cached = Set(try store.cachedVersions(bucket: bucket, key: key).map(\.version))
             let missing = Self.window(upTo: latest).filter { !cached.contains($0) }
             let fetched = try await client.fetchVersions(bucket: bucket, key: key, versions: missing)

@@ -108,6 +108,13 @@ struct HistoryTests {
         #expect(againstNow.stdout.contains("-  \"content\": \"two three\"\n+  \"content\": \"two three four\"\n"))
         #expect(try cli.bucketfs(["history", file, "--diff", "5"]).stdout == "")
 
+        let never = try cli.bucketfs(["history", a + "/notes/never.json"])
+        #expect(never.status == 0, "\(never.stderr)")
+        #expect(never.stdout == "notes/never.json: 0 versions\nthe server has no version of it that this mount knows of\n")
+        let local = try cli.bucketfs(["history", a + "/notes/.scratch.json"])
+        #expect(local.status != 0)
+        #expect(local.stderr.contains("is a local-only file"), "\(local.stderr)")
+
         let missing = try cli.bucketfs(["history", file, "--show", "9"])
         #expect(missing.status != 0)
         #expect(missing.stderr.contains("the server does not keep version 9"), "\(missing.stderr)")
