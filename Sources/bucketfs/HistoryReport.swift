@@ -69,7 +69,7 @@ struct HistoryReport: Codable {
             for version in versions {
                 let number = String(version.version)
                 let size = String(version.size)
-                let accepted = version.acceptedAt.map(Self.time) ?? "-"
+                let accepted = version.acceptedAt.map(MountReport.time) ?? "-"
                 lines.append(
                     "  \(String(repeating: " ", count: max(0, 7 - number.count)))\(number)  "
                         + accepted.padding(toLength: 19, withPad: " ", startingAt: 0) + "  "
@@ -88,11 +88,5 @@ struct HistoryReport: Codable {
             lines.append("deleted: bring it back with: bucketfs restore \(file) --version \(last.version)")
         }
         return lines.joined(separator: "\n") + "\n"
-    }
-
-    static func time(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
-        return formatter.string(from: date)
     }
 }

@@ -158,7 +158,8 @@ struct MountReport: Codable {
         return lines.joined(separator: "\n")
     }
 
-    private static func time(_ date: Date) -> String {
+    /// A local time as the commands print it (`2026-11-25 13:52:28`).
+    static func time(_ date: Date) -> String {
         let formatter = DateFormatter()
         formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
         return formatter.string(from: date)
