@@ -275,7 +275,7 @@ extension BucketFileSystem {
         guard let (waiter, timeout) = acknowledgement else { return request.replyOK() }
         Task.detached { [self] in
             let outcome = await waiter.waitForServer(bucket: bucket, key: key, timeout: timeout)
-            let what = "\(bucket)/\(key.map(FileNameCodec.fileName(forKey:)) ?? "")"
+            let what = "\(bucket)/\(key.map { fileName(for: .entity(key: $0), in: bucket) } ?? "")"
             switch outcome {
             case .acknowledged:
                 request.replyOK()
@@ -415,9 +415,9 @@ extension BucketFileSystem {
     }
 
     private func makeFile(_ request: FuseRequest, parent: UInt64, name: String, mode: mode_t, info: FileInfo?) {
-        let item = FileNameCodec.itemName(forFileName: name)
         perform(request, on: writeQueue) { [self] () throws(FSError) in
             let bucket = try bucket(of: parent)
+            let item = itemName(forFileName: name, in: bucket)
             try loadDirectory(parent)
             if let existing = state.withLock({ $0.table.child(of: parent, named: name) }) {
                 // The kernel asks only after a negative lookup, but another process may have won.
@@ -436,7 +436,7 @@ extension BucketFileSystem {
                     size: 0, mtime: now, ctime: now)
                 inMemoryOnly = true
             } else {
-                node = Self.node(for: try backend.save(bucket: bucket, name: item, bytes: [], newID: nil), parent: parent)
+                node = self.node(for: try backend.save(bucket: bucket, name: item, bytes: [], newID: nil), parent: parent)
                 inMemoryOnly = false
             }
             let handle = state.withLock { state -> UInt64? in

@@ -41,11 +41,11 @@ extension BucketFileSystem {
         let exchange: UInt32 = 2  // RENAME_EXCHANGE
         guard flags & exchange == 0, flags & ~(noReplace | exchange) == 0 else { return fail(request, .invalidArgument) }
         guard parent != InodeTable.rootInode, newParent != InodeTable.rootInode else { return fail(request, .notPermitted) }
-        let destinationItem = FileNameCodec.itemName(forFileName: newName)
         perform(request, on: writeQueue) { [self] () throws(FSError) in
             let sourceBucket = try bucket(of: parent)
             let destinationBucket = try bucket(of: newParent)
             guard sourceBucket == destinationBucket else { throw FSError.crossDevice }
+            let destinationItem = itemName(forFileName: newName, in: destinationBucket)
             try loadDirectory(parent)
             try loadDirectory(newParent)
             let (source, existing) = state.withLock {
@@ -88,7 +88,7 @@ extension BucketFileSystem {
                     }
                 }
                 let entry = try backend.rename(bucket: sourceBucket, from: sourceItem, to: destinationItem)
-                let moved = Self.node(for: entry, parent: newParent)
+                let moved = node(for: entry, parent: newParent)
                 let aliased = state.withLock { state -> Bool in
                     for ino in [source.ino, moved.ino] + (existing.map { [$0.ino] } ?? []) { state.closedFiles.remove(ino) }
                     // The file it replaced loses its name (upsert unlinks it); descriptors open on
@@ -118,9 +118,9 @@ extension BucketFileSystem {
 
     /// Symlinks only for local-only names (emacs lock files `.#name`); kept in memory.
     func symlink(_ request: FuseRequest, target: String, parent: UInt64, name: String) {
-        guard case .localFile = FileNameCodec.itemName(forFileName: name) else { return fail(request, .notPermitted) }
         withLoadedDirectory(request, parent) { [self] () throws(FSError) in
             let bucket = try bucket(of: parent)
+            guard case .localFile = itemName(forFileName: name, in: bucket) else { throw FSError.notPermitted }
             let ino = try state.withLock { state throws(FSError) -> UInt64 in
                 if state.table.child(of: parent, named: name) != nil { throw FSError.exists }
                 let ino = state.nextSymlinkInode

@@ -13,7 +13,7 @@ extension BucketFileSystem {
             // Nothing of this bucket is cached here, so there is nothing to invalidate.
             return
         }
-        let fileName = FileNameCodec.fileName(forKey: change.key)
+        let fileName = fileName(for: .entity(key: change.key), in: change.bucket)
         let entry: MountEntry?
         do {
             entry = try backend.entry(bucket: change.bucket, name: .entity(key: change.key))
@@ -25,7 +25,7 @@ extension BucketFileSystem {
             var result: [Invalidation] = []
             let previous = state.table.child(of: bucketNode.ino, named: fileName)
             if let entry {
-                let node = Self.node(for: entry, parent: bucketNode.ino)
+                let node = node(for: entry, parent: bucketNode.ino)
                 state.table.upsert(node)
                 state.closedFiles.remove(node.ino)
                 if var open = state.openFiles[node.ino], !open.dirty {

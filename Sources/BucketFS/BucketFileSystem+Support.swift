@@ -41,6 +41,16 @@ extension BucketFileSystem {
     }
 
     /// The bucket a directory inode stands for (files live only in buckets).
+    /// The file name an item shows under in `bucket` (whose format gives entity files their extension).
+    func fileName(for item: MountItemName, in bucket: String) -> String {
+        FileNameCodec.fileName(for: item, extension: backend.fileExtension(bucket: bucket))
+    }
+
+    /// What a file name in `bucket` stands for.
+    func itemName(forFileName fileName: String, in bucket: String) -> MountItemName {
+        FileNameCodec.itemName(forFileName: fileName, extension: backend.fileExtension(bucket: bucket))
+    }
+
     func bucket(of directory: UInt64) throws(FSError) -> String {
         let node = state.withLock { $0.table.node(directory) }
         guard let node else { throw FSError.notFound }
@@ -67,7 +77,7 @@ extension BucketFileSystem {
             state.withLock { $0.table.replaceListing(of: directory, with: listing) }
         case .bucket(let name):
             let listing = try adoptingRenamedNames(in: name, try backend.entries(bucket: name))
-                .map { Self.node(for: $0, parent: directory) }
+                .map { self.node(for: $0, parent: directory) }
             state.withLock { $0.table.replaceListing(of: directory, with: listing) }
         case .file, .symlink:
             throw FSError.notDirectory
@@ -81,9 +91,10 @@ extension BucketFileSystem {
     private func adoptingRenamedNames(in bucket: String, _ entries: [MountEntry]) throws(FSError) -> [MountEntry] {
         var result = entries
         var names = Set(entries.map(\.name))
+        let fileExtension = backend.fileExtension(bucket: bucket)
         for (index, entry) in entries.enumerated() {
-            guard case .localFile(let fileName) = entry.name, fileName.hasSuffix(".json"),
-                case .entity(let key) = FileNameCodec.itemName(forFileName: fileName)
+            guard case .localFile(let fileName) = entry.name, fileName.hasSuffix("." + fileExtension),
+                case .entity(let key) = FileNameCodec.itemName(forFileName: fileName, extension: fileExtension)
             else { continue }
             var destination = MountItemName.entity(key: key)
             var suffix = ".local"
@@ -95,7 +106,7 @@ extension BucketFileSystem {
             result[index] = try backend.rename(bucket: bucket, from: entry.name, to: destination)
             logger.notice(
                 "a local file's name now stands for an entity",
-                metadata: ["bucket": "\(bucket)", "file": "\(fileName)", "now": "\(FileNameCodec.fileName(for: destination))"])
+                metadata: ["bucket": "\(bucket)", "file": "\(fileName)", "now": "\(self.fileName(for: destination, in: bucket))"])
         }
         return result
     }

@@ -334,9 +334,9 @@ public final class BucketFileSystem: Sendable {
             kind: .bucket(name: bucket.name), size: 0, mtime: bucket.ctime, ctime: bucket.ctime)
     }
 
-    static func node(for entry: MountEntry, parent: UInt64) -> Node {
+    func node(for entry: MountEntry, parent: UInt64) -> Node {
         Node(
-            ino: entry.id, parent: parent, fileName: FileNameCodec.fileName(for: entry.name),
+            ino: entry.id, parent: parent, fileName: fileName(for: entry.name, in: entry.bucket),
             kind: .file(bucket: entry.bucket, item: entry.name), size: entry.size, mtime: entry.mtime,
             ctime: entry.ctime, atime: entry.atime, permissions: entry.permissions.map { mode_t($0 & 0o777) })
     }

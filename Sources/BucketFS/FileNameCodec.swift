@@ -47,9 +47,10 @@ public enum FileNameCodec {
         return String(validating: output, as: UTF8.self)
     }
 
-    /// The file name of an entity key (`<stem>.json`, see the type's comment).
-    public static func fileName(forKey key: String) -> String {
-        stem(forKey: key) + ".json"
+    /// The file name of an entity key (`<stem>.json`, see the type's comment); `fileExtension`:
+    /// the bucket's (its `EntityFileFormat`'s), without the dot.
+    public static func fileName(forKey key: String, extension fileExtension: String = "json") -> String {
+        stem(forKey: key) + "." + fileExtension
     }
 
     /// The key a typed name stands for: its bytes outside `[A-Za-z0-9._@-]` as `%XX` (upper case).
@@ -91,10 +92,11 @@ public enum FileNameCodec {
     }
 
     /// What a file name inside a bucket stands for: an entity, or a local-only file.
-    public static func itemName(forFileName fileName: String) -> MountItemName {
+    public static func itemName(forFileName fileName: String, extension fileExtension: String = "json") -> MountItemName {
         if ScratchNames.isScratch(fileName) { return .localFile(name: fileName) }
-        guard fileName.hasSuffix(".json"), fileName.utf8.count > 5 else { return .localFile(name: fileName) }
-        let stem = String(decoding: fileName.utf8.dropLast(5), as: UTF8.self)
+        let suffix = "." + fileExtension
+        guard fileName.hasSuffix(suffix), fileName.utf8.count > suffix.utf8.count else { return .localFile(name: fileName) }
+        let stem = String(decoding: fileName.utf8.dropLast(suffix.utf8.count), as: UTF8.self)
         guard stem.utf8.contains(UInt8(ascii: "%")) else { return .entity(key: keyEscape(stem)) }
         guard let key = decode(stem), self.stem(forKey: key) == stem else { return .localFile(name: fileName) }
         return .entity(key: key)
@@ -102,18 +104,19 @@ public enum FileNameCodec {
 
     /// The name before `.json` of a `*.json` file that stays local only because that name is no
     /// key's file name (`My Note.json`, `100%.json`); nil for entities, scratch names and others.
-    public static func localJSONStem(_ fileName: String) -> String? {
+    public static func localJSONStem(_ fileName: String, extension fileExtension: String = "json") -> String? {
         // Asked at every save of a local file (editors' scratch files): the cheap tests first.
-        guard !ScratchNames.isScratch(fileName), fileName.hasSuffix(".json"), fileName.utf8.count > 5,
-            case .localFile = itemName(forFileName: fileName)
+        let suffix = "." + fileExtension
+        guard !ScratchNames.isScratch(fileName), fileName.hasSuffix(suffix), fileName.utf8.count > suffix.utf8.count,
+            case .localFile = itemName(forFileName: fileName, extension: fileExtension)
         else { return nil }
-        return String(decoding: fileName.utf8.dropLast(5), as: UTF8.self)
+        return String(decoding: fileName.utf8.dropLast(suffix.utf8.count), as: UTF8.self)
     }
 
     /// An entity file name close to `name` that shows as it is and whose key every server takes:
     /// each run of `%`, `/` and control bytes, and a leading `.`, becomes `-` (`100%` ->
     /// `100-.json`). What status proposes for a name that cannot sync as it is.
-    public static func plainFileName(for name: String) -> String {
+    public static func plainFileName(for name: String, extension fileExtension: String = "json") -> String {
         var output: [UInt8] = []
         for (index, byte) in name.utf8.enumerated() {
             let replaced = byte == UInt8(ascii: "%") || byte == UInt8(ascii: "/") || byte < 0x20
@@ -127,19 +130,19 @@ public enum FileNameCodec {
         // The server takes keys of at most 256 bytes; cut at a character boundary.
         var text = String(decoding: output, as: UTF8.self)
         while keyEscape(text).utf8.count > 256 { text.removeLast() }
-        return text + ".json"
+        return text + "." + fileExtension
     }
 
     /// `plainFileName` for an entity the server refused for its key: from the key's text, when
     /// it has one (a name typed too long), else from the key itself (`a/b` -> `a-b.json`).
-    public static func plainFileName(forKey key: String) -> String {
-        plainFileName(for: text(ofKey: key) ?? key)
+    public static func plainFileName(forKey key: String, extension fileExtension: String = "json") -> String {
+        plainFileName(for: text(ofKey: key) ?? key, extension: fileExtension)
     }
 
     /// The file name shown for a store name.
-    public static func fileName(for item: MountItemName) -> String {
+    public static func fileName(for item: MountItemName, extension fileExtension: String = "json") -> String {
         switch item {
-        case .entity(let key): return fileName(forKey: key)
+        case .entity(let key): return fileName(forKey: key, extension: fileExtension)
         case .localFile(let name): return name
         }
     }

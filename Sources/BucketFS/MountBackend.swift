@@ -179,4 +179,11 @@ public protocol MountBackend: Sendable {
     func status(bucket: String, key: String) throws(FSError) -> MountEntityStatus?
     /// Entities changed by the server, each published after its transaction committed.
     func remoteChanges() -> AsyncStream<MountChange>
+    /// What the bucket's entity files end in, without the dot (`json`, or `txt` for a text
+    /// view); it does not change while mounted.
+    func fileExtension(bucket: String) -> String
+}
+
+extension MountBackend {
+    public func fileExtension(bucket: String) -> String { "json" }
 }

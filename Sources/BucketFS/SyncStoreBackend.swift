@@ -178,10 +178,11 @@ public final class SyncStoreBackend: MountBackend {
             case .localFile(let fileName):
                 let file = try store.writeLocalFile(
                     bucket: bucket, name: fileName, bytes: bytes, newID: newID.map(Int64.init), durability: .deferred)
-                if let stem = FileNameCodec.localJSONStem(fileName) {
+                let fileExtension = fileExtension(bucket: bucket)
+                if let stem = FileNameCodec.localJSONStem(fileName, extension: fileExtension) {
                     // `100%.json` looks like an entity, but its name is no key's (DESIGN.md): say so.
                     logger.warning(
-                        "kept locally only: \(fileName) has a % that is no escape of a key; renamed \(FileNameCodec.plainFileName(for: stem)) it syncs",
+                        "kept locally only: \(fileName) has a % that is no escape of a key; renamed \(FileNameCodec.plainFileName(for: stem, extension: fileExtension)) it syncs",
                         metadata: ["bucket": "\(bucket)"])
                 }
                 reclaimUnusedChunks()

@@ -33,6 +33,8 @@ struct BucketRow: FetchableRecord, PersistableRecord {
     var indexCV: String?
     var indexGeneration: Int64
     var ctime: Int64
+    /// How its entities show as files (not a column of this table).
+    var format: any EntityFileFormat = JSONFileFormat()
 
     init(id: Int64, name: String, cv: String?, indexCV: String?, indexGeneration: Int64, ctime: Int64) {
         self.id = id
@@ -205,12 +207,12 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         ghostVersion = version
     }
 
-    /// Shows `value` in the file, rendered in the file format (a remote change was applied).
-    /// Times change only with the bytes: an acknowledgement or a catch-up that renders the same
-    /// file leaves it as backup tools last saw it (they key on mtime and ctime).
-    mutating func render(_ value: JSONObject, now: Int64) {
+    /// Shows `value` in the file, rendered in the bucket's file format (a remote change was
+    /// applied). Times change only with the bytes: an acknowledgement or a catch-up that renders
+    /// the same file leaves it as backup tools last saw it (they key on mtime and ctime).
+    mutating func render(_ value: JSONObject, in format: any EntityFileFormat, now: Int64) {
         localValue = StoredJSON.text(value)
-        let rendered = Data(JSONValue.object(value).prettyRendered().utf8)
+        let rendered = format.render(value).map { Data($0) }
         if content != rendered {
             content = rendered
             mtime = now

@@ -86,7 +86,7 @@ extension SyncStore {
                 let value = JSONValue.object(data)
                 let compact = value.compactRendered()
                 try insert.execute(arguments: [
-                    id, bucket.id, entry.key, entry.version, compact, compact, Data(value.prettyRendered().utf8), now, now,
+                    id, bucket.id, entry.key, entry.version, compact, compact, bucket.format.render(data).map { Data($0) }, now, now,
                     bucket.indexGeneration, id,
                 ])
                 outcome.events.append(

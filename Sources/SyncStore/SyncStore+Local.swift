@@ -24,7 +24,7 @@ extension SyncStore {
     ) throws(StoreError) -> SaveResult {
         try write(durability) { db in
             let bucketRow = try BucketRow.named(bucket, db)
-            let result = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: Self.now(), db)
+            let result = try Self.save(.bytes(bytes), key: key, bucket: bucketRow, now: Self.now(), db)
             guard markingSent, let change = result.readyToSend, change.state == .queued else { return result }
             try ChangeRow.markSent(ccid: change.ccid, db)
             return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: change.marked(.sent))
@@ -40,14 +40,15 @@ extension SyncStore {
         try write { db in
             let bucketRow = try BucketRow.named(bucket, db)
             let current = try EntityRow.find(bucketID: bucketRow.id, key: key, db).flatMap { $0.content == nil ? nil : try $0.local() }
-            let value = try edit(current)
-            return try Self.save(bytes: Array(JSONValue.object(value).prettyRendered().utf8), key: key, bucket: bucketRow, now: Self.now(), db)
+            return try Self.save(.value(try edit(current)), key: key, bucket: bucketRow, now: Self.now(), db)
         }
     }
 
-    /// Saves a JSON object (rendered in the file format) durably and queues the change.
+    /// Saves a JSON object (rendered in the bucket's file format) durably and queues the change.
     public func saveLocal(bucket: String, key: String, value: JSONObject) throws(StoreError) -> SaveResult {
-        try saveLocal(bucket: bucket, key: key, bytes: Array(JSONValue.object(value).prettyRendered().utf8))
+        try write { db in
+            try Self.save(.value(value), key: key, bucket: try BucketRow.named(bucket, db), now: Self.now(), db)
+        }
     }
 
     /// Deletes the entity's file durably; the removal is queued for the server (an entity that
@@ -170,13 +171,13 @@ extension SyncStore {
             destination = DirectoryEntry(
                 id: movedID, name: target, size: sourceSize ?? bytes.count, mtime: sourceMTime, ctime: now, mode: moved.mode, atime: moved.atime)
         case (.localFile, .entity(let key)):
-            let saved = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, moved: moved, db)
+            let saved = try Self.save(.bytes(bytes), key: key, bucket: bucketRow, now: now, mtime: sourceMTime, moved: moved, db)
             if let change = saved.readyToSend { ready.append(change) }
             destination = saved.entity.directoryEntry
         case (.entity(let from), .entity(let key)):
             // The source's row gives up the number first (`delete` hands it a fresh one or drops it).
             if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
-            let saved = try Self.save(bytes: bytes, key: key, bucket: bucketRow, now: now, mtime: sourceMTime, moved: moved, db)
+            let saved = try Self.save(.bytes(bytes), key: key, bucket: bucketRow, now: now, mtime: sourceMTime, moved: moved, db)
             if let change = saved.readyToSend { ready.append(change) }
             destination = saved.entity.directoryEntry
         case (.entity(let from), .localFile(let name)):
@@ -222,12 +223,19 @@ extension SyncStore {
         return row
     }
 
-    /// Saves `bytes` as the entity's file; `mtime` is the file's new modification time (now,
-    /// or the time a rename carries over). The row is written once when it exists already.
-    /// `moved`: the file a rename brings (its inode number and metadata); else the entity's
-    /// file keeps its own, or a new one gets a new number.
+    /// What a save writes: bytes written to the entity's file, or a value (the API's saves).
+    enum Written {
+        case bytes([UInt8])
+        case value(JSONObject)
+    }
+
+    /// Saves the entity's file: bytes written to it (parsed in the bucket's file format), or a
+    /// value (rendered in it). `mtime` is the file's new modification time (now, or the time a
+    /// rename carries over). The row is written once when it exists already. `moved`: the file a
+    /// rename brings (its inode number and metadata); else the entity's file keeps its own, or a
+    /// new one gets a new number.
     static func save(
-        bytes: [UInt8], key: String, bucket: BucketRow, now: Int64, mtime: Int64? = nil, moved: MovedFile? = nil,
+        _ written: Written, key: String, bucket: BucketRow, now: Int64, mtime: Int64? = nil, moved: MovedFile? = nil,
         _ db: Database
     ) throws -> SaveResult {
         var row: EntityRow
@@ -241,21 +249,26 @@ extension SyncStore {
             row = try EntityRow.new(bucketID: bucket.id, key: key, now: now, db)
             try row.insert(db)
         }
-        row.content = Data(bytes)
+        let parsed: Result<JSONObject, EntityFileFormatError>
+        switch written {
+        case .bytes(let bytes):
+            // A file made again after a removal builds on the last value the server has.
+            let replacingFile = row.content != nil
+            let base = try row.local() ?? (row.ghostVersion == nil ? nil : try row.ghost())
+            parsed = bucket.format.parse(bytes, base: base, replacingFile: replacingFile, at: now)
+            row.content = Data(bytes)
+        case .value(let value):
+            parsed = .success(value)
+            row.content = bucket.format.render(value).map { Data($0) }
+        }
         if let moved { (row.nodeID, row.mode, row.atime) = (moved.nodeID, moved.mode, moved.atime) }
         row.mtime = mtime ?? now
         row.ctime = now
         row.deletedPending = false
         var parseError: String?
-        do {
-            let value = try JSONValue(parsing: bytes)
-            if let object = value.objectValue {
-                row.localValue = StoredJSON.text(object)
-            } else {
-                parseError = "not a JSON object (top-level \(value.typeName))"
-            }
-        } catch {
-            parseError = "invalid JSON: \(error)"
+        switch parsed {
+        case .success(let object): row.localValue = StoredJSON.text(object)
+        case .failure(let problem): parseError = problem.description
         }
         let ready: OutgoingChange?
         if let parseError {
@@ -275,6 +288,13 @@ extension SyncStore {
     static func delete(key: String, bucket: BucketRow, now: Int64, _ db: Database) throws -> OutgoingChange? {
         guard var row = try EntityRow.find(bucketID: bucket.id, key: key, db), row.content != nil else {
             throw StoreError.unknownEntity(bucket: bucket.name, key: key)
+        }
+        if let value = try row.local(), let kept = bucket.format.removal(of: value, at: now) {
+            // The format keeps the entity (a trash flag): a save of that value, without a file.
+            // A file made under the key later is a new file, with a number no descriptor holds.
+            row.nodeID = try Schema.allocateNodeID(db)
+            try row.update(db)
+            return try save(.value(kept), key: key, bucket: bucket, now: now, db).readyToSend
         }
         let inFlight = try ChangeRow.open(entityID: row.id, db).map { $0.state != "queued" } ?? false
         if row.ghostVersion == nil && !inFlight {

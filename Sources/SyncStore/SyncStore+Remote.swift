@@ -162,7 +162,7 @@ extension SyncStore {
             // The file holds bytes that are not JSON; keep them (the user is mid-edit), track the value.
             row.localValue = StoredJSON.text(merged)
         } else {
-            row.render(merged, now: now)
+            row.render(merged, in: bucket.format, now: now)
         }
         let conflict = row.state == EntityState.conflict.description
         if let next = try reconcileQueue(&row, bucket: bucket.name, db) { outcome.ready(next) }

@@ -1,0 +1,56 @@
+import JSONDiff
+
+/// How an entity's value shows as the bytes of its file, and how bytes written to that file
+/// become the value again: the one seam between the store's JSON values and what a bucket
+/// directory shows. Each bucket has one; `JSONFileFormat` unless the mount chose another.
+///
+/// The store keeps the rendered bytes (`EntityInfo.content`), so reads, sizes and listings cost
+/// nothing extra; it renders after every remote change and parses at every local save. Bytes
+/// that do not parse are kept as written (state `invalid`, not sent), as with any format.
+public protocol EntityFileFormat: Sendable {
+    /// What entity files end in, without the dot (`json`).
+    var fileExtension: String { get }
+    /// The file's bytes for `value`; nil when the entity has no file in this view.
+    func render(_ value: JSONObject) -> [UInt8]?
+    /// The value that `bytes` written to the entity's file stand for, or why they stand for none.
+    /// `base`: the value they replace; `replacingFile`: whether the entity had a file (false for
+    /// a new file, or one made again after a removal: `base` is then the last value known, if any).
+    func parse(_ bytes: [UInt8], base: JSONObject?, replacingFile: Bool, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError>
+    /// What removing the file does to the entity: nil removes it; a value keeps it with that
+    /// value and without a file (a trash flag set).
+    func removal(of value: JSONObject, at time: StoreTime) -> JSONObject?
+}
+
+/// Why written bytes are no value of their entity (the `invalid` state's reason).
+public struct EntityFileFormatError: Error, Hashable, Sendable, CustomStringConvertible {
+    public let description: String
+
+    public init(_ description: String) {
+        self.description = description
+    }
+}
+
+/// The design's format: the entity as pretty JSON (sorted keys); any JSON object is a value.
+public struct JSONFileFormat: EntityFileFormat, Hashable {
+    public init() {}
+
+    public var fileExtension: String { "json" }
+
+    public func render(_ value: JSONObject) -> [UInt8]? {
+        Array(JSONValue.object(value).prettyRendered().utf8)
+    }
+
+    public func parse(_ bytes: [UInt8], base: JSONObject?, replacingFile: Bool, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError> {
+        do {
+            let value = try JSONValue(parsing: bytes)
+            guard let object = value.objectValue else {
+                return .failure(EntityFileFormatError("not a JSON object (top-level \(value.typeName))"))
+            }
+            return .success(object)
+        } catch {
+            return .failure(EntityFileFormatError("invalid JSON: \(error)"))
+        }
+    }
+
+    public func removal(of value: JSONObject, at time: StoreTime) -> JSONObject? { nil }
+}
