@@ -18,6 +18,8 @@ public final class SyncStoreBackend: MountBackend {
     /// Removes chunks no file needs any more, off the file system's queues.
     private let reclaimer = DispatchQueue(label: "bucketfs-reclaim")
     private let reclaimScheduled = Mutex(false)
+    /// Each bucket's file format, read once: it does not change while mounted.
+    private let formats = Mutex<[String: any EntityFileFormat]>([:])
 
     /// An adapter over `store`; `onOutgoing` receives changes ready to send after each local edit,
     /// `onBucketCreated` the name of a bucket made with mkdir (so the engine starts syncing it),
@@ -244,8 +246,27 @@ public final class SyncStoreBackend: MountBackend {
     public func status(bucket: String, key: String) throws(FSError) -> MountEntityStatus? {
         try mapped { () throws(StoreError) -> MountEntityStatus? in
             guard let entity = try store.entity(bucket: bucket, key: key), !entity.deletedPending else { return nil }
-            return MountEntityStatus(key: entity.key, version: entity.version, state: entity.state.description)
+            var state = entity.state.description
+            if entity.state == .synced || entity.state == .pending, let value = entity.value,
+                let reason = (format(of: bucket) as? TextFieldFormat)?.readOnlyReason(value)
+            {
+                // An empty file because the field is no text: say so, rather than look empty.
+                state = "readonly:\(reason)"
+            }
+            return MountEntityStatus(key: entity.key, version: entity.version, state: state)
         }
+    }
+
+    public func fileExtension(bucket: String) -> String {
+        format(of: bucket).fileExtension
+    }
+
+    private func format(of bucket: String) -> any EntityFileFormat {
+        if let known = formats.withLock({ $0[bucket] }) { return known }
+        // An unknown bucket (just made with mkdir, not stored yet) shows JSON until it is stored.
+        guard let format = try? store.fileFormat(ofBucket: bucket) else { return JSONFileFormat() }
+        formats.withLock { $0[bucket] = format }
+        return format
     }
 
     public func remoteChanges() -> AsyncStream<MountChange> {

@@ -158,9 +158,13 @@ public actor SyncClient {
         return result
     }
 
-    /// Saves a JSON object (rendered as the file format); returns once durable.
+    /// Saves a JSON object (rendered in the bucket's file format); returns once durable.
     public func save(bucket: String, key: String, value: JSONObject) async throws(SyncClientError) -> SaveResult {
-        try await save(bucket: bucket, key: key, bytes: Array(JSONValue.object(value).prettyRendered().utf8))
+        let result: SaveResult
+        let goesOutNow = liveChannel(of: bucket) != nil
+        do { result = try store.saveLocal(bucket: bucket, key: key, value: value, markingSent: goesOutNow) } catch { throw .store(error) }
+        if let change = result.readyToSend { await send([change]) }
+        return result
     }
 
     /// Edits an entity's value atomically against what the store holds now (no stale read).

@@ -52,6 +52,8 @@ struct BucketRow: FetchableRecord, PersistableRecord {
         indexCV = row[3]
         indexGeneration = row[4]
         ctime = row[5]
+        // `named` also selects the bucket's stored file format.
+        if row.count > 6, let text: String = row[6] { format = StoredFileFormat.format(text) }
     }
 
     func encode(to container: inout PersistenceContainer) {
@@ -67,7 +69,8 @@ struct BucketRow: FetchableRecord, PersistableRecord {
 
     static func named(_ name: String, _ db: Database) throws -> BucketRow {
         // Cached statements here and below: these lookups run for every entity of a sync.
-        let statement = try db.cachedStatement(sql: "SELECT * FROM bucket WHERE name = ?")
+        let statement = try db.cachedStatement(
+            sql: "SELECT bucket.*, f.format FROM bucket LEFT JOIN bucket_file_format f ON f.bucket_id = bucket.id WHERE name = ?")
         guard let row = try BucketRow.fetchOne(statement, arguments: [name]) else {
             throw StoreError.unknownBucket(name)
         }

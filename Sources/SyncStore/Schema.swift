@@ -141,6 +141,15 @@ enum Schema {
                 END;
                 """)
         }
+        migrator.registerMigration("v6 file format") { db in
+            // How a bucket's entities show as files when not as JSON (`EntityFileFormat`, set by
+            // the mount's options): kept, so every process reads the files the same way and a
+            // change of view re-renders them once.
+            try db.create(table: "bucket_file_format") { table in
+                table.primaryKey("bucket_id", .integer).references("bucket", onDelete: .cascade)
+                table.column("format", .text).notNull()
+            }
+        }
         return migrator
     }
 

@@ -44,10 +44,14 @@ extension SyncStore {
         }
     }
 
-    /// Saves a JSON object (rendered in the bucket's file format) durably and queues the change.
-    public func saveLocal(bucket: String, key: String, value: JSONObject) throws(StoreError) -> SaveResult {
+    /// Saves a JSON object (rendered in the bucket's file format) durably and queues the change;
+    /// `markingSent` as for a save of bytes.
+    public func saveLocal(bucket: String, key: String, value: JSONObject, markingSent: Bool = false) throws(StoreError) -> SaveResult {
         try write { db in
-            try Self.save(.value(value), key: key, bucket: try BucketRow.named(bucket, db), now: Self.now(), db)
+            let result = try Self.save(.value(value), key: key, bucket: try BucketRow.named(bucket, db), now: Self.now(), db)
+            guard markingSent, let change = result.readyToSend, change.state == .queued else { return result }
+            try ChangeRow.markSent(ccid: change.ccid, db)
+            return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: change.marked(.sent))
         }
     }
 

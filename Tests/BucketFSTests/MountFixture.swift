@@ -15,10 +15,11 @@ final class MountFixture: @unchecked Sendable {
     private let watchdog: DispatchWorkItem
     private var closed = false
 
-    /// Mounts a store (new, or `storePath` of an earlier fixture) with bucket `notes`.
+    /// Mounts a store (new, or `storePath` of an earlier fixture) with bucket `notes`;
+    /// `formats`: buckets shown other than as JSON (a text view).
     init(
         storePath existingStore: String? = nil, buckets: [String] = ["notes"], options: MountOptions = MountOptions(),
-        timeLimit: Double = 270
+        formats: [String: any EntityFileFormat] = [:], timeLimit: Double = 270
     ) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-test-\(UUID().uuidString)")
         let mount = directory.appendingPathComponent("mnt")
@@ -27,6 +28,7 @@ final class MountFixture: @unchecked Sendable {
         storePath = existingStore ?? directory.appendingPathComponent("store.sqlite").path
         store = try SyncStore(path: storePath)
         for bucket in buckets { _ = try store.ensureBucket(bucket) }
+        for (bucket, format) in formats { try store.setFileFormat(format, forBucket: bucket) }
         fileSystem = BucketFileSystem(backend: SyncStoreBackend(store: store))
         try fileSystem.mount(at: mountPoint, options: options)
         fileSystem.start()
