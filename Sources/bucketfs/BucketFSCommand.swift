@@ -13,8 +13,8 @@ struct BucketFSCommand: AsyncParsableCommand {
             files. bucketfs also ships a Simperium-compatible server (`bucketfs serve`).
             """,
         subcommands: [
-            Mount.self, Unmount.self, Status.self, Sync.self, History.self, Restore.self, Watch.self, Login.self, Install.self,
-            Serve.self, User.self, JSONDiffCommand.self,
+            Mount.self, Unmount.self, Status.self, Sync.self, List.self, History.self, Restore.self, Watch.self,
+            Login.self, Install.self, Serve.self, User.self, JSONDiffCommand.self,
         ]
     )
 

@@ -6,7 +6,8 @@ import Foundation
 ///
 ///     {
 ///       "remotes": { "work": { "server": "wss://sync.example.com", "appID": "my-app" } },
-///       "mounts": { "/home/me/work": { "remote": "work", "buckets": ["notes", "todo"] } }
+///       "mounts": { "/home/me/work": { "remote": "work", "buckets": ["notes", "todo"],
+///                   "text": { "notes": { "field": "content", "touch": "modificationDate" } } } }
 ///     }
 struct Config: Codable {
     struct Remote: Codable {
@@ -16,16 +17,29 @@ struct Config: Codable {
         var user: String?
         /// Where the auth API is when not on the streaming server (hosted Simperium).
         var authURL: String?
+        /// Buckets shown as plain text, by bucket name (README, "Notes as plain text").
+        var text: [String: TextViewSettings]?
     }
 
     struct MountSettings: Codable {
         var remote: String?
         var buckets: [String]?
         var readOnly: Bool?
+        /// Buckets shown as plain text, by bucket name (over the remote's).
+        var text: [String: TextViewSettings]?
     }
 
     var remotes: [String: Remote] = [:]
     var mounts: [String: MountSettings] = [:]
+
+    init() {}
+
+    /// Either part may be left out of the file (one with only `mounts` is a valid config).
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        remotes = try container.decodeIfPresent([String: Remote].self, forKey: .remotes) ?? [:]
+        mounts = try container.decodeIfPresent([String: MountSettings].self, forKey: .mounts) ?? [:]
+    }
 
     static var directory: String {
         let environment = ProcessInfo.processInfo.environment

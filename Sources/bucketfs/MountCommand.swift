@@ -61,6 +61,24 @@ struct Mount: AsyncParsableCommand {
     @Option(name: .customLong("bucket"), help: "A bucket to mount (repeatable). Default: the buckets mounted here before, or `notes` for the demo.")
     var buckets: [String] = []
 
+    @Option(
+        name: .customLong("text-field"),
+        help: ArgumentHelp(
+            "Show each entity of the bucket as a plain-text file of this string field (<key>.txt, or .EXT), the other fields kept unseen (repeatable; BUCKET: for one bucket, else every bucket).",
+            valueName: "[BUCKET:]FIELD[=EXT]"))
+    var textFields: [String] = []
+
+    @Option(help: ArgumentHelp("With --text-field: stamp this field with the save time in seconds at every save (modificationDate).", valueName: "[BUCKET:]FIELD"))
+    var touch: [String] = []
+
+    @Option(
+        name: .customLong("trash-field"),
+        help: ArgumentHelp("With --text-field: removing a file sets this field to true instead of removing the entity (deleted); such entities are not shown.", valueName: "[BUCKET:]FIELD"))
+    var trashFields: [String] = []
+
+    @Option(help: ArgumentHelp("With --text-field: a JSON object file giving a new file's entity its other fields.", valueName: "[BUCKET:]FILE"))
+    var template: [String] = []
+
     @Option(help: "The local store file (default: one per mount point under $XDG_DATA_HOME/bucketfs/stores).")
     var store: String?
 
@@ -186,6 +204,16 @@ private struct MountSession {
         if buckets.isEmpty { buckets = (try? store.buckets().map(\.name)) ?? [] }
         if buckets.isEmpty && server != nil { buckets = ["notes"] }
         guard !buckets.isEmpty else { throw CommandError("name the buckets to mount with --bucket NAME") }
+        let textViews = try TextViewSettings.resolve(
+            buckets: buckets,
+            configured: (remoteName.flatMap { config.remotes[$0]?.text } ?? [:]).merging(settings?.text ?? [:]) { $1 },
+            textFields: command.textFields, touch: command.touch, trashFields: command.trashFields, templates: command.template)
+        for bucket in buckets {
+            // Each mount says how its buckets show; a bucket shown differently before is rendered again.
+            do { try store.setFileFormat(try textViews[bucket]?.format(), forBucket: bucket) } catch let error as StoreError {
+                throw CommandError("cannot set how bucket \(bucket) shows: \(error)")
+            }
+        }
 
         let configuration = SyncClientConfiguration(
             serverURL: serverURL, appID: appID, buckets: buckets,
@@ -209,11 +237,11 @@ private struct MountSession {
         let localSaves = LocalSaveQueue()
         let reporters = [
             Task { await reportConnection(client, record: record, acknowledgements: acknowledgements) },
-            Task { await reportRemoteChanges(store, feed: feed) },
+            Task { await reportRemoteChanges(store, feed: feed, titled: Set(textViews.keys)) },
             Task { await reportProgress(client) },
             Task { await reportAuthFailures(client, record: record) },
             Task { await applyBucketEdits(bucketEdits, to: client, logger: logger) },
-            Task { await sendLocalSaves(localSaves, to: client, feed: feed) },
+            Task { await sendLocalSaves(localSaves, to: client, feed: feed, store: store, titled: Set(textViews.keys)) },
         ]
 
         let backend = SyncStoreBackend(
@@ -330,22 +358,27 @@ private struct MountSession {
     }
 
     /// Hands the mount's saves to the engine (and to `bucketfs watch`), a batch at a time.
-    private func sendLocalSaves(_ saves: LocalSaveQueue, to client: SyncClient, feed: FeedWriter) async {
+    /// `titled`: the buckets shown as plain text, whose events carry the note's title.
+    private func sendLocalSaves(_ saves: LocalSaveQueue, to client: SyncClient, feed: FeedWriter, store: SyncStore, titled: Set<String>) async {
+        var names = EntityNames(store: store)
         await saves.forEachBatch { changes in
             for change in changes {
                 let kind = if case .remove = change.operation { "removed" } else { change.sourceVersion == nil ? "created" : "changed" }
                 feed.append(FeedEvent(
                     time: Date(), bucket: change.bucket, key: change.key, version: change.sourceVersion,
-                    origin: "local", kind: kind))
+                    origin: "local", kind: kind,
+                    title: titled.contains(change.bucket) ? names.title(bucket: change.bucket, key: change.key) : nil))
             }
             await client.send(changes)
         }
     }
 
     /// Feeds `bucketfs watch` with every change the server makes to the store.
-    private func reportRemoteChanges(_ store: SyncStore, feed: FeedWriter) async {
+    private func reportRemoteChanges(_ store: SyncStore, feed: FeedWriter, titled: Set<String>) async {
+        var names = EntityNames(store: store)
         for await event in store.remoteEvents() {
             let version = event.version ?? (try? store.entity(bucket: event.bucket, key: event.key))??.version
+            let title = titled.contains(event.bucket) ? names.title(bucket: event.bucket, key: event.key) : nil
             let kind = switch event.kind {
             case .created: "created"
             case .changed: "changed"
@@ -353,7 +386,7 @@ private struct MountSession {
             }
             feed.append(FeedEvent(
                 time: Date(), bucket: event.bucket, key: event.key, version: version, origin: "remote", kind: kind,
-                client: event.clientID))
+                client: event.clientID, title: title))
         }
     }
 

@@ -73,6 +73,8 @@ struct FeedEvent: Codable, Sendable {
     var kind: String
     /// The client id that made a remote change, when the server said (who made it).
     var client: String? = nil
+    /// The entity's title (its text's first line) in a bucket shown as plain text.
+    var title: String? = nil
 }
 
 /// Appends feed events to the mount's feed file, one JSON object per line. A feed past

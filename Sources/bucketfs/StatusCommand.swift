@@ -51,6 +51,8 @@ struct MountReport: Codable {
         var state: String
         var reason: String?
         var advice: String
+        /// The note's title (first line), in a bucket shown as plain text.
+        var title: String? = nil
     }
 
     var mountpoint: String
@@ -79,12 +81,15 @@ struct MountReport: Codable {
             let store = try SyncStore(path: record.store)
             defer { try? store.close() }
             var localOnly: [Attention] = []
+            var names = EntityNames(store: store)
             for bucket in try store.buckets() {
                 var entities = 0
                 for entry in try store.entries(bucket: bucket.name) {
                     switch entry.name {
                     case .entity: entities += 1
-                    case .localFile(let name): if let item = Self.attention(localFile: name, bucket: bucket.name) { localOnly.append(item) }
+                    case .localFile(let name):
+                        let fileExtension = names.format(of: bucket.name).fileExtension
+                        if let item = Self.attention(localFile: name, bucket: bucket.name, extension: fileExtension) { localOnly.append(item) }
                     }
                 }
                 buckets.append(Bucket(name: bucket.name, entities: entities, cv: bucket.cv))
@@ -92,18 +97,23 @@ struct MountReport: Codable {
             let stats = try store.stats()
             pendingSaves = stats.queuedChanges + stats.sentChanges
             let unsynced = try store.unsyncedEntities()
-            pendingFiles = unsynced.filter(\.awaitsServer)
-                .map { "\($0.bucket)/\(FileNameCodec.fileName(forKey: $0.key))" }
-            attention = unsynced.compactMap(Self.attention) + localOnly
+            pendingFiles = unsynced.filter(\.awaitsServer).map { entity in
+                let title = names.title(bucket: entity.bucket, value: entity.value ?? entity.ghost).map { " \"\($0)\"" } ?? ""
+                return "\(entity.bucket)/\(names.fileName(bucket: entity.bucket, key: entity.key))\(title)"
+            }
+            attention = unsynced.compactMap { Self.attention($0, names: &names) } + localOnly
         } catch {
             storeError = "\(error)"
         }
     }
 
-    private static func attention(_ entity: EntityInfo) -> Attention? {
+    private static func attention(_ entity: EntityInfo, names: inout EntityNames) -> Attention? {
         let advice: String
+        let fileExtension = names.format(of: entity.bucket).fileExtension
         switch entity.state {
         case .synced, .pending: return nil
+        case .invalid where fileExtension != "json":
+            advice = "the text view keeps this file here: write UTF-8 text (or, for a field that is no text, edit it in the JSON view)"
         case .invalid: advice = "fix the JSON; the file syncs once it parses as an object"
         case .conflict: advice = "both edits were kept as well as they could be merged; check the file"
         case .rejected(let code):
@@ -111,7 +121,7 @@ struct MountReport: Codable {
             case 413: advice = "too large to sync: make the document smaller; the next save tries again"
             case 400 where !EntityKey.isValid(entity.key):
                 advice = "the server takes no key with characters other than letters, digits and . _ % @ -: "
-                    + "rename the file, e.g. to \(FileNameCodec.plainFileName(forKey: entity.key)) (any other "
+                    + "rename the file, e.g. to \(FileNameCodec.plainFileName(forKey: entity.key, extension: fileExtension)) (any other "
                     + "characters are sent escaped)"
             case 400: advice = "the server refused the change as invalid; edit the file to retry"
             case 401: advice = "the token was refused: mount again with a fresh --token or --user"
@@ -119,17 +129,18 @@ struct MountReport: Codable {
             }
         }
         return Attention(
-            bucket: entity.bucket, key: entity.key, file: "\(entity.bucket)/\(FileNameCodec.fileName(forKey: entity.key))",
-            state: entity.state.description, reason: entity.reason, advice: advice)
+            bucket: entity.bucket, key: entity.key, file: "\(entity.bucket)/\(names.fileName(bucket: entity.bucket, key: entity.key))",
+            state: entity.state.description, reason: entity.reason, advice: advice,
+            title: names.title(bucket: entity.bucket, value: entity.value ?? entity.ghost))
     }
 
     /// A `*.json` file that never syncs because of its name (`My Note.json`).
-    private static func attention(localFile name: String, bucket: String) -> Attention? {
-        guard let stem = FileNameCodec.localJSONStem(name) else { return nil }
+    private static func attention(localFile name: String, bucket: String, extension fileExtension: String) -> Attention? {
+        guard let stem = FileNameCodec.localJSONStem(name, extension: fileExtension) else { return nil }
         return Attention(
             bucket: bucket, key: stem, file: "\(bucket)/\(name)", state: "local",
             reason: "the name has a % that is no escape of a key, so it is never sent",
-            advice: "rename it without the %, e.g. \(FileNameCodec.plainFileName(for: stem)), to sync it")
+            advice: "rename it without the %, e.g. \(FileNameCodec.plainFileName(for: stem, extension: fileExtension)), to sync it")
     }
 
     var text: String {
@@ -151,7 +162,8 @@ struct MountReport: Codable {
         } else {
             lines.append("  attention   \(attention.count) file\(attention.count == 1 ? "" : "s"):")
             for item in attention {
-                lines.append("    \(item.file)  \(item.state)\(item.reason.map { ": \($0)" } ?? "")")
+                let title = item.title.map { " \"\($0)\"" } ?? ""
+                lines.append("    \(item.file)\(title)  \(item.state)\(item.reason.map { ": \($0)" } ?? "")")
                 lines.append("      -> \(item.advice)")
             }
         }

@@ -122,6 +122,7 @@ struct Watch: AsyncParsableCommand {
         formatter.dateFormat = "HH:mm:ss"
         let version = event.version.map { "v\($0)" } ?? "-"
         let who = event.client.map { "\(event.origin) (\($0))" } ?? event.origin
-        return "\(formatter.string(from: event.time))  \(event.bucket)/\(event.key)  \(version)  \(who)  \(event.kind)"
+        let title = event.title.map { "  \"\($0)\"" } ?? ""
+        return "\(formatter.string(from: event.time))  \(event.bucket)/\(event.key)\(title)  \(version)  \(who)  \(event.kind)"
     }
 }
