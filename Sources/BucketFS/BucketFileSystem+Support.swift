@@ -40,7 +40,6 @@ extension BucketFileSystem {
         return reply
     }
 
-    /// The bucket a directory inode stands for (files live only in buckets).
     /// The file name an item shows under in `bucket` (whose format gives entity files their extension).
     func fileName(for item: MountItemName, in bucket: String) -> String {
         FileNameCodec.fileName(for: item, extension: backend.fileExtension(bucket: bucket))
@@ -51,6 +50,7 @@ extension BucketFileSystem {
         FileNameCodec.itemName(forFileName: fileName, extension: backend.fileExtension(bucket: bucket))
     }
 
+    /// The bucket a directory inode stands for (files live only in buckets).
     func bucket(of directory: UInt64) throws(FSError) -> String {
         let node = state.withLock { $0.table.node(directory) }
         guard let node else { throw FSError.notFound }

@@ -284,7 +284,17 @@ public final class SyncStoreBackend: MountBackend {
         }
         return MountEntry(
             id: id, bucket: bucket, name: name, size: entry.size, mtime: entry.mtime, ctime: entry.ctime,
-            permissions: entry.mode.map(Int.init), atime: entry.atime)
+            permissions: entry.mode.map(Int.init) ?? readOnlyPermissions(bucket, name, size: entry.size), atime: entry.atime)
+    }
+
+    /// In a text view, 0444 for an entity it cannot show (its field is missing or no string), so
+    /// editors say it is read-only, else 0644 (said outright: a node keeps permissions it was
+    /// given). Such a file is empty: only empty files are looked at.
+    private func readOnlyPermissions(_ bucket: String, _ name: MountItemName, size: Int) -> Int? {
+        guard case .entity(let key) = name, let view = format(of: bucket) as? TextFieldFormat else { return nil }
+        guard size == 0, let value = (try? store.entity(bucket: bucket, key: key))??.value, view.readOnlyReason(value) != nil
+        else { return 0o644 }
+        return 0o444
     }
 
     private static func bucket(_ info: BucketInfo) -> MountBucket {

@@ -16,6 +16,8 @@ public protocol EntityFileFormat: Sendable {
     /// `base`: the value they replace; `replacingFile`: whether the entity had a file (false for
     /// a new file, or one made again after a removal: `base` is then the last value known, if any).
     func parse(_ bytes: [UInt8], base: JSONObject?, replacingFile: Bool, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError>
+    /// Whether `parse` reads `base` (the store decodes it only then: a JSON file's save need not).
+    var parsesOntoBase: Bool { get }
     /// What removing the file does to the entity: nil removes it; a value keeps it with that
     /// value and without a file (a trash flag set).
     func removal(of value: JSONObject, at time: StoreTime) -> JSONObject?
@@ -53,4 +55,6 @@ public struct JSONFileFormat: EntityFileFormat, Hashable {
     }
 
     public func removal(of value: JSONObject, at time: StoreTime) -> JSONObject? { nil }
+
+    public var parsesOntoBase: Bool { false }
 }

@@ -258,7 +258,7 @@ extension SyncStore {
         case .bytes(let bytes):
             // A file made again after a removal builds on the last value the server has.
             let replacingFile = row.content != nil
-            let base = try row.local() ?? (row.ghostVersion == nil ? nil : try row.ghost())
+            let base = bucket.format.parsesOntoBase ? try row.local() ?? (row.ghostVersion == nil ? nil : try row.ghost()) : nil
             parsed = bucket.format.parse(bytes, base: base, replacingFile: replacingFile, at: now)
             row.content = Data(bytes)
         case .value(let value):

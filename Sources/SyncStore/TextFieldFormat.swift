@@ -57,6 +57,8 @@ public struct TextFieldFormat: EntityFileFormat, Hashable {
         return .success(value)
     }
 
+    public var parsesOntoBase: Bool { true }
+
     public func removal(of value: JSONObject, at time: StoreTime) -> JSONObject? {
         guard let trashField else { return nil }
         var trashed = value

@@ -153,7 +153,7 @@ struct TextViewTests {
         try Self.seed(mount, "nothing", ["title": "no content"])
         let dir = mount.path("notes")
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).sorted() == ["k.txt", "nothing.txt", "number.txt"])
-        #expect(try Tool.shell("stat -c %s number.txt nothing.txt", in: dir).stdout == "0\n0\n")
+        #expect(try Tool.shell("stat -c '%s %a' number.txt nothing.txt k.txt", in: dir).stdout == "0 444\n0 444\n17 644\n")
         #expect(try Self.state("notes/number.txt", in: mount) == "readonly:not-a-string")
         #expect(try Self.state("notes/nothing.txt", in: mount) == "readonly:missing")
         // grep -r reads them all without an error.
