@@ -11,7 +11,8 @@ import JSONDiff
 ///   A file made again under such a key takes the entity out of the trash (the field false).
 /// - An entity whose field is missing or not a string shows as an empty file that cannot be
 ///   changed: bytes written to it are kept locally, state `invalid`, and never sent.
-/// - Bytes that are not UTF-8 are kept locally the same way.
+/// - Bytes that are not UTF-8 are kept locally the same way, and so is a new file while it is
+///   empty (it is made, then written: the note is sent with its first text).
 public struct TextFieldFormat: EntityFileFormat, Hashable {
     public let field: String
     public let fileExtension: String
@@ -33,25 +34,30 @@ public struct TextFieldFormat: EntityFileFormat, Hashable {
     }
 
     public func parse(_ bytes: [UInt8], base: JSONObject?, replacingFile: Bool, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError> {
+        if bytes.isEmpty && (base == nil || !replacingFile) {
+            // A file being made (create, or a shell's `>`) is empty before it is written: it
+            // becomes a note with its first text, so no empty note reaches other clients first.
+            return .failure(EntityFileFormatError("empty new file: it is sent once it holds text"))
+        }
         guard let text = String(validating: bytes, as: UTF8.self) else {
             return .failure(EntityFileFormatError("not UTF-8 text: kept here, not sent (the field \(field) holds a string of UTF-8)"))
         }
-        var value: JSONObject
-        if replacingFile, let base {
-            if let problem = readOnlyReason(base) {
-                // Only what the file shows (nothing) may be written back unchanged.
-                if bytes.isEmpty { return .success(base) }
-                return .failure(EntityFileFormatError("\(problem): the text view cannot change it; kept here, not sent"))
-            }
-            // Saving what the file already shows changes nothing (no new time stamp either).
-            if base[JSONKey(field)]?.stringValue == text { return .success(base) }
-            value = base
-        } else if let base {
-            value = base
-            if let trashField { value[JSONKey(trashField)] = .bool(false) }
-        } else {
-            value = template
+        guard var value = base else {
+            var value = template
+            value[JSONKey(field)] = .string(text)
+            if let touchField { value[JSONKey(touchField)] = Self.seconds(time) }
+            return .success(value)
         }
+        // A file written under a trashed note's key (made again after a removal) restores it.
+        let wasTrashed = isTrashed(value)
+        if wasTrashed, let trashField { value[JSONKey(trashField)] = .bool(false) }
+        if let problem = readOnlyReason(value) {
+            // Only what the file shows (nothing) may be written back unchanged.
+            if bytes.isEmpty { return .success(value) }
+            return .failure(EntityFileFormatError("\(problem): the text view cannot change it; kept here, not sent"))
+        }
+        // Saving what the file already shows changes nothing (no new time stamp either).
+        if !wasTrashed && value[JSONKey(field)]?.stringValue == text { return .success(value) }
         value[JSONKey(field)] = .string(text)
         if let touchField { value[JSONKey(touchField)] = Self.seconds(time) }
         return .success(value)

@@ -85,6 +85,13 @@ struct TextViewTests {
         #expect(value["deleted"] == false)
         #expect(value["modificationDate"]?.doubleValue != nil)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).sorted() == ["ideas.md", "k.md"])
+        // An empty new file is no note yet: nothing is sent until it holds text.
+        try Tool.shell("touch later.md", in: dir)
+        #expect(try Self.state("notes/later.md", in: mount) == "invalid")
+        #expect(try mount.store.outgoingChanges(bucket: "notes").map(\.key).sorted() == ["ideas"])
+        try Tool.shell("printf 'Later\\n' >> later.md", in: dir)
+        #expect(try mount.store.entity(bucket: "notes", key: "later")?.value?["content"] == "Later\n")
+        #expect(try mount.store.outgoingChanges(bucket: "notes").map(\.key).sorted() == ["ideas", "later"])
         // Names that are not the view's stay local files, as in the JSON view.
         try Tool.shell("printf '{}' > other.json", in: dir)
         #expect(try mount.store.entity(bucket: "notes", key: "other") == nil)
