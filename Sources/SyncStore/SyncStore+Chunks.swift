@@ -82,6 +82,7 @@ extension SyncStore {
     public func stageLocalContent(
         size: Int, fill: (Int, UnsafeMutableRawBufferPointer) throws -> Void
     ) throws(StoreError) -> LocalContent {
+        mayHaveChunks.withLock { $0 = true }
         let content = LocalContent(id: try write(.deferred) { db in try Schema.allocateNodeID(db) }, size: size)
         let chunk = Self.localChunkSize
         let count = (size + chunk - 1) / chunk
@@ -147,7 +148,8 @@ extension SyncStore {
 
     /// Whether chunks wait to be removed (a cheap check before `reclaimUnusedChunks`).
     public var hasUnusedChunks: Bool {
-        (try? read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM local_garbage)") ?? false }) ?? false
+        guard mayHaveChunks.withLock({ $0 }) else { return false }
+        return (try? read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM local_garbage)") ?? false }) ?? false
     }
 
     /// Removes the chunks no file refers to any more, 16 per transaction, so a removed gigabyte
@@ -169,6 +171,9 @@ extension SyncStore {
     /// committed) are removed.
     public func reclaimOrphanedChunks() throws(StoreError) {
         try write(.deferred) { db in
+            if try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM local_chunk)") == true {
+                mayHaveChunks.withLock { $0 = true }
+            }
             try db.execute(
                 sql: """
                     INSERT OR IGNORE INTO local_garbage (content_id)
@@ -192,6 +197,7 @@ extension SyncStore {
             let chunk = Self.localChunkSize
             let now = Self.now()
             if row.contentID == nil && size > chunk {
+                mayHaveChunks.withLock { $0 = true }
                 // Its bytes move into chunks of a content of its own.
                 let id = try Schema.allocateNodeID(db)
                 let insert = try db.cachedStatement(sql: "INSERT INTO local_chunk (content_id, seq, data) VALUES (?, ?, ?)")

@@ -19,6 +19,9 @@ public final class SyncStore: Sendable {
     /// Set by `close()`: a call that comes later (a background reclaim) fails instead of using
     /// a closed connection.
     private let closed = Mutex(false)
+    /// Whether any local file may have chunks (made or found by this process): until then a
+    /// save needs no look for chunks to reclaim.
+    let mayHaveChunks = Mutex(false)
 
     struct SyncProgress {
         /// Commits that wrote something, counted on the writer (none fsyncs inside its commit).
