@@ -124,12 +124,13 @@ extension BucketFileSystem {
     private func writeStep(_ bytes: UnsafeRawBufferPointer, at offset: Int, handle: UInt64) -> Result<WriteOutcome, FSError> {
         let directory = backend.scratchDirectory
         let threshold = spillThreshold
+        let limits = sizeLimits
         while true {
             let step = state.withLock { state -> Result<(WriteOutcome?, SpillFile?, UInt64, Int), FSError> in
                 guard case .file(let ino)? = state.handles[handle] else { return .failure(.badHandle) }
                 guard case .file(_, let item)? = state.table.node(ino)?.kind else { return .failure(.badHandle) }
                 let count: Int
-                do throws(FSError) { count = try writableCount(bytes.count, at: offset, limit: sizeLimit(of: item)) } catch {
+                do throws(FSError) { count = try writableCount(bytes.count, at: offset, limit: limits.limit(of: item)) } catch {
                     return .failure(error)
                 }
                 guard var open = state.openFiles[ino], open.loaded else { return .success((.needsLoad, nil, ino, count)) }

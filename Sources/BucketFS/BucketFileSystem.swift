@@ -113,9 +113,19 @@ public final class BucketFileSystem: Sendable {
     /// The size limit of a file with this name: scratch files `maxFileSize`, entity files
     /// `maxEntityFileSize` (whichever is lower).
     func sizeLimit(of item: MountItemName) -> Int {
-        lifecycle.withLock { life in
-            item.isLocalFile ? life.options.maxFileSize : min(life.options.maxFileSize, life.options.maxEntityFileSize)
-        }
+        sizeLimits.limit(of: item)
+    }
+
+    /// Both limits at once, read before taking the state lock (never inside it).
+    var sizeLimits: SizeLimits {
+        lifecycle.withLock { SizeLimits(file: $0.options.maxFileSize, entity: min($0.options.maxFileSize, $0.options.maxEntityFileSize)) }
+    }
+
+    struct SizeLimits {
+        let file: Int
+        let entity: Int
+
+        func limit(of item: MountItemName) -> Int { item.isLocalFile ? file : entity }
     }
 
     /// Past this size a local file's working copy leaves memory for a temporary file (`SpillFile`).

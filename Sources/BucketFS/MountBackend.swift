@@ -131,7 +131,8 @@ public protocol MountBackend: Sendable {
     func entries(bucket: String) throws(FSError) -> [MountEntry]
     /// One file, or nil if the name does not exist.
     func entry(bucket: String, name: MountItemName) throws(FSError) -> MountEntry?
-    /// The exact bytes of the file (`.notFound` if it does not exist).
+    /// The exact bytes of the file (`.notFound` if it does not exist), all in memory: for entity
+    /// files (bounded by their size limit); a local file, possibly gigabytes, is read with `content`.
     func read(bucket: String, name: MountItemName) throws(FSError) -> [UInt8]
     /// The file's bytes, or for a large local file where they are (`readChunk` reads them).
     func content(bucket: String, name: MountItemName) throws(FSError) -> MountContent
