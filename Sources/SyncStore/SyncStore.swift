@@ -40,6 +40,9 @@ public final class SyncStore: Sendable {
             // committed (`write`), which is what FULL would do inside the commit, so one
             // connection serves both durabilities without switching modes per transaction.
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // A large file's save passes through the WAL; past a checkpoint the WAL file is cut
+            // back to this size instead of keeping a gigabyte of disk.
+            try db.execute(sql: "PRAGMA journal_size_limit = \(64 << 20)")
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
