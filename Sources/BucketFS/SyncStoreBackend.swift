@@ -159,7 +159,13 @@ public final class SyncStoreBackend: MountBackend {
         }) else { return }
         reclaimer.async { [self] in
             reclaimScheduled.withLock { $0 = false }
-            do { try store.reclaimUnusedChunks() } catch { logger.warning("unused chunks kept for now: \(error)") }
+            do throws(StoreError) {
+                try store.reclaimUnusedChunks()
+            } catch .closed {
+                // Unmounted meanwhile: the next mount reclaims them.
+            } catch {
+                logger.warning("unused chunks kept for now: \(error)")
+            }
         }
     }
 

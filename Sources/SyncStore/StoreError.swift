@@ -24,6 +24,8 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
     case bucketAwaitsRemovals(String)
     /// The bytes are more than the file can hold (an entity's file past `SyncStore.entityFileLimit`).
     case tooLarge(String)
+    /// The store was closed (`SyncStore.close()`) before this call.
+    case closed
 
     public var description: String {
         switch self {
@@ -37,6 +39,7 @@ public enum StoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case .bucketNotEmpty(let name): return "bucket \(name) is not empty"
         case .bucketAwaitsRemovals(let name): return "bucket \(name) waits for the server to acknowledge removals"
         case .tooLarge(let what): return "too large: \(what)"
+        case .closed: return "the store is closed"
         }
     }
 }

@@ -102,7 +102,7 @@ public final class SyncStore: Sendable {
         do {
             result = try pool.writeWithoutTransaction { db in
                 // Checked on the writer, which runs `close` too: no write starts after it.
-                guard !closed.withLock({ $0 }) else { throw StoreError.database("the store is closed") }
+                guard !closed.withLock({ $0 }) else { throw StoreError.closed }
                 let changesBefore = db.totalChangesCount
                 var result: T?
                 try db.inTransaction(.immediate) {
@@ -154,7 +154,7 @@ public final class SyncStore: Sendable {
     func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do {
             return try pool.read { db in
-                guard !closed.withLock({ $0 }) else { throw StoreError.database("the store is closed") }
+                guard !closed.withLock({ $0 }) else { throw StoreError.closed }
                 return try body(db)
             }
         } catch {
