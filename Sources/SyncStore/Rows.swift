@@ -25,6 +25,54 @@ enum StoredJSON {
 // and `delete(_:)` on cached statements, in place of GRDB's generic ones, which build their SQL
 // on each call; they do the same (and throw `recordNotFound` the same way).
 
+/// Reads a one-row lookup's columns by position straight from the SQLite statement. GRDB's `Row`
+/// builds a dictionary of the statement's lowercased column names on every fetch, which for the
+/// lookups each save and acknowledgement makes (bucket, entity, open change) costs more than the
+/// query itself.
+struct ColumnReader {
+    let statement: SQLiteStatement
+
+    func value<T: StatementColumnConvertible>(_ index: CInt) throws -> T {
+        guard let value = T.fromStatement(statement, atUncheckedIndex: index) else {
+            throw StoreError.corruptRow("column \(index) is NULL")
+        }
+        return value
+    }
+
+    func optional<T: StatementColumnConvertible>(_ index: CInt) -> T? {
+        T.fromStatement(statement, atUncheckedIndex: index)
+    }
+
+    /// The first row `statement` gives with `arguments`, decoded by `decode`; nil if none. The
+    /// statement is stepped to its end (one more step for these lookups by a unique key), so it
+    /// holds nothing open afterwards.
+    static func first<T>(
+        _ statement: Statement, arguments: StatementArguments, _ decode: @escaping (ColumnReader) throws -> T
+    ) throws -> T? {
+        let cursor = try PositionalCursor(statement, arguments: arguments, decode: decode)
+        let first = try cursor.next()
+        while try cursor.next() != nil {}
+        return first
+    }
+}
+
+/// GRDB's cursor protocol over a decoding closure (its `RecordCursor` goes through `Row`).
+private final class PositionalCursor<Element>: DatabaseCursor {
+    let _statement: Statement
+    var _isDone = false
+    private let decode: (ColumnReader) throws -> Element
+
+    init(_ statement: Statement, arguments: StatementArguments, decode: @escaping (ColumnReader) throws -> Element) throws {
+        _statement = statement
+        self.decode = decode
+        try statement.setArguments(arguments)
+    }
+
+    func _element(sqliteStatement: SQLiteStatement) throws -> Element {
+        try decode(ColumnReader(statement: sqliteStatement))
+    }
+}
+
 struct BucketRow: FetchableRecord, PersistableRecord {
     static let databaseTableName = "bucket"
     var id: Int64
@@ -56,6 +104,17 @@ struct BucketRow: FetchableRecord, PersistableRecord {
         if row.count > 6, let text: String = row[6] { format = StoredFileFormat.format(text) }
     }
 
+    /// The columns of `named`: the table's, then the bucket's stored file format.
+    init(_ columns: ColumnReader) throws {
+        id = try columns.value(0)
+        name = try columns.value(1)
+        cv = columns.optional(2)
+        indexCV = columns.optional(3)
+        indexGeneration = try columns.value(4)
+        ctime = try columns.value(5)
+        if let text: String = columns.optional(6) { format = StoredFileFormat.format(text) }
+    }
+
     func encode(to container: inout PersistenceContainer) {
         container["id"] = id
         container["name"] = name
@@ -71,7 +130,7 @@ struct BucketRow: FetchableRecord, PersistableRecord {
         // Cached statements here and below: these lookups run for every entity of a sync.
         let statement = try db.cachedStatement(
             sql: "SELECT bucket.*, f.format FROM bucket LEFT JOIN bucket_file_format f ON f.bucket_id = bucket.id WHERE name = ?")
-        guard let row = try BucketRow.fetchOne(statement, arguments: [name]) else {
+        guard let row = try ColumnReader.first(statement, arguments: [name], BucketRow.init) else {
             throw StoreError.unknownBucket(name)
         }
         return row
@@ -148,6 +207,49 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         atime = row[17]
     }
 
+    init(_ columns: ColumnReader) throws {
+        id = try columns.value(0)
+        bucketID = try columns.value(1)
+        key = try columns.value(2)
+        ghostVersion = columns.optional(3)
+        ghostData = try columns.value(4)
+        localValue = columns.optional(5)
+        content = columns.optional(6)
+        mtime = try columns.value(7)
+        ctime = try columns.value(8)
+        state = try columns.value(9)
+        reason = columns.optional(10)
+        deletedPending = try columns.value(11)
+        reloadVersion = columns.optional(12)
+        needsReload = try columns.value(13)
+        seenGeneration = try columns.value(14)
+        nodeID = columns.optional(15) ?? id
+        mode = columns.optional(16)
+        atime = columns.optional(17)
+    }
+
+    func insert(_ db: Database) throws {
+        let statement = try db.cachedStatement(
+            sql: """
+                INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime,
+                state, reason, deleted_pending, reload_version, needs_reload, seen_generation, node_id, mode, atime)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+        try statement.execute(arguments: [
+            id, bucketID, key, ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
+            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime,
+        ])
+    }
+
+    /// GRDB's `save`: the row is updated, or inserted when it is not in the table yet.
+    func save(_ db: Database) throws {
+        do {
+            try update(db)
+        } catch RecordError.recordNotFound {
+            try insert(db)
+        }
+    }
+
     func update(_ db: Database) throws {
         let statement = try db.cachedStatement(
             sql: """
@@ -196,7 +298,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
 
     static func find(bucketID: Int64, key: String, _ db: Database) throws -> EntityRow? {
         let statement = try db.cachedStatement(sql: "SELECT * FROM entity WHERE bucket_id = ? AND key = ?")
-        return try EntityRow.fetchOne(statement, arguments: [bucketID, key])
+        return try ColumnReader.first(statement, arguments: [bucketID, key], EntityRow.init)
     }
 
     func ghost() throws -> JSONObject { try StoredJSON.object(ghostData, column: "ghost_data") }
@@ -234,10 +336,11 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         atime = nil
     }
 
-    func info(bucket: String) throws -> EntityInfo {
+    /// `value`: the local value when the caller has it parsed already (a save just parsed the bytes).
+    func info(bucket: String, value: JSONObject? = nil) throws -> EntityInfo {
         EntityInfo(
             id: id, nodeID: nodeID, bucket: bucket, key: key, version: ghostVersion, ghost: try ghost(),
-            value: try local(), content: content.map { [UInt8]($0) } ?? [], mtime: mtime, ctime: ctime,
+            value: try value ?? local(), content: content.map { [UInt8]($0) } ?? [], mtime: mtime, ctime: ctime,
             state: EntityState(text: state) ?? .conflict, reason: reason, deletedPending: deletedPending, mode: mode, atime: atime)
     }
 }
@@ -281,6 +384,54 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
         created = row[8]
     }
 
+    init(_ columns: ColumnReader) throws {
+        seq = columns.optional(0)
+        entityID = try columns.value(1)
+        ccid = try columns.value(2)
+        sv = columns.optional(3)
+        op = try columns.value(4)
+        diff = columns.optional(5)
+        fullData = columns.optional(6)
+        state = try columns.value(7)
+        created = try columns.value(8)
+    }
+
+    /// Inserted (it gets its `seq`), or updated once it has one; what GRDB's `save` does, on
+    /// cached statements (a change is written on every save and every acknowledgement).
+    mutating func save(_ db: Database) throws {
+        if seq != nil {
+            do {
+                return try update(db)
+            } catch RecordError.recordNotFound {}
+        }
+        try insert(db)
+    }
+
+    mutating func insert(_ db: Database) throws {
+        let statement = try db.cachedStatement(
+            sql: """
+                INSERT INTO pending_change (seq, entity_id, ccid, sv, op, diff, full_data, state, created)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+        try statement.execute(arguments: [seq, entityID, ccid, sv, op, diff, fullData, state, created])
+        seq = db.lastInsertedRowID
+    }
+
+    func update(_ db: Database) throws {
+        guard let seq else {
+            throw RecordError.recordNotFound(databaseTableName: Self.databaseTableName, key: ["seq": DatabaseValue.null])
+        }
+        let statement = try db.cachedStatement(
+            sql: """
+                UPDATE pending_change SET entity_id = ?, ccid = ?, sv = ?, op = ?, diff = ?, full_data = ?, state = ?,
+                created = ? WHERE seq = ?
+                """)
+        try statement.execute(arguments: [entityID, ccid, sv, op, diff, fullData, state, created, seq])
+        guard db.changesCount > 0 else {
+            throw RecordError.recordNotFound(databaseTableName: Self.databaseTableName, key: ["seq": seq.databaseValue])
+        }
+    }
+
     @discardableResult
     func delete(_ db: Database) throws -> Bool {
         guard let seq else { return false }
@@ -315,7 +466,7 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
     static func open(entityID: Int64, _ db: Database) throws -> ChangeRow? {
         let statement = try db.cachedStatement(
             sql: "SELECT * FROM pending_change WHERE entity_id = ? AND state IN ('queued', 'sent', 'applied') ORDER BY seq LIMIT 1")
-        return try ChangeRow.fetchOne(statement, arguments: [entityID])
+        return try ColumnReader.first(statement, arguments: [entityID], ChangeRow.init)
     }
 
     func outgoing(bucket: String, key: String) throws -> OutgoingChange {

@@ -286,7 +286,7 @@ extension SyncStore {
             ready = try reconcileQueue(&row, bucket: bucket.name, db)
         }
         try row.update(db)
-        return SaveResult(entity: try row.info(bucket: bucket.name), parseError: parseError, readyToSend: ready)
+        return SaveResult(entity: try row.info(bucket: bucket.name, value: try? parsed.get()), parseError: parseError, readyToSend: ready)
     }
 
     static func delete(key: String, bucket: BucketRow, now: Int64, _ db: Database) throws -> OutgoingChange? {

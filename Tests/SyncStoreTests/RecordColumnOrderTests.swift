@@ -38,6 +38,22 @@ struct RecordColumnOrderTests {
                 let read = try #require(read)
                 #expect(try read.databaseDictionary == written.databaseDictionary)
             }
+            // The lookups each save makes read the columns straight from the statement.
+            let lookedUp: [(written: any EncodableRecord, read: (any EncodableRecord)?)] = [
+                (bucket, try BucketRow.named("b", db)),
+                (entity, try EntityRow.find(bucketID: 900, key: "k", db)),
+                (change, try ChangeRow.open(entityID: 901, db)),
+            ]
+            for (written, read) in lookedUp {
+                let read = try #require(read)
+                #expect(try read.databaseDictionary == written.databaseDictionary)
+            }
+            // The hand-written inserts put each value in its column, by name.
+            for (table, written) in [("entity", entity as any EncodableRecord), ("pending_change", change)] {
+                let row = try #require(try Row.fetchOne(db, sql: "SELECT * FROM \(table)"))
+                let stored = Dictionary(uniqueKeysWithValues: row.columnNames.map { ($0, row[$0] as DatabaseValue) })
+                #expect(stored == (try written.databaseDictionary))
+            }
         }
     }
 }
