@@ -97,10 +97,14 @@ extension BucketFileSystem {
         request.replyOK()
     }
 
-    /// Creates, renames and removals are kept from their reply on; this makes them (and every
-    /// save before) survive a power loss too, as fsync of a directory does on a local disk.
+    /// Renames and removals are kept from their reply on, files created in memory from their
+    /// first save; this stores those not saved yet and makes everything (and every save before)
+    /// survive a power loss too, as fsync of a directory does on a local disk.
     func fsyncdir(_ request: FuseRequest, ino: UInt64) {
         perform(request, on: writeQueue) { [self] () throws(FSError) in
+            for created in state.withLock({ state in state.unstoredEntities.filter { state.table.node($0)?.parent == ino } }) {
+                try saveIfDirty(created)
+            }
             try backend.sync()
             guard case .bucket(let name)? = state.withLock({ $0.table.node(ino)?.kind }) else { return request.replyOK() }
             replyOnceAcknowledged(request, bucket: name, key: nil)

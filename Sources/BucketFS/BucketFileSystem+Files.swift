@@ -304,14 +304,17 @@ extension BucketFileSystem {
     /// On `writeQueue`: writes the working copy to the store if it changed since the last save.
     /// A file unlinked meanwhile is not brought back.
     func saveIfDirty(_ ino: UInt64) throws(FSError) {
-        let snapshot = state.withLock { state -> (bucket: String, item: MountItemName, open: OpenFile)? in
+        let snapshot = state.withLock { state -> (bucket: String, item: MountItemName, open: OpenFile, newID: UInt64?)? in
             guard let open = state.openFiles[ino], open.dirty, open.loaded else { return nil }
             guard let node = state.table.node(ino), node.linked, case .file(let bucket, let item) = node.kind else {
                 state.openFiles[ino]?.dirty = false
+                state.unstoredEntities.remove(ino)
                 if let open = state.openFiles[ino], open.handles <= 0 { state.openFiles.removeValue(forKey: ino) }
                 return nil
             }
-            return (bucket, item, open)
+            // A stored entity keeps its number; one created in memory gets the one it was handed.
+            let newID = item.isLocalFile || state.unstoredEntities.contains(ino) ? ino : nil
+            return (bucket, item, open, newID)
         }
         guard let snapshot else { return }
         if let spill = snapshot.open.spill {
@@ -327,17 +330,20 @@ extension BucketFileSystem {
                 let open = state.withLock { $0.openFiles[ino] }
                 return (bytes, open?.generation ?? 0, open?.pendingModificationTime)
             }
-            return try save(ino, bucket: snapshot.bucket, item: snapshot.item, bytes: whole.bytes, generation: whole.generation, time: whole.time)
+            return try save(
+                ino, bucket: snapshot.bucket, item: snapshot.item, bytes: whole.bytes, generation: whole.generation,
+                time: whole.time, newID: snapshot.newID)
         }
         try save(
             ino, bucket: snapshot.bucket, item: snapshot.item, bytes: snapshot.open.bytes,
-            generation: snapshot.open.generation, time: snapshot.open.pendingModificationTime)
+            generation: snapshot.open.generation, time: snapshot.open.pendingModificationTime, newID: snapshot.newID)
     }
 
     private func save(
-        _ ino: UInt64, bucket: String, item: MountItemName, bytes: [UInt8], generation: UInt64, time: MountTime?
+        _ ino: UInt64, bucket: String, item: MountItemName, bytes: [UInt8], generation: UInt64, time: MountTime?, newID: UInt64?
     ) throws(FSError) {
-        var entry = try backend.save(bucket: bucket, name: item, bytes: bytes, newID: ino)
+        var entry = try backend.save(bucket: bucket, name: item, bytes: bytes, newID: newID)
+        state.withLock { _ = $0.unstoredEntities.remove(ino) }
         if let time { entry = try backend.setModificationTime(bucket: bucket, name: item, to: time) }
         saved(ino, generation: generation, entry: entry)
     }
@@ -427,10 +433,11 @@ extension BucketFileSystem {
             }
             let node: Node
             let inMemoryOnly: Bool
-            if info != nil, case .localFile = item {
-                // An editor's scratch file is created, written, fsynced and renamed at once: it
-                // reaches the store at its first save (flush, fsync, rename or release), which
-                // stores it under the number handed out here. Until then it has no bytes to lose.
+            if info != nil {
+                // A file is created, written and closed at once (a save; an editor's scratch file
+                // is also fsynced and renamed): it reaches the store at its first save (flush,
+                // fsync, rename, release, or an fsync of its directory), which stores it under the
+                // number handed out here, in one transaction. Until then it has no bytes to lose.
                 let now = Attributes.now()
                 node = Node(
                     ino: try reservedID(), parent: parent, fileName: name, kind: .file(bucket: bucket, item: item),
@@ -443,6 +450,7 @@ extension BucketFileSystem {
             let handle = state.withLock { state -> UInt64? in
                 state.table.upsert(node)
                 state.touchDirectory(parent)
+                if inMemoryOnly, !item.isLocalFile { state.unstoredEntities.insert(node.ino) }
                 guard info != nil else { return nil }
                 var open = state.openFiles[node.ino] ?? OpenFile()
                 open.bytes = []

@@ -20,10 +20,11 @@ extension BucketFileSystem {
                     try keepWorkingCopy(of: node)
                     do throws(FSError) {
                         try backend.delete(bucket: bucket, name: item)
-                    } catch .notFound where item.isLocalFile {
+                    } catch .notFound where item.isLocalFile || state.withLock({ $0.unstoredEntities.contains(node.ino) }) {
                         // Created in memory and never saved (`makeFile`): the store has nothing to remove.
                     }
                     state.withLock { state in
+                        state.unstoredEntities.remove(node.ino)
                         state.table.unlink(parent: parent, name: name)
                         state.touchDirectory(parent)
                         state.closedFiles.remove(node.ino)

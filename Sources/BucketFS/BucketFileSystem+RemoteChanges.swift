@@ -24,6 +24,11 @@ extension BucketFileSystem {
         let invalidations = state.withLock { state -> [Invalidation] in
             var result: [Invalidation] = []
             let previous = state.table.child(of: bucketNode.ino, named: fileName)
+            if let previous, state.unstoredEntities.contains(previous.ino) {
+                // Created here in memory meanwhile: its first save lands on what the server sent,
+                // as a save over it would, and keeps the number the kernel knows.
+                return result
+            }
             if let entry {
                 let node = node(for: entry, parent: bucketNode.ino)
                 state.table.upsert(node)

@@ -152,6 +152,9 @@ struct FileSystemState: Sendable {
     var nextSymlinkInode: UInt64 = 1 << 62
     /// Numbers the store set aside for files created in memory (`MountBackend.reserveIDs`).
     var reservedIDs: Range<UInt64> = 0..<0
+    /// Entity files created in memory that have not reached the store yet (`makeFile`): their
+    /// first save stores them under their number, and until then the store knows nothing of them.
+    var unstoredEntities: Set<UInt64> = []
     /// Directory times since the mount started: a create, unlink or rename inside a bucket sets
     /// both (as on any file system: `make` and backup tools read them), utimens sets mtime
     /// (rsync -a, cp -a). The store keeps no directory times, so they last for the mount's life.

@@ -157,7 +157,8 @@ public protocol MountBackend: Sendable {
     func prepareForMount() throws(FSError)
     /// Replaces the file's bytes, creating it if needed; kept in the local store on return.
     /// An entity whose bytes are not a JSON object is kept as written, state `invalid`, not sent.
-    /// `newID`: the id a local file that is not in the store yet gets (from `reserveIDs`).
+    /// `newID`: the id a file created in memory (`reserveIDs`) is stored under at its first save;
+    /// nil for a file the store holds already.
     func save(bucket: String, name: MountItemName, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountEntry
     /// `count` ids that no stored file will ever get, for local files the file system creates
     /// in memory and stores at their first save (editors' scratch files are created, written

@@ -173,7 +173,8 @@ public final class SyncStoreBackend: MountBackend {
         try mapped { () throws(StoreError) -> MountEntry in
             switch name {
             case .entity(let key):
-                let result = try store.saveLocal(bucket: bucket, key: key, bytes: bytes, durability: .deferred)
+                let result = try store.saveLocal(
+                    bucket: bucket, key: key, bytes: bytes, nodeID: newID.map(Int64.init), durability: .deferred)
                 if let change = result.readyToSend { onOutgoing([change]) }
                 if let problem = result.parseError, !bytes.isEmpty {
                     // DESIGN.md: an invalid write is kept, not sent, and reported (xattr, log, status).

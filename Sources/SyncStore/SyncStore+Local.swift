@@ -19,12 +19,16 @@ extension SyncStore {
     /// `markingSent`: the caller writes the change to a live connection right after, so it is
     /// recorded as sent in this same transaction (what `markSent` would do in a second one).
     /// `durability` `.deferred` (a file closed but not fsynced): see `syncDeferredWrites()`.
+    /// `nodeID`: the number of a file the caller created before its first save (one from
+    /// `reserveNodeIDs`); the entity's file takes it.
     public func saveLocal(
-        bucket: String, key: String, bytes: [UInt8], markingSent: Bool = false, durability: Durability = .synced
+        bucket: String, key: String, bytes: [UInt8], nodeID: Int64? = nil, markingSent: Bool = false,
+        durability: Durability = .synced
     ) throws(StoreError) -> SaveResult {
         try write(durability) { db in
             let bucketRow = try BucketRow.named(bucket, db)
-            let result = try Self.save(.bytes(bytes), key: key, bucket: bucketRow, now: Self.now(), db)
+            let moved = nodeID.map { MovedFile(nodeID: $0, mode: nil, atime: nil) }
+            let result = try Self.save(.bytes(bytes), key: key, bucket: bucketRow, now: Self.now(), moved: moved, db)
             guard markingSent, let change = result.readyToSend, change.state == .queued else { return result }
             try ChangeRow.markSent(ccid: change.ccid, db)
             return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: change.marked(.sent))

@@ -67,8 +67,9 @@ struct RemoteChangeTests {
         let text = "{\"unsaved\": true}"
         let written = text.withCString { Glibc.write(descriptor, $0, strlen($0)) }
         #expect(written == text.utf8.count)
-        // The write is only buffered: nothing saved before flush/close.
-        #expect(try mount.store.readEntity(bucket: "notes", key: "open") == [])
+        // The write is only buffered: nothing saved before flush/close (a file created in
+        // memory is not in the store at all until then).
+        #expect(try mount.store.readEntity(bucket: "notes", key: "open") == nil)
         // Unmounting while the file is open: the buffer is saved to the store right away, even
         // though the kernel may keep the file system alive until the descriptor is closed.
         let ended = mount.fileSystem.unmount(timeout: 2)
