@@ -254,4 +254,27 @@ struct FileContentTests {
         #expect(!mount.store.hasUnsyncedWrites)
         #expect(try mount.store.readEntity(bucket: "notes", key: "c") == Array("{\"c\": 1}".utf8))
     }
+
+    /// A new file lives in memory until its first save; an fsync of its directory stores it too.
+    @Test func anFsyncOfTheDirectoryStoresAFileCreatedAndStillOpen() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let descriptor = open(mount.path("notes/new.json"), O_CREAT | O_WRONLY, 0o644)
+        try #require(descriptor >= 0)
+        defer { close(descriptor) }
+        let text = "{\"new\": 1}"
+        #expect(text.withCString { Glibc.write(descriptor, $0, strlen($0)) } == text.utf8.count)
+        #expect(try mount.store.readEntity(bucket: "notes", key: "new") == nil)
+        let directory = open(mount.path("notes"), O_RDONLY | O_DIRECTORY)
+        try #require(directory >= 0)
+        defer { close(directory) }
+        #expect(fsync(directory) == 0)
+        #expect(try mount.store.readEntity(bucket: "notes", key: "new") == Array(text.utf8))
+        #expect(!mount.store.hasUnsyncedWrites)
+        // Stored under the number the kernel was handed at create.
+        var status = stat()
+        #expect(fstat(descriptor, &status) == 0)
+        let entry = try #require(try mount.store.entries(bucket: "notes").first { $0.name == .entity(key: "new") })
+        #expect(UInt64(entry.id) == UInt64(status.st_ino))
+    }
 }
