@@ -115,6 +115,16 @@ struct BucketRow: FetchableRecord, PersistableRecord {
         if let text: String = columns.optional(6) { format = StoredFileFormat.format(text) }
     }
 
+    /// On a cached statement: a batch of remote changes (every acknowledgement) stores the cv.
+    func update(_ db: Database) throws {
+        let statement = try db.cachedStatement(
+            sql: "UPDATE bucket SET name = ?, cv = ?, index_cv = ?, index_generation = ?, ctime = ? WHERE id = ?")
+        try statement.execute(arguments: [name, cv, indexCV, indexGeneration, ctime, id])
+        guard db.changesCount > 0 else {
+            throw RecordError.recordNotFound(databaseTableName: Self.databaseTableName, key: ["id": id.databaseValue])
+        }
+    }
+
     func encode(to container: inout PersistenceContainer) {
         container["id"] = id
         container["name"] = name
