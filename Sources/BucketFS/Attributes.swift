@@ -8,6 +8,8 @@ struct Attributes: Sendable {
     static let fileMode: mode_t = S_IFREG | 0o644
     static let directoryMode: mode_t = S_IFDIR | 0o755
     static let symlinkMode: mode_t = S_IFLNK | 0o777
+    static let readOnlyFileMode: mode_t = S_IFREG | 0o444
+    static let readOnlyDirectoryMode: mode_t = S_IFDIR | 0o555
     static let blockSize = 4096
 
     func stat(for node: Node) -> Glibc.stat {
@@ -25,6 +27,10 @@ struct Attributes: Sendable {
             attributes.st_mode = Self.symlinkMode
             attributes.st_nlink = 1
             attributes.st_size = Int(target.utf8.count)
+        case .history(let path):
+            attributes.st_mode = path.isDirectory ? Self.readOnlyDirectoryMode : Self.readOnlyFileMode
+            attributes.st_nlink = path.isDirectory ? 2 : 1
+            attributes.st_size = node.size
         }
         if let permissions = node.permissions, !isSymlink(node) {
             attributes.st_mode = (attributes.st_mode & S_IFMT) | permissions

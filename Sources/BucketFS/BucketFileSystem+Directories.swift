@@ -5,8 +5,13 @@ import Glibc
 /// Directories: the root lists buckets, a bucket lists its files.
 extension BucketFileSystem {
     func opendir(_ request: FuseRequest, ino: UInt64, info: FileInfo) {
-        // The root is listed again at each opendir: another client may have added a bucket.
-        let refresh = ino == InodeTable.rootInode
+        afterFetchingHistory(of: ino) { [self] in openDirectory(request, ino: ino, info: info) }
+    }
+
+    private func openDirectory(_ request: FuseRequest, ino: UInt64, info: FileInfo) {
+        // The root and the `.history` view are listed again at each opendir: another client may
+        // have added a bucket, a note or a version.
+        let refresh = ino == InodeTable.rootInode || historyPath(ino) != nil
         perform(request, inlineIf: !refresh && isLoaded(ino), else: writeQueue) { [self] () throws(FSError) in
             try loadDirectory(ino, refresh: refresh)
             let handle = try state.withLock { state throws(FSError) -> UInt64 in
@@ -113,7 +118,7 @@ extension BucketFileSystem {
 
     /// mkdir at the root adds a bucket; buckets hold no subdirectories.
     func mkdir(_ request: FuseRequest, parent: UInt64, name: String) {
-        guard parent == InodeTable.rootInode else { return fail(request, .notPermitted) }
+        guard parent == InodeTable.rootInode else { return fail(request, refusal(in: parent, else: .notPermitted)) }
         guard let bucketName = FileNameCodec.decode(name) else { return fail(request, .invalidArgument) }
         perform(request, on: writeQueue) { [self] () throws(FSError) in
             try loadDirectory(parent)
@@ -129,7 +134,8 @@ extension BucketFileSystem {
 
     func rmdir(_ request: FuseRequest, parent: UInt64, name: String) {
         guard parent == InodeTable.rootInode else {
-            return fail(request, state.withLock { $0.table.child(of: parent, named: name) } == nil ? .notFound : .notDirectory)
+            let missing = state.withLock { $0.table.child(of: parent, named: name) } == nil
+            return fail(request, refusal(in: parent, else: missing ? .notFound : .notDirectory))
         }
         removeBucket(request, name: name, until: .now() + Self.removalConfirmationWait)
     }
@@ -145,7 +151,7 @@ extension BucketFileSystem {
         writeQueue.async { [self] in
             do throws(FSError) {
                 guard let node = state.withLock({ $0.table.child(of: root, named: name) }) else { throw FSError.notFound }
-                guard case .bucket(let bucketName) = node.kind else { throw FSError.notDirectory }
+                guard case .bucket(let bucketName) = node.kind else { throw node.isDirectory ? FSError.readOnly : FSError.notDirectory }
                 try loadDirectory(node.ino)
                 if !state.withLock({ $0.table.childInodes(of: node.ino).isEmpty }) { throw FSError.notEmpty }
                 try backend.removeBucket(named: bucketName)

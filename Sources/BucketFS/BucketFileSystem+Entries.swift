@@ -7,6 +7,7 @@ extension BucketFileSystem {
         withLoadedDirectory(request, parent) { [self] () throws(FSError) in
             let child = state.withLock { $0.table.child(of: parent, named: name) }
             guard let child else {
+                if historyPath(parent) != nil { return lookupInHistory(request, parent: parent, name: name) }
                 // A bucket made by another client since the root was listed.
                 if parent == InodeTable.rootInode, FileNameCodec.decode(name) != nil {
                     perform(request, on: writeQueue) { [self] () throws(FSError) in
@@ -68,6 +69,7 @@ extension BucketFileSystem {
             reply.st_ino = ino_t(ino)
             return request.reply(attributes: reply, timeout: cacheTimeout)
         }
+        if case .history = node.kind { return fail(request, .readOnly) }
         guard case .file(let bucket, let item) = node.kind else {
             // A size on a directory or lock link is meaningless. Their times live in memory.
             if newSize != nil { return fail(request, node.isDirectory ? .isDirectory : .invalidArgument) }

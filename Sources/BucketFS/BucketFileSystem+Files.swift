@@ -7,6 +7,7 @@ extension BucketFileSystem {
     func open(_ request: FuseRequest, ino: UInt64, info: FileInfo) {
         let node = state.withLock { $0.table.node(ino) }
         guard let node else { return fail(request, .notFound) }
+        if case .history(let path) = node.kind { return openHistory(request, node: node, path: path, info: info) }
         guard case .file(let bucket, let item) = node.kind else {
             return fail(request, node.isDirectory ? .isDirectory : .invalidArgument)
         }

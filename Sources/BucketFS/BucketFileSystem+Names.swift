@@ -9,6 +9,8 @@ extension BucketFileSystem {
             switch node.kind {
             case .root, .bucket:
                 throw FSError.isDirectory
+            case .history:
+                throw FSError.readOnly
             case .symlink:
                 state.withLock { state in
                     state.table.unlink(parent: parent, name: name)
@@ -61,6 +63,8 @@ extension BucketFileSystem {
             switch source.kind {
             case .root, .bucket:
                 throw FSError.notPermitted
+            case .history:
+                throw FSError.readOnly
             case .symlink(_, _, let target):
                 // Lock links stay local: they cannot become entities.
                 guard case .localFile = destinationItem else { throw FSError.notPermitted }

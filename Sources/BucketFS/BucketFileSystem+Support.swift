@@ -58,6 +58,7 @@ extension BucketFileSystem {
         case .bucket(let name): return name
         case .root: throw FSError.notPermitted
         case .file, .symlink: throw FSError.notDirectory
+        case .history: throw FSError.readOnly
         }
     }
 
@@ -74,11 +75,14 @@ extension BucketFileSystem {
         switch node.kind {
         case .root:
             let listing = try backend.buckets().map(Self.node(for:))
-            state.withLock { $0.table.replaceListing(of: directory, with: listing) }
+            let shown = history != nil
+            state.withLock { $0.table.replaceListing(of: directory, with: listing + $0.historyRoot(shown: shown)) }
         case .bucket(let name):
             let listing = try adoptingRenamedNames(in: name, try backend.entries(bucket: name))
                 .map { self.node(for: $0, parent: directory) }
             state.withLock { $0.table.replaceListing(of: directory, with: listing) }
+        case .history(let path):
+            try loadHistoryDirectory(directory, path)
         case .file, .symlink:
             throw FSError.notDirectory
         }

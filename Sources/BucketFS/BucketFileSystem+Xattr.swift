@@ -29,8 +29,8 @@ extension BucketFileSystem {
         }
     }
 
-    func setxattr(_ request: FuseRequest) {
-        fail(request, .notSupported)
+    func setxattr(_ request: FuseRequest, ino: UInt64) {
+        fail(request, historyPath(ino) == nil ? .notSupported : .readOnly)
     }
 
     func removexattr(_ request: FuseRequest) {

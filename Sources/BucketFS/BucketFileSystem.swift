@@ -29,6 +29,10 @@ public struct MountOptions: Sendable {
     /// (the change stays queued, nothing is lost).
     public var serverAcknowledgement: (any ServerAcknowledgement)?
     public var acknowledgementTimeout: Double
+    /// When set, the read-only view `.history/<bucket>/<key>/<version>.json` of the versions the
+    /// server keeps (`bucketfs mount --history`); off by default, so `grep -r`, rsync and
+    /// backups of the mount see each note once.
+    public var history: (any MountHistory)?
 
     /// 4 GiB for local (scratch) files: room for disk images, archives and build outputs.
     public static let defaultMaxFileSize = 4 << 30
@@ -136,6 +140,9 @@ public final class BucketFileSystem: Sendable {
         lifecycle.withLock { life in life.options.serverAcknowledgement.map { ($0, life.options.acknowledgementTimeout) } }
     }
 
+    /// The `.history` view's source, when the mount shows it.
+    var history: (any MountHistory)? { lifecycle.withLock { $0.options.history } }
+
     var session: OpaquePointer? { lifecycle.withLock { $0.session } }
 
     /// Mounts at `path` (an existing empty directory); requests are served once `run()` starts.
@@ -143,7 +150,8 @@ public final class BucketFileSystem: Sendable {
         try backend.prepareForMount()
         let buckets = try backend.buckets()
         state.withLock { state in
-            state.table.replaceListing(of: InodeTable.rootInode, with: buckets.map(Self.node(for:)))
+            let listing = buckets.map(Self.node(for:)) + state.historyRoot(shown: options.history != nil)
+            state.table.replaceListing(of: InodeTable.rootInode, with: listing)
         }
         var arguments = ["bucketfs"]
         // noatime: the kernel would otherwise keep access times of its own in its inode cache

@@ -36,6 +36,8 @@ public enum FSError: Error, Sendable, Hashable, CustomStringConvertible {
     case fileTooLarge
     /// The store failed (SQLite error, corrupt row); the message goes to the log.
     case io(String)
+    /// A change to the read-only `.history` view.
+    case readOnly
 
     /// The errno the kernel receives for this error.
     public var errno: Int32 {
@@ -57,6 +59,7 @@ public enum FSError: Error, Sendable, Hashable, CustomStringConvertible {
         case .noSpace: return ENOSPC
         case .fileTooLarge: return EFBIG
         case .io: return EIO
+        case .readOnly: return EROFS
         }
     }
 
@@ -79,6 +82,7 @@ public enum FSError: Error, Sendable, Hashable, CustomStringConvertible {
         case .noSpace: return "no space left on the store's disk"
         case .fileTooLarge: return "file too large"
         case .io(let message): return "I/O error: \(message)"
+        case .readOnly: return "read-only file system"
         }
     }
 }

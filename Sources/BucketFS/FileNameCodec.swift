@@ -80,7 +80,7 @@ public enum FileNameCodec {
         return text
     }
 
-    private static func stem(forKey key: String) -> String {
+    static func stem(forKey key: String) -> String {
         if let text = text(ofKey: key), showsAsItIs(text) { return text }
         return encode(key)
     }

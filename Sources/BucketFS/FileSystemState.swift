@@ -150,6 +150,8 @@ struct FileSystemState: Sendable {
     var nextHandle: UInt64 = 1
     /// Symlinks are not stored; their numbers come from a range the store never reaches.
     var nextSymlinkInode: UInt64 = 1 << 62
+    /// Numbers of the `.history` view's nodes, stable for the mount's life.
+    var historyInodes = HistoryInodes()
     /// Numbers the store set aside for files created in memory (`MountBackend.reserveIDs`).
     var reservedIDs: Range<UInt64> = 0..<0
     /// Entity files created in memory that have not reached the store yet (`makeFile`): their

@@ -141,9 +141,9 @@ enum FuseCallbacks {
             guard let (fs, request) = FuseCallbacks.fileSystem(request) else { return }
             fs.statfs(request, ino: ino)
         }
-        ops.setxattr = { request, _, _, _, _, _ in
+        ops.setxattr = { request, ino, _, _, _, _ in
             guard let (fs, request) = FuseCallbacks.fileSystem(request) else { return }
-            fs.setxattr(request)
+            fs.setxattr(request, ino: ino)
         }
         ops.getxattr = { request, ino, name, size in
             guard let (fs, request) = FuseCallbacks.fileSystem(request) else { return }

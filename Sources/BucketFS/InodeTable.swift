@@ -7,6 +7,8 @@ enum NodeKind: Hashable, Sendable {
     case file(bucket: String, item: MountItemName)
     /// Kept in memory only: emacs lock links (`.#name`) describe a live editing session.
     case symlink(bucket: String, name: String, target: String)
+    /// The read-only `.history` view (`MountOptions.history`); its inodes live in memory.
+    case history(HistoryPath)
 }
 
 /// One inode the file system knows: identity, place in the tree, attributes and kernel references.
@@ -36,6 +38,7 @@ struct Node: Hashable, Sendable {
         switch kind {
         case .root, .bucket: return true
         case .file, .symlink: return false
+        case .history(let path): return path.isDirectory
         }
     }
 
@@ -48,7 +51,7 @@ struct Node: Hashable, Sendable {
 
     var bucketName: String? {
         switch kind {
-        case .root: return nil
+        case .root, .history: return nil
         case .bucket(let name): return name
         case .file(let bucket, _), .symlink(let bucket, _, _): return bucket
         }

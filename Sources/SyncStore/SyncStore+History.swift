@@ -58,3 +58,36 @@ extension SyncStore {
         }
     }
 }
+
+extension SyncStore {
+    /// One fetched version of an entity; nil when it was not fetched (or the server kept none).
+    public func cachedVersion(bucket: String, key: String, version: Int) throws(StoreError) -> EntityVersion? {
+        try read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT data, accepted_at FROM entity_history WHERE bucket = ? AND key = ? AND version = ?",
+                    arguments: [bucket, key, version])
+            else { return nil }
+            let seconds: Double? = row["accepted_at"]
+            return EntityVersion(
+                version: version, data: try StoredJSON.object(row["data"], column: "entity_history.data"),
+                acceptedAt: seconds.map(Date.init(timeIntervalSince1970:)))
+        }
+    }
+
+    /// Keys of a bucket's entities that have server versions: those in the store that reached
+    /// the server, and those it forgot (deleted) whose last version it remembers; sorted.
+    public func keysWithHistory(bucket: String) throws(StoreError) -> [String] {
+        try read { db in
+            try String.fetchAll(
+                db,
+                sql: """
+                    SELECT entity.key FROM entity JOIN bucket ON bucket.id = entity.bucket_id
+                    WHERE bucket.name = ? AND entity.ghost_version IS NOT NULL
+                    UNION SELECT key FROM removed_entity WHERE bucket = ?
+                    ORDER BY 1
+                    """,
+                arguments: [bucket, bucket])
+        }
+    }
+}

@@ -27,6 +27,8 @@ struct Config: Codable {
         var readOnly: Bool?
         /// Buckets shown as plain text, by bucket name (over the remote's).
         var text: [String: TextViewSettings]?
+        /// `--history` at every mount here.
+        var history: Bool?
     }
 
     var remotes: [String: Remote] = [:]

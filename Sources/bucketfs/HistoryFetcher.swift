@@ -20,15 +20,26 @@ struct HistoryFetcher: Sendable {
     private func fetchHistory(bucket: String, key: String) async -> ControlReply {
         do {
             // Nothing of it ever reached the server (as far as this mount knows): nothing to ask.
-            guard let latest = try Self.latestVersion(store, bucket: bucket, key: key) else { return ControlReply() }
-            let cached = Set(try store.cachedVersions(bucket: bucket, key: key).map(\.version))
-            let missing = Self.window(upTo: latest).filter { !cached.contains($0) }
-            let fetched = try await client.fetchVersions(bucket: bucket, key: key, versions: missing)
-            try store.cacheVersions(bucket: bucket, key: key, fetched)
+            guard let (latest, fetched) = try await fetchMissing(bucket: bucket, key: key) else { return ControlReply() }
             return ControlReply(latestVersion: latest, notKept: fetched.filter { $0.data == nil }.map(\.version))
         } catch {
             return ControlReply(error: "\(error)")
         }
+    }
+
+    /// Fetches into the store the versions the server may keep (only `only` of them, when
+    /// given) that it does not have yet; nil when the entity never reached the server. Throws
+    /// when offline even if nothing is missing: the caller says what it could not ask.
+    func fetchMissing(
+        bucket: String, key: String, only: [Int]? = nil, timeout: Duration = .seconds(15)
+    ) async throws -> (latest: Int, fetched: [EntityVersion])? {
+        guard let latest = try Self.latestVersion(store, bucket: bucket, key: key) else { return nil }
+        let cached = Set(try store.cachedVersions(bucket: bucket, key: key).map(\.version))
+        let wanted = only.map(Set.init)
+        let missing = Self.window(upTo: latest).filter { !cached.contains($0) && wanted?.contains($0) != false }
+        let fetched = try await client.fetchVersions(bucket: bucket, key: key, versions: missing, timeout: timeout)
+        try store.cacheVersions(bucket: bucket, key: key, fetched)
+        return (latest, fetched)
     }
 
     /// The newest server version the store knows: the entity's, or for one it forgot (deleted

@@ -85,6 +85,9 @@ struct Mount: AsyncParsableCommand {
     @Flag(name: .customLong("read-only"), help: "Mount read-only: files can be read, nothing is saved.")
     var readOnly = false
 
+    @Flag(help: "Show earlier versions of every note, read-only, at DIR/.history/<bucket>/<key>/<version>.json (fetched from the server when listed, kept in the store). Off by default: grep -r, rsync and backups of the mount then see each note once.")
+    var history = false
+
     @Flag(help: "Stay in the foreground and log to standard error.")
     var foreground = false
 
@@ -261,6 +264,9 @@ private struct MountSession {
         do {
             var options = MountOptions(handleSignals: true, fuseOptions: fuseOptions, serverAcknowledgement: acknowledgements)
             if let seconds = command.fsyncWaitsForServer { options.acknowledgementTimeout = seconds }
+            if command.history || settings?.history == true {
+                options.history = StoreHistory(fetcher: HistoryFetcher(client: client, store: store), timeout: .seconds(10))
+            }
             try fileSystem.mount(at: mountpoint, options: options)
         } catch {
             try? FileManager.default.removeItem(atPath: pidFile)
