@@ -32,6 +32,8 @@ extension BucketFileSystem {
                     "history: listing the versions fetched before; the server cannot be asked",
                     metadata: ["bucket": "\(bucket)", "key": "\(key)", "reason": "\(reason)"])
             }
+            // Unmounted meanwhile: the session that would take the answer is gone.
+            guard session != nil else { return }
             body()
         }
     }
@@ -57,8 +59,10 @@ extension BucketFileSystem {
         guard case .entity(let bucket, let key)? = path, let version = HistoryPath.version(fromFileName: name),
             let history
         else { return relist(nil) }
-        Task.detached {
-            relist(await history.fetch(bucket: bucket, key: key, versions: [version]))
+        Task.detached { [self] in
+            let unavailable = await history.fetch(bucket: bucket, key: key, versions: [version])
+            guard session != nil else { return }
+            relist(unavailable)
         }
     }
 

@@ -29,7 +29,8 @@ struct HistoryFetcher: Sendable {
 
     /// Fetches into the store the versions the server may keep (only `only` of them, when
     /// given) that it does not have yet; nil when the entity never reached the server. Throws
-    /// when offline even if nothing is missing: the caller says what it could not ask.
+    /// when offline even if nothing of the whole range is missing (`bucketfs history` says
+    /// what it could not ask), not when none of `only` is.
     func fetchMissing(
         bucket: String, key: String, only: [Int]? = nil, timeout: Duration = .seconds(15)
     ) async throws -> (latest: Int, fetched: [EntityVersion])? {
@@ -37,6 +38,8 @@ struct HistoryFetcher: Sendable {
         let cached = Set(try store.cachedVersions(bucket: bucket, key: key).map(\.version))
         let wanted = only.map(Set.init)
         let missing = Self.window(upTo: latest).filter { !cached.contains($0) && wanted?.contains($0) != false }
+        // Asked for versions the server cannot have, or has given already: nothing to ask.
+        if only != nil, missing.isEmpty { return (latest, []) }
         let fetched = try await client.fetchVersions(bucket: bucket, key: key, versions: missing, timeout: timeout)
         try store.cacheVersions(bucket: bucket, key: key, fetched)
         return (latest, fetched)

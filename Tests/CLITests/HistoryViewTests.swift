@@ -148,6 +148,12 @@ struct HistoryViewTests {
         #expect(contents(versions + "/2.json") == note("one two"))
         // Not fetched before: unavailable offline, an I/O error (and a log line), not "missing".
         #expect(failure { open(versions + "/4.json", O_RDONLY) } == EIO)
+        let logs = cli.path("state") + "/bucketfs"
+        let logged = ((try? FileManager.default.contentsOfDirectory(atPath: logs)) ?? []).filter { $0.hasSuffix(".log") }
+            .map { contents(logs + "/" + $0) ?? "" }.joined()
+        #expect(logged.contains("history: a version that was not fetched before is unavailable"), "\(logged.suffix(2000))")
+        // One the server never had is missing, offline too.
+        #expect(failure { open(versions + "/9.json", O_RDONLY) } == ENOENT)
 
         // From the store after a remount, still offline.
         #expect(try cli.bucketfs(["unmount", a]).status == 0)
