@@ -5,14 +5,24 @@ import HummingbirdWebSocket
 import Logging
 import NIOSSL
 
-/// Builds the sync server (auth API + streaming WebSocket) over `store`; `bucketfs serve` and the
-/// tests share it. Throws when the TLS certificate or key cannot be loaded.
+/// Builds the sync server (auth API + streaming WebSocket) over the SQLite `store`; `bucketfs
+/// serve` and the tests share it. Throws when the TLS certificate or key cannot be loaded.
 public func buildServerApplication(
     configuration: ServerConfiguration,
     store: ServerStore,
     logger: Logger = Logger(label: "bucketfs.server")
 ) throws -> some ApplicationProtocol {
+    try buildServerApplication(configuration: configuration, storage: store, logger: logger)
+}
+
+/// Builds the sync server over any store behind the storage seam.
+func buildServerApplication(
+    configuration: ServerConfiguration,
+    storage store: any ServerStorage,
+    logger: Logger
+) throws -> some ApplicationProtocol {
     let hub = SubscriptionHub(maxHeldBytes: configuration.maxCatchUpBytes)
+    store.deliverForeignChanges { bucketID, change in hub.publish(bucketID: bucketID, change: change) }
     let router = Router(context: ServerRequestContext.self)
     let throttle = LoginThrottle(perUser: configuration.loginLimitPerUser, perAddress: configuration.loginLimitPerAddress)
     AuthRoutes(configuration: configuration, store: store, logger: logger, throttle: throttle).register(on: router)

@@ -11,7 +11,7 @@ struct AuthRoutes: Sendable {
     static let apiKeyHeader = HTTPField.Name("X-Simperium-API-Key")!
 
     let configuration: ServerConfiguration
-    let store: ServerStore
+    let store: any ServerAccounts
     let logger: Logger
     let throttle: LoginThrottle
 

@@ -47,3 +47,8 @@ public final class ServerStore: Sendable {
     /// The path of the SQLite file.
     public var databasePath: String { pool.path }
 }
+
+/// One node owns the file: every change is its own, so there are no foreign changes to deliver.
+extension ServerStore: ServerStorage {
+    func deliverForeignChanges(to publish: @escaping @Sendable (_ bucketID: Int64, _ change: StoredChange) -> Void) {}
+}

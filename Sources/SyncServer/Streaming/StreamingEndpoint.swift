@@ -8,7 +8,7 @@ import NIOCore
 /// session, and a writer task draining the connection's outbox.
 struct StreamingEndpoint: Sendable {
     let configuration: ServerConfiguration
-    let store: ServerStore
+    let store: any ServerStorage
     let hub: SubscriptionHub
     let logger: Logger
 

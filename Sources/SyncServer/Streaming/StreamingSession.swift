@@ -23,7 +23,7 @@ final class StreamingSession {
     }
 
     private let configuration: ServerConfiguration
-    private let store: ServerStore
+    private let store: any ServerStorage
     private let hub: SubscriptionHub
     private let outbox: Outbox
     private let appID: String
@@ -38,7 +38,7 @@ final class StreamingSession {
     /// Changes of one connection waiting for the group commit before its reader pauses.
     static let maxChangesInFlight = 128
 
-    init(configuration: ServerConfiguration, store: ServerStore, hub: SubscriptionHub, outbox: Outbox, appID: String, logger: Logger) {
+    init(configuration: ServerConfiguration, store: any ServerStorage, hub: SubscriptionHub, outbox: Outbox, appID: String, logger: Logger) {
         self.configuration = configuration
         self.store = store
         self.hub = hub

@@ -1,0 +1,66 @@
+import JSONDiff
+import SyncProtocol
+
+/// Accounts of a server's store: what the auth API and the operator's CLI (`bucketfs user`) do.
+public protocol ServerAccounts: Sendable {
+    /// Creates a user and returns a first access token. Throws `userExists` for a taken name.
+    func createUser(username: String, password: String) async throws -> UserCredentials
+    /// Checks a password and returns a new access token (older tokens stay valid).
+    func authorize(username: String, password: String) async throws -> UserCredentials
+    /// Issues a new access token for an existing user without a password.
+    func issueToken(username: String) async throws -> UserCredentials
+}
+
+/// The seam between the server's streaming and auth code and its durable state: the SQLite
+/// `ServerStore` (one node) and the PostgreSQL `PostgresServerStore` (several nodes on one
+/// database) both sit behind it, and the code above cannot tell which one it talks to.
+///
+/// Ordering contract. Every store has one serial *delivery sequence* per node; what it hands
+/// out runs there, one at a time, in this order:
+/// - `submit`'s completion runs after the change is durable (or refused, or failed), in
+///   submission order with the node's other completions and `submitInLine` actions; the
+///   completion of an accepted change runs at its place in cv order, so a caller publishing
+///   from it broadcasts changes in cv order and never before they are durable.
+/// - Changes committed by another node sharing the database reach `deliverForeignChanges`'s
+///   handler in the same sequence, at their place in cv order: each exactly once, none skipped.
+/// - `readIndexPage` and `readChanges` hand their result to `deliver` in that sequence, after
+///   the broadcasts of every change the result includes and before those of any later change
+///   (a catch-up and the broadcasts around it neither overlap nor leave a gap;
+///   `SubscriptionHub` relies on this to drop exactly the broadcasts a catch-up carries).
+protocol ServerStorage: ServerAccounts {
+    /// The user owning `token`, or nil when no such token exists.
+    func user(forToken token: String) async throws -> AuthenticatedUser?
+
+    /// The bucket `name` of a user, created on first use with the current cv as its base.
+    func openBucket(userID: Int64, name: String) async throws -> BucketHandle
+
+    /// Reads one index page and hands it to `deliver` in the delivery sequence.
+    /// - Parameter maxDataBytes: a page with data ends early (with a mark) once its entities
+    ///   reach this many bytes.
+    func readIndexPage(
+        bucket: BucketHandle, afterKey: String?, offset: Int, limit: Int, includeData: Bool, maxDataBytes: Int,
+        deliver: @escaping @Sendable (IndexPage) -> Void
+    ) async throws
+
+    /// Reads every change after `cv` and hands the result to `deliver` in the delivery sequence.
+    /// - Parameter maxDiffBytes: a catch-up whose diffs add up to more is answered as unknown.
+    func readChanges(
+        bucket: BucketHandle, since cv: String, maxDiffBytes: Int, deliver: @escaping @Sendable (CatchUp) -> Void
+    ) async throws
+
+    /// The data of `key` at `version`, if that version is kept and is not a deletion.
+    func entityData(bucket: BucketHandle, key: String, version: Int) async throws -> JSONObject?
+
+    /// Queues `change` for the next commit and returns at once (see the ordering contract).
+    func submit(
+        _ change: ChangeRequest, clientID: String, bucket: BucketHandle, limits: ChangeLimits,
+        completion: @escaping @Sendable (Result<ChangeVerdict<StoredChange>, any Error>) -> Void
+    )
+
+    /// Runs `action` in the delivery sequence after every change submitted before it has completed.
+    func submitInLine(_ action: @escaping @Sendable () -> Void)
+
+    /// Hands the changes other nodes commit to `publish` (see the ordering contract). A store
+    /// that only one node uses never calls it.
+    func deliverForeignChanges(to publish: @escaping @Sendable (_ bucketID: Int64, _ change: StoredChange) -> Void)
+}
