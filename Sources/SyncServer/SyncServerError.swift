@@ -18,6 +18,10 @@ public enum SyncServerError: Error, Sendable, Hashable, CustomStringConvertible 
     case corruptRecord(String)
     /// A change could not be stored because its batch's transaction failed.
     case storage(String)
+    /// A `--database` URL that is not `postgres://USER@HOST:PORT/DATABASE`.
+    case databaseURL(String, String)
+    /// The PostgreSQL database cannot be reached or migrated.
+    case database(String)
 
     public var description: String {
         switch self {
@@ -30,6 +34,8 @@ public enum SyncServerError: Error, Sendable, Hashable, CustomStringConvertible 
         case .dataDirectory(let path, let reason): return "data directory \(path): \(reason)"
         case .corruptRecord(let what): return "corrupt stored record: \(what)"
         case .storage(let reason): return "storage failure: \(reason)"
+        case .databaseURL(let url, let reason): return "database URL \(url.debugDescription): \(reason)"
+        case .database(let reason): return "database: \(reason)"
         }
     }
 }

@@ -11,12 +11,19 @@ struct Serve: AsyncParsableCommand {
         discussion: """
             Clients connect to ws://HOST:PORT/sock/1/APP_ID/websocket and get tokens from \
             POST http://HOST:PORT/1/APP_ID/authorize/ (or /create/). All state lives in one SQLite \
-            file in --data; stop with SIGINT or SIGTERM.
+            file in --data, or in a PostgreSQL database (--database, or BUCKETFS_DATABASE_URL) that \
+            several nodes may share; stop with SIGINT or SIGTERM.
             """
     )
 
     @Option(help: "Directory holding the server database (created if missing).")
-    var data: String
+    var data: String?
+
+    @Option(help: "A PostgreSQL database instead of --data: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (default: $BUCKETFS_DATABASE_URL).")
+    var database: String?
+
+    @Flag(name: .customLong("migrate-only"), help: "Bring the --database schema up to date, then exit without serving.")
+    var migrateOnly = false
 
     @Option(help: "Interface to listen on.")
     var host: String = "127.0.0.1"
@@ -53,6 +60,15 @@ struct Serve: AsyncParsableCommand {
     var logLevel: String = "info"
 
     func validate() throws {
+        switch (data, databaseURL) {
+        case (nil, nil): throw ValidationError("give --data DIR or --database postgres://USER@HOST:PORT/DATABASE")
+        case (.some, .some): throw ValidationError("--data and --database exclude each other")
+        default: break
+        }
+        if migrateOnly, databaseURL == nil { throw ValidationError("--migrate-only needs --database") }
+        if let databaseURL {
+            do { _ = try PostgresLocation(url: databaseURL) } catch { throw ValidationError("\(error)") }
+        }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard (1...Frame.defaultMaxClientBytes).contains(maxDocumentSize) else {
@@ -73,7 +89,13 @@ struct Serve: AsyncParsableCommand {
         logger.info("descriptor limit", metadata: [
             "limit": "\(descriptors)", "connection_cap": "\(DescriptorLimit.connectionCap)",
         ])
-        let store = try ServerStore(directory: data)
+        let store = try await ServerBackend.open(data: data, databaseURL: databaseURL, logger: logger)
+        if migrateOnly {
+            // Opening migrated the schema.
+            FileHandle.standardOutput.write(Data("database \(store.location) is up to date\n".utf8))
+            store.close()
+            return
+        }
         var tls: ServerConfiguration.TLSFiles?
         if let tlsCert, let tlsKey {
             tls = ServerConfiguration.TLSFiles(certificateChainPath: tlsCert, privateKeyPath: tlsKey)
@@ -81,7 +103,7 @@ struct Serve: AsyncParsableCommand {
         let requiredKey = apiKey
         let host = self.host
         let scheme = tls == nil ? ("ws", "http") : ("wss", "https")
-        let databasePath = store.databasePath
+        let databasePath = store.location
         var configuration = ServerConfiguration(
             host: host,
             port: port,
@@ -98,7 +120,10 @@ struct Serve: AsyncParsableCommand {
         )
         configuration.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
         configuration.shutdownGrace = .milliseconds(Int64(shutdownGrace * 1000))
-        let app = try buildServerApplication(configuration: configuration, store: store, logger: logger)
+        let app = try store.buildApplication(configuration: configuration, logger: logger)
+        defer { store.close() }
         try await app.runService()
     }
+
+    var databaseURL: String? { ServerDataOptions.databaseURL(data: data, database: database) }
 }

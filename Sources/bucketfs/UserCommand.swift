@@ -1,6 +1,36 @@
 import ArgumentParser
 import Foundation
+import Logging
 import SyncServer
+
+/// Where `bucketfs user` finds the accounts: a data directory or a PostgreSQL database.
+struct ServerDataOptions: ParsableArguments {
+    @Option(help: "The server's data directory.")
+    var data: String?
+
+    @Option(help: "The server's PostgreSQL database instead: postgres://USER@HOST:PORT/DATABASE (default: $BUCKETFS_DATABASE_URL).")
+    var database: String?
+
+    func validate() throws {
+        if data != nil, database != nil { throw ValidationError("--data and --database exclude each other") }
+        if data == nil, databaseURL == nil { throw ValidationError("give --data DIR or --database postgres://USER@HOST:PORT/DATABASE") }
+    }
+
+    var databaseURL: String? { Self.databaseURL(data: data, database: database) }
+
+    /// --database, or BUCKETFS_DATABASE_URL when neither --data nor --database is given.
+    static func databaseURL(data: String?, database: String?) -> String? {
+        if let database { return database }
+        guard data == nil, let url = ProcessInfo.processInfo.environment["BUCKETFS_DATABASE_URL"], !url.isEmpty else { return nil }
+        return url
+    }
+
+    func open() async throws -> ServerBackend {
+        var logger = Logger(label: "bucketfs.user")
+        logger.logLevel = .warning
+        return try await ServerBackend.open(data: data, databaseURL: databaseURL, logger: logger)
+    }
+}
 
 /// `bucketfs user`: manage accounts straight on a server's data directory (no server needed).
 struct User: AsyncParsableCommand {
@@ -16,8 +46,7 @@ struct User: AsyncParsableCommand {
             discussion: "Without --password, the password is read from the first line of standard input."
         )
 
-        @Option(help: "The server's data directory.")
-        var data: String
+        @OptionGroup var place: ServerDataOptions
 
         @Option(help: "The password (visible in the process list; prefer standard input).")
         var password: String?
@@ -27,8 +56,9 @@ struct User: AsyncParsableCommand {
 
         func run() async throws {
             let password = try self.password ?? Self.readPassword()
-            let store = try ServerStore(directory: data)
-            let credentials = try await store.createUser(username: username, password: password)
+            let store = try await place.open()
+            defer { store.close() }
+            let credentials = try await store.accounts.createUser(username: username, password: password)
             FileHandle.standardError.write(Data("created user \(credentials.username) (userid \(credentials.userID))\n".utf8))
             print(credentials.accessToken)
         }
@@ -45,15 +75,15 @@ struct User: AsyncParsableCommand {
     struct Token: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print a new access token for an existing user.")
 
-        @Option(help: "The server's data directory.")
-        var data: String
+        @OptionGroup var place: ServerDataOptions
 
         @Argument(help: "The username.")
         var username: String
 
         func run() async throws {
-            let store = try ServerStore(directory: data)
-            print(try await store.issueToken(username: username).accessToken)
+            let store = try await place.open()
+            defer { store.close() }
+            print(try await store.accounts.issueToken(username: username).accessToken)
         }
     }
 }

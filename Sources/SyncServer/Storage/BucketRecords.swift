@@ -29,6 +29,64 @@ struct KeptVersion: Sendable, Hashable {
     var acceptedAt: Double?
 }
 
+extension StoredChange {
+    /// A change as a store keeps it: the operation by its wire name, the diff as JSON text.
+    init(
+        cv: Int64, key: String, clientID: String, ccid: String, operationText: String, diffText: String?,
+        sourceVersion: Int?, endVersion: Int
+    ) throws {
+        guard let operation = ChangeOperation(rawValue: operationText) else {
+            throw SyncServerError.corruptRecord("change operation \(operationText)")
+        }
+        var diff: ObjectDiff?
+        if let diffText {
+            do {
+                diff = try JSONDiffing.decode(JSONValue(parsing: diffText))
+            } catch {
+                throw SyncServerError.corruptRecord("change diff: \(error)")
+            }
+        }
+        self.init(
+            cv: cv, key: key, clientID: clientID, ccid: ccid, operation: operation, diff: diff,
+            sourceVersion: sourceVersion, endVersion: endVersion
+        )
+    }
+}
+
+/// Builds an index page from the rows a store read (one more than `limit` when another page
+/// follows), the same way for every store.
+enum IndexPageRows {
+    struct Row: Sendable {
+        var key: String
+        var version: Int
+        /// The entity's JSON text; nil when the page is read without data.
+        var data: String?
+    }
+
+    /// - Parameter maxDataBytes: the page ends early (with a mark) once its data reach this many
+    ///   bytes, so one page never outgrows the connection's outbound buffer.
+    static func page(_ rows: [Row], current: Int64, limit: Int, maxDataBytes: Int) throws -> IndexPage {
+        var entries: [IndexPage.Entry] = []
+        entries.reserveCapacity(min(rows.count, limit))
+        var dataBytes = 0
+        var truncated = rows.count > limit
+        for row in rows.prefix(limit) {
+            if let dataText = row.data {
+                dataBytes += dataText.utf8.count
+                // Always at least one entry per page, so paging makes progress.
+                if dataBytes > maxDataBytes, !entries.isEmpty {
+                    truncated = true
+                    break
+                }
+            }
+            let data = try row.data.map { try ServerStore.decodeObject($0, what: "entity \(row.key)") }
+            entries.append(IndexPage.Entry(id: row.key, version: row.version, data: data))
+        }
+        let mark = truncated ? entries.last.map { IndexCursor.encode(afterKey: $0.id) } : nil
+        return IndexPage(current: ChangeSequence.render(current), index: entries, mark: mark)
+    }
+}
+
 /// The answer to `cv:<cv>`.
 enum CatchUp: Sendable, Hashable {
     /// The cv is unknown or compacted away: the client must reload the index (`cv:?`).

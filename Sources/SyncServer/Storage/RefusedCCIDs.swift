@@ -21,13 +21,17 @@ enum RefusedCCIDs {
     }
 
     /// Records a refusal, inside the batch's transaction (after its savepoint rolled back).
-    /// 409 is already remembered as the application; 5xx is a failure worth a retry.
     static func remember(_ db: Database, _ change: ChangeRequest, clientID: String, bucketID: Int64, code: ChangeErrorCode) throws {
-        guard code != .duplicate, code != .internalError else { return }
+        guard isRemembered(code) else { return }
         try db.cachedStatement(sql: """
             INSERT OR REPLACE INTO refused_ccids (bucket_id, client_id, ccid, cv, fingerprint, code)
             VALUES (?, ?, ?, (SELECT last_cv FROM server_state WHERE id = 1), ?, ?)
             """).execute(arguments: [bucketID, clientID, change.ccid, fingerprint(change), code.rawValue])
+    }
+
+    /// 409 is already remembered as the application; 5xx is a failure worth a retry.
+    static func isRemembered(_ code: ChangeErrorCode) -> Bool {
+        code != .duplicate && code != .internalError
     }
 
     /// What makes two requests with one ccid the same request: everything but the ids.

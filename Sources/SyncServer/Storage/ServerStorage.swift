@@ -60,6 +60,11 @@ protocol ServerStorage: ServerAccounts {
     /// Runs `action` in the delivery sequence after every change submitted before it has completed.
     func submitInLine(_ action: @escaping @Sendable () -> Void)
 
+    /// Drops all but the newest `keepingLast` changes of a user's bucket from the change log;
+    /// clients behind the dropped ones get `cv:?`. Returns how many changes were dropped.
+    @discardableResult
+    func compactChangeLog(username: String, bucket name: String, keepingLast: Int) async throws -> Int
+
     /// Hands the changes other nodes commit to `publish` (see the ordering contract). A store
     /// that only one node uses never calls it.
     func deliverForeignChanges(to publish: @escaping @Sendable (_ bucketID: Int64, _ change: StoredChange) -> Void)

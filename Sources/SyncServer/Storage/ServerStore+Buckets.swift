@@ -114,27 +114,10 @@ extension ServerStore {
                 """,
             arguments: [bucket.id, afterKey ?? "", limit + 1, offset]
         )
-        var entries: [IndexPage.Entry] = []
-        entries.reserveCapacity(min(rows.count, limit))
-        var dataBytes = 0
-        var truncated = rows.count > limit
-        for row in rows.prefix(limit) {
-            let key: String = row["key"]
-            let version: Int = row["version"]
-            let dataText: String? = row["data"]
-            if let dataText {
-                dataBytes += dataText.utf8.count
-                // Always at least one entry per page, so paging makes progress.
-                if dataBytes > maxDataBytes, !entries.isEmpty {
-                    truncated = true
-                    break
-                }
-            }
-            let data = try dataText.map { try decodeObject($0, what: "entity \(key)") }
-            entries.append(IndexPage.Entry(id: key, version: version, data: data))
-        }
-        let mark = truncated ? entries.last.map { IndexCursor.encode(afterKey: $0.id) } : nil
-        return IndexPage(current: ChangeSequence.render(current), index: entries, mark: mark)
+        return try IndexPageRows.page(
+            rows.map { IndexPageRows.Row(key: $0["key"], version: $0["version"], data: $0["data"]) },
+            current: current, limit: limit, maxDataBytes: maxDataBytes
+        )
     }
 
     static func catchUp(_ db: Database, bucket: BucketHandle, since text: String, maxDiffBytes: Int = .max) throws -> CatchUp {
@@ -168,22 +151,9 @@ extension ServerStore {
     }
 
     static func storedChange(from row: Row) throws -> StoredChange {
-        let operationText: String = row["operation"]
-        guard let operation = ChangeOperation(rawValue: operationText) else {
-            throw SyncServerError.corruptRecord("change operation \(operationText)")
-        }
-        let diffText: String? = row["diff"]
-        var diff: ObjectDiff?
-        if let diffText {
-            do {
-                diff = try JSONDiffing.decode(JSONValue(parsing: diffText))
-            } catch {
-                throw SyncServerError.corruptRecord("change diff: \(error)")
-            }
-        }
-        return StoredChange(
+        try StoredChange(
             cv: row["cv"], key: row["key"], clientID: row["client_id"], ccid: row["ccid"],
-            operation: operation, diff: diff, sourceVersion: row["source_version"], endVersion: row["end_version"]
+            operationText: row["operation"], diffText: row["diff"], sourceVersion: row["source_version"], endVersion: row["end_version"]
         )
     }
 

@@ -1,0 +1,347 @@
+import Foundation
+import JSONDiff
+import Logging
+import NIOCore
+import PostgresNIO
+import SyncProtocol
+
+/// The server's durable state in a PostgreSQL database that several `bucketfs serve` nodes
+/// share: the same tables and answers as the SQLite `ServerStore`, with changes of every node
+/// delivered in one cv order on each node (`PostgresDelivery`).
+///
+/// Ordering across nodes: a batch of changes first locks the one `server_state` row (which
+/// holds the cv counter) and keeps it until its commit, so batches of all nodes commit one at a
+/// time, in cv order, with cvs contiguous within a batch; an entity is read only under that
+/// lock, so its next version is always one more than the newest committed one.
+public final class PostgresServerStore: Sendable {
+    /// Where the database is (without its password).
+    public let location: PostgresLocation
+    let client: PostgresClient
+    let logger: Logger
+    let passwordHasher: PasswordHasher
+    let hashingQueue = HashingQueue()
+    let commitQueue = CommitQueue()
+    let delivery: PostgresDelivery
+    private let wakeWriter: AsyncStream<Void>.Continuation
+    private let tasks: [Task<Void, Never>]
+
+    /// The NOTIFY channel naming committed changes.
+    static let notifyChannel = "bucketfs_changes"
+    /// How often a node looks for changes it was not notified of (a dropped LISTEN connection).
+    static let pollInterval: Duration = .seconds(1)
+
+    /// Connects, migrates the schema (under an advisory lock) and starts following changes.
+    /// - Parameter maximumConnections: the pool's bound (one is kept for LISTEN).
+    public static func open(
+        _ location: PostgresLocation, passwordIterations: Int = 200_000, maximumConnections: Int = 10,
+        logger: Logger = Logger(label: "bucketfs.postgres")
+    ) async throws -> PostgresServerStore {
+        let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: max(3, maximumConnections)), backgroundLogger: logger)
+        let runTask = Task { await client.run() }
+        do {
+            try await PostgresSchema.migrate(client, logger: logger)
+            let lastCV = try await Self.lastChangeVersion(client)
+            return PostgresServerStore(
+                location: location, client: client, runTask: runTask, lastCV: lastCV,
+                passwordIterations: passwordIterations, logger: logger
+            )
+        } catch {
+            runTask.cancel()
+            throw SyncServerError.database("\(location): \(String(reflecting: error))")
+        }
+    }
+
+    /// Runs the migrations the database lacks and returns their versions (`serve --migrate-only`).
+    public static func migrate(_ location: PostgresLocation, logger: Logger = Logger(label: "bucketfs.postgres")) async throws -> [Int] {
+        let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: 2), backgroundLogger: logger)
+        let runTask = Task { await client.run() }
+        defer { runTask.cancel() }
+        do {
+            return try await PostgresSchema.migrate(client, logger: logger)
+        } catch {
+            throw SyncServerError.database("\(location): \(String(reflecting: error))")
+        }
+    }
+
+    private init(
+        location: PostgresLocation, client: PostgresClient, runTask: Task<Void, Never>, lastCV: Int64,
+        passwordIterations: Int, logger: Logger
+    ) {
+        self.location = location
+        self.client = client
+        self.logger = logger
+        self.passwordHasher = PasswordHasher(iterations: max(1, passwordIterations))
+        let delivery = PostgresDelivery(client: client, lastDelivered: lastCV, logger: logger)
+        self.delivery = delivery
+        let (wakes, wakeWriter) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        self.wakeWriter = wakeWriter
+        let commitQueue = self.commitQueue
+        let writer = PostgresChangeWriter(client: client, delivery: delivery, logger: logger)
+        tasks = [
+            runTask,
+            Task { await delivery.run() },
+            Task {
+                for await _ in wakes {
+                    while true {
+                        let batch = commitQueue.takeBatch()
+                        if batch.isEmpty { break }
+                        await writer.commit(batch)
+                    }
+                }
+            },
+            Task { await Self.listen(client: client, delivery: delivery, logger: logger) },
+            Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: Self.pollInterval)
+                    delivery.poll()
+                }
+            },
+        ]
+    }
+
+    /// Stops following changes and closes the database connections.
+    public func close() {
+        wakeWriter.finish()
+        delivery.finish()
+        for task in tasks { task.cancel() }
+    }
+
+    /// LISTENs for other nodes' commits, reconnecting after a dropped connection; every
+    /// (re)connection polls, so changes committed while not listening are caught up.
+    private static func listen(client: PostgresClient, delivery: PostgresDelivery, logger: Logger) async {
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: notifyChannel) { notifications in
+                        delivery.poll()
+                        for try await notification in notifications {
+                            if let cv = PostgresNotice.committedCV(notification.payload) {
+                                delivery.notified(upTo: cv)
+                            }
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                logger.warning("LISTEN connection lost; reconnecting", metadata: ["error": "\(error)"])
+            }
+            try? await Task.sleep(for: .milliseconds(200))
+        }
+    }
+
+    static func lastChangeVersion(_ client: PostgresClient) async throws -> Int64 {
+        try await PostgresRows.one(client.query("SELECT last_cv FROM server_state WHERE id = 1"), as: Int64.self) ?? 0
+    }
+
+    fileprivate func enqueue(_ item: CommitQueueItem) {
+        commitQueue.append(item)
+        wakeWriter.yield()
+    }
+}
+
+/// Collects a query's rows (the connection is free again only once they are all read).
+enum PostgresRows {
+    static func all<T: PostgresDecodable & Sendable>(_ rows: PostgresRowSequence, as type: T.Type) async throws -> [T] {
+        var values: [T] = []
+        for try await value in rows.decode(T.self) { values.append(value) }
+        return values
+    }
+
+    static func one<T: PostgresDecodable & Sendable>(_ rows: PostgresRowSequence, as type: T.Type) async throws -> T? {
+        try await all(rows, as: type).first
+    }
+
+    static func rows(_ rows: PostgresRowSequence) async throws -> [PostgresRow] {
+        var values: [PostgresRow] = []
+        for try await row in rows { values.append(row) }
+        return values
+    }
+}
+
+// MARK: - Accounts
+
+extension PostgresServerStore: ServerAccounts {
+    public func createUser(username: String, password: String) async throws -> UserCredentials {
+        try CredentialRules.validate(username: username)
+        try CredentialRules.validate(password: password)
+        let hasher = passwordHasher
+        let hashed = try await hashingQueue.run { try hasher.hash(password) }
+        let token = TokenGenerator.generate()
+        let publicID = TokenGenerator.generateUserID()
+        let now = Date().timeIntervalSince1970
+        let tokenHash = Data(TokenGenerator.digest(token))
+        let created = try await PostgresRows.one(client.query("""
+            WITH new_user AS (
+                INSERT INTO users (username, public_id, password_hash, password_salt, password_iterations, created_at)
+                VALUES (\(username), \(publicID), \(Data(hashed.hash)), \(Data(hashed.salt)), \(hashed.iterations), \(now))
+                ON CONFLICT (username) DO NOTHING
+                RETURNING id
+            )
+            INSERT INTO tokens (token_hash, user_id, created_at) SELECT \(tokenHash), id, \(now) FROM new_user RETURNING user_id
+            """), as: Int64.self)
+        guard created != nil else { throw SyncServerError.userExists(username) }
+        return UserCredentials(username: username, accessToken: token, userID: publicID)
+    }
+
+    public func authorize(username: String, password: String) async throws -> UserCredentials {
+        let rows = try await PostgresRows.rows(client.query("""
+            SELECT id, public_id, password_hash, password_salt, password_iterations FROM users WHERE username = \(username)
+            """))
+        guard let row = rows.first else {
+            // Spend the same work as a real check so timing does not reveal which names exist.
+            let hasher = passwordHasher
+            _ = try await hashingQueue.run { try? hasher.hash(password) }
+            throw SyncServerError.unknownUser(username)
+        }
+        let (userID, publicID, hash, salt, iterations) = try row.decode((Int64, String, Data, Data, Int).self)
+        let matches = try await hashingQueue.run {
+            try PasswordHasher.verify(password, hash: Array(hash), salt: Array(salt), iterations: iterations)
+        }
+        guard matches else { throw SyncServerError.wrongPassword }
+        let token = TokenGenerator.generate()
+        try await insertToken(token, userID: userID)
+        return UserCredentials(username: username, accessToken: token, userID: publicID)
+    }
+
+    public func issueToken(username: String) async throws -> UserCredentials {
+        let rows = try await PostgresRows.rows(client.query("SELECT id, public_id FROM users WHERE username = \(username)"))
+        guard let row = rows.first else { throw SyncServerError.unknownUser(username) }
+        let (userID, publicID) = try row.decode((Int64, String).self)
+        let token = TokenGenerator.generate()
+        try await insertToken(token, userID: userID)
+        return UserCredentials(username: username, accessToken: token, userID: publicID)
+    }
+
+    private func insertToken(_ token: String, userID: Int64) async throws {
+        let digest = Data(TokenGenerator.digest(token))
+        try await client.query("INSERT INTO tokens (token_hash, user_id, created_at) VALUES (\(digest), \(userID), \(Date().timeIntervalSince1970))")
+    }
+}
+
+// MARK: - Streaming
+
+extension PostgresServerStore: ServerStorage {
+    func user(forToken token: String) async throws -> AuthenticatedUser? {
+        let digest = Data(TokenGenerator.digest(token))
+        let rows = try await PostgresRows.rows(client.query("""
+            SELECT users.id, users.username FROM tokens JOIN users ON users.id = tokens.user_id WHERE tokens.token_hash = \(digest)
+            """))
+        guard let row = rows.first else { return nil }
+        let (id, username) = try row.decode((Int64, String).self)
+        return AuthenticatedUser(id: id, username: username)
+    }
+
+    func openBucket(userID: Int64, name: String) async throws -> BucketHandle {
+        guard BucketName.isValid(name) else { throw SyncServerError.invalidBucketName(name) }
+        // Two nodes opening it at once: one insert wins, the other finds its row.
+        let id = try await PostgresRows.one(client.query("""
+            WITH inserted AS (
+                INSERT INTO buckets (user_id, name, base_cv, ccid_floor)
+                SELECT \(userID), \(name), last_cv, last_cv FROM server_state WHERE id = 1
+                ON CONFLICT (user_id, name) DO NOTHING
+                RETURNING id
+            )
+            SELECT id FROM inserted UNION ALL SELECT id FROM buckets WHERE user_id = \(userID) AND name = \(name)
+            """), as: Int64.self)
+        guard let id else { throw SyncServerError.storage("bucket \(name) vanished while opened") }
+        return BucketHandle(id: id, userID: userID, name: name)
+    }
+
+    func readIndexPage(
+        bucket: BucketHandle, afterKey: String?, offset: Int, limit: Int, includeData: Bool, maxDataBytes: Int,
+        deliver: @escaping @Sendable (IndexPage) -> Void
+    ) async throws {
+        try await delivery.read { connection, logger in
+            let current = try await Self.currentChangeVersion(connection, bucketID: bucket.id, logger: logger)
+            let rows = try await PostgresRows.rows(connection.query("""
+                SELECT key, version, CASE WHEN \(includeData) THEN data END FROM entities
+                WHERE bucket_id = \(bucket.id) AND data IS NOT NULL AND key > \(afterKey ?? "")
+                ORDER BY key LIMIT \(limit + 1) OFFSET \(offset)
+                """, logger: logger))
+            let page = try IndexPageRows.page(
+                rows.map { row in
+                    let (key, version, data) = try row.decode((String, Int, String?).self)
+                    return IndexPageRows.Row(key: key, version: version, data: data)
+                },
+                current: current, limit: limit, maxDataBytes: maxDataBytes
+            )
+            return { deliver(page) }
+        }
+    }
+
+    func readChanges(
+        bucket: BucketHandle, since text: String, maxDiffBytes: Int, deliver: @escaping @Sendable (CatchUp) -> Void
+    ) async throws {
+        try await delivery.read { connection, logger in
+            let catchUp = try await Self.catchUp(connection, bucket: bucket, since: text, maxDiffBytes: maxDiffBytes, logger: logger)
+            return { deliver(catchUp) }
+        }
+    }
+
+    func entityData(bucket: BucketHandle, key: String, version: Int) async throws -> JSONObject? {
+        let text = try await PostgresRows.one(client.query("""
+            SELECT data FROM entity_versions WHERE bucket_id = \(bucket.id) AND key = \(key) AND version = \(version)
+            """), as: String.self)
+        return try text.map { try ServerStore.decodeObject($0, what: "entity \(key).\(version)") }
+    }
+
+    func submit(
+        _ change: ChangeRequest, clientID: String, bucket: BucketHandle, limits: ChangeLimits,
+        completion: @escaping @Sendable (Result<ChangeVerdict<StoredChange>, any Error>) -> Void
+    ) {
+        enqueue(.change(PendingChange(change: change, clientID: clientID, bucket: bucket, limits: limits, completion: completion)))
+    }
+
+    func submitInLine(_ action: @escaping @Sendable () -> Void) {
+        enqueue(.inLine(action))
+    }
+
+    func deliverForeignChanges(to publish: @escaping @Sendable (_ bucketID: Int64, _ change: StoredChange) -> Void) {
+        delivery.setForeignHandler(publish)
+    }
+
+    // MARK: Queries
+
+    static func currentChangeVersion(_ connection: PostgresConnection, bucketID: Int64, logger: Logger) async throws -> Int64 {
+        try await PostgresRows.one(connection.query("""
+            SELECT COALESCE((SELECT MAX(cv) FROM changes WHERE bucket_id = \(bucketID)), (SELECT base_cv FROM buckets WHERE id = \(bucketID)), 0)
+            """, logger: logger), as: Int64.self) ?? 0
+    }
+
+    static func catchUp(
+        _ connection: PostgresConnection, bucket: BucketHandle, since text: String, maxDiffBytes: Int, logger: Logger
+    ) async throws -> CatchUp {
+        guard let since = ChangeSequence.parse(text),
+              let base = try await PostgresRows.one(
+                  connection.query("SELECT base_cv FROM buckets WHERE id = \(bucket.id)", logger: logger), as: Int64.self)
+        else { return .unknown }
+        // Known cvs are the base and every retained change of this bucket (as in `ServerStore`).
+        if since != base {
+            let known = try await PostgresRows.one(connection.query(
+                "SELECT EXISTS (SELECT 1 FROM changes WHERE bucket_id = \(bucket.id) AND cv = \(since))", logger: logger), as: Bool.self) ?? false
+            guard known else { return .unknown }
+        }
+        if maxDiffBytes < .max {
+            let diffBytes = try await PostgresRows.one(connection.query(
+                "SELECT COALESCE(SUM(octet_length(diff)), 0)::BIGINT FROM changes WHERE bucket_id = \(bucket.id) AND cv > \(since)",
+                logger: logger), as: Int64.self) ?? 0
+            guard diffBytes <= maxDiffBytes else { return .unknown }
+        }
+        let rows = try await PostgresRows.rows(connection.query("""
+            SELECT \(unescaped: changeColumns) FROM changes WHERE bucket_id = \(bucket.id) AND cv > \(since) ORDER BY cv
+            """, logger: logger))
+        return .changes(try rows.map { try storedChange(from: $0).change })
+    }
+
+    /// The columns `storedChange(from:)` reads, in its order.
+    static let changeColumns = "cv, bucket_id, key, client_id, ccid, operation, diff, source_version, end_version"
+
+    static func storedChange(from row: PostgresRow) throws -> (bucketID: Int64, change: StoredChange) {
+        let (cv, bucketID, key, clientID, ccid, operation, diff, sourceVersion, endVersion) =
+            try row.decode((Int64, Int64, String, String, String, String, String?, Int?, Int).self)
+        return (bucketID, try StoredChange(
+            cv: cv, key: key, clientID: clientID, ccid: ccid, operationText: operation, diffText: diff,
+            sourceVersion: sourceVersion, endVersion: endVersion
+        ))
+    }
+}
