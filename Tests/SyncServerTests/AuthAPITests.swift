@@ -32,8 +32,8 @@ struct AuthAPITests {
         )
     }
 
-    @Test func createThenAuthorizeIssuesWorkingTokens() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func createThenAuthorizeIssuesWorkingTokens(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let created = try await post(server, "/1/test-app/create/", body: #"{"username":"ann@example.com","password":"pw1"}"#)
             #expect(created.status == .ok)
             let first = try credentials(created.body)
@@ -61,20 +61,20 @@ struct AuthAPITests {
         try await withServer { server in
             let created = try await post(server, "/1/test-app/create", body: #"{"username":"dig","password":"pw"}"#)
             let token = try credentials(created.body).token
-            let stored = try await server.store.pool.read { db in
+            let stored = try await server.sqliteStore.pool.read { db in
                 try Data.fetchAll(db, sql: "SELECT token_hash FROM tokens")
             }
             #expect(stored.count == 1)
             #expect(stored.first.map(Array.init) == TokenGenerator.digest(token))
             for suffix in ["", "-wal"] {
-                let raw = (try? Data(contentsOf: URL(fileURLWithPath: server.store.databasePath + suffix))) ?? Data()
+                let raw = (try? Data(contentsOf: URL(fileURLWithPath: server.sqliteStore.databasePath + suffix))) ?? Data()
                 #expect(raw.range(of: Data(token.utf8)) == nil)
             }
         }
     }
 
-    @Test func errorsArePlainTextWithStatus() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func errorsArePlainTextWithStatus(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             _ = try await post(server, "/1/test-app/create/", body: #"{"username":"bo","password":"right"}"#)
 
             let duplicate = try await post(server, "/1/test-app/create/", body: #"{"username":"bo","password":"x"}"#)
@@ -100,8 +100,8 @@ struct AuthAPITests {
         }
     }
 
-    @Test func usernamesThatParseAsJSONAreRefused() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func usernamesThatParseAsJSONAreRefused(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             for name in ["123", "true", "null", "\\\"quoted\\\"", "{}", "[]", "-1.5e3", " padded", ""] {
                 let reply = try await post(server, "/1/test-app/create/", body: #"{"username":"\#(name)","password":"pw"}"#)
                 #expect(reply.status == .badRequest, "username \(name)")
@@ -111,8 +111,8 @@ struct AuthAPITests {
         }
     }
 
-    @Test func configuredAppIDAndAPIKeyAreEnforced() async throws {
-        try await withServer(configure: {
+    @Test(arguments: StoreKind.allCases) func configuredAppIDAndAPIKeyAreEnforced(store: StoreKind) async throws {
+        try await withServer(store: store, configure: {
             $0.appIDs = ["only-app"]
             $0.apiKeyCheck = { app, key in app == "only-app" && key == "sesame" }
         }) { server in

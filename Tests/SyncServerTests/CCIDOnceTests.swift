@@ -6,8 +6,8 @@ import Testing
 /// Issue 13, "The server answers a ccid once": a refusal is remembered like an application.
 @Suite(.timeLimit(.minutes(2)))
 struct CCIDOnceTests {
-    @Test func aRefusedDeleteSentAgainIsRefusedAgainAfterTheEntityIsReCreated() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func aRefusedDeleteSentAgainIsRefusedAgainAfterTheEntityIsReCreated(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let token = try await makeUser(server)
             let socket = try await server.socket()
             _ = try await socket.authorize(token: token)
@@ -32,8 +32,8 @@ struct CCIDOnceTests {
         }
     }
 
-    @Test func aRefusalIsRememberedPerClient() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func aRefusalIsRememberedPerClient(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let token = try await makeUser(server)
             let socket = try await server.socket()
             _ = try await socket.authorize(token: token, clientID: "one")

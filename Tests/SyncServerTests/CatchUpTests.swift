@@ -7,8 +7,8 @@ import Testing
 /// than the server itself accepts (4 MiB), in cv order, split over several messages.
 @Suite(.timeLimit(.minutes(2)))
 struct CatchUpTests {
-    @Test func catchUpOfSeveralMiBReachesAFourMiBClientInSeveralMessages() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func catchUpOfSeveralMiBReachesAFourMiBClientInSeveralMessages(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let token = try await makeUser(server)
             let writer = try await server.socket()
             _ = try await writer.authorize(token: token, clientID: "writer")
@@ -44,8 +44,8 @@ struct CatchUpTests {
         }
     }
 
-    @Test func catchUpBeyondTheOutboundBudgetAsksForTheIndex() async throws {
-        try await withServer(configure: { $0.maxOutboundBufferBytes = 256 * 1024 }) { server in
+    @Test(arguments: StoreKind.allCases) func catchUpBeyondTheOutboundBudgetAsksForTheIndex(store: StoreKind) async throws {
+        try await withServer(store: store, configure: { $0.maxOutboundBufferBytes = 256 * 1024 }) { server in
             let token = try await makeUser(server)
             let socket = try await server.socket()
             _ = try await socket.authorize(token: token)
@@ -60,8 +60,8 @@ struct CatchUpTests {
 
     /// Changes committed between a channel's `auth` and its `cv:` come once, in the catch-up,
     /// in cv order: a broadcast before the catch-up would put newer changes before older ones.
-    @Test func changesCommittedBetweenAuthAndCVArriveOnceInTheCatchUp() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func changesCommittedBetweenAuthAndCVArriveOnceInTheCatchUp(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let token = try await makeUser(server)
             let writer = try await server.socket()
             _ = try await writer.authorize(token: token, clientID: "writer")
@@ -92,8 +92,8 @@ struct CatchUpTests {
     }
 
     /// A channel that never sends a command still gets every change, once the hold has passed.
-    @Test func aChannelThatOnlyListensGetsHeldChangesAfterTheHold() async throws {
-        try await withServer(configure: { $0.broadcastHoldAfterAuth = .milliseconds(300) }) { server in
+    @Test(arguments: StoreKind.allCases) func aChannelThatOnlyListensGetsHeldChangesAfterTheHold(store: StoreKind) async throws {
+        try await withServer(store: store, configure: { $0.broadcastHoldAfterAuth = .milliseconds(300) }) { server in
             let token = try await makeUser(server)
             let writer = try await server.socket()
             _ = try await writer.authorize(token: token, clientID: "writer")

@@ -18,8 +18,8 @@ struct ChangeErrorTests {
         return socket
     }
 
-    @Test func invalidChangesGet400AndKeepTheConnection() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func invalidChangesGet400AndKeepTheConnection(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let socket = try await authorized(server)
             let ccid = newCCID()
             let reply = try rejection(try await socket.receiveMessage(after: changeFrame(key: "bad key!", diff: "{}", ccid: ccid)))
@@ -42,8 +42,8 @@ struct ChangeErrorTests {
         }
     }
 
-    @Test func missingEntityGets404() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func missingEntityGets404(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let socket = try await authorized(server)
             #expect(try await errorCode(socket, #"0:c:{"id":"ghost","o":"-","ccid":"r1"}"#) == 404)
             #expect(try await errorCode(socket, changeFrame(key: "ghost", diff: #"{"a":{"o":"+","v":1}}"#, sv: 3, ccid: newCCID())) == 404)
@@ -58,8 +58,8 @@ struct ChangeErrorTests {
         }
     }
 
-    @Test func badVersionsGet405() async throws {
-        try await withServer(configure: { $0.historyPerEntity = 2 }) { server in
+    @Test(arguments: StoreKind.allCases) func badVersionsGet405(store: StoreKind) async throws {
+        try await withServer(store: store, configure: { $0.historyPerEntity = 2 }) { server in
             let socket = try await authorized(server)
             try await create(socket, key: "doc", object: ["n": 0])
             // No sv on an existing entity, and an sv from the future.
@@ -77,8 +77,8 @@ struct ChangeErrorTests {
         }
     }
 
-    @Test func duplicateCCIDGets409() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func duplicateCCIDGets409(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let socket = try await authorized(server)
             let ccid = newCCID()
             let frame = changeFrame(key: "once", diff: #"{"a":{"o":"+","v":1}}"#, ccid: ccid)
@@ -90,8 +90,8 @@ struct ChangeErrorTests {
         }
     }
 
-    @Test func emptyChangeGets412() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func emptyChangeGets412(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let socket = try await authorized(server)
             try await create(socket, key: "same", object: ["a": 1])
             #expect(try await errorCode(socket, changeFrame(key: "same", diff: "{}", sv: 1, ccid: newCCID())) == 412)
@@ -100,8 +100,8 @@ struct ChangeErrorTests {
         }
     }
 
-    @Test func oversizedDocumentGets413() async throws {
-        try await withServer(configure: { $0.maxDocumentSize = 1000 }) { server in
+    @Test(arguments: StoreKind.allCases) func oversizedDocumentGets413(store: StoreKind) async throws {
+        try await withServer(store: store, configure: { $0.maxDocumentSize = 1000 }) { server in
             let socket = try await authorized(server)
             let big = String(repeating: "x", count: 2000)
             #expect(try await errorCode(socket, changeFrame(key: "big", diff: #"{"t":{"o":"+","v":"\#(big)"}}"#, ccid: newCCID())) == 413)
@@ -113,8 +113,8 @@ struct ChangeErrorTests {
         }
     }
 
-    @Test func diffThatDoesNotApplyGets440ThenFullObjectIsAccepted() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func diffThatDoesNotApplyGets440ThenFullObjectIsAccepted(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let socket = try await authorized(server)
             try await create(socket, key: "text", object: ["body": "hello"])
             let ccid = newCCID()
@@ -136,8 +136,8 @@ struct ChangeErrorTests {
         }
     }
 
-    @Test func fullObjectWithoutSourceVersionReplaces() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func fullObjectWithoutSourceVersionReplaces(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let socket = try await authorized(server)
             try await create(socket, key: "doc", object: ["a": 1, "b": 2])
             let applied = try appliedChange(try await socket.receiveMessage(after:
@@ -149,8 +149,8 @@ struct ChangeErrorTests {
         }
     }
 
-    @Test func forcedErrorHookAnswersAnyCode() async throws {
-        try await withServer(configure: { configuration in
+    @Test(arguments: StoreKind.allCases) func forcedErrorHookAnswersAnyCode(store: StoreKind) async throws {
+        try await withServer(store: store, configure: { configuration in
             configuration.forcedChangeError = { change in change.id.hasPrefix("deny") ? 401 : nil }
         }) { server in
             let socket = try await authorized(server)

@@ -6,8 +6,8 @@ import Testing
 
 @Suite(.timeLimit(.minutes(2)))
 struct StreamingCommandTests {
-    @Test func initAuthorizesAndReportsTokenErrors() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func initAuthorizesAndReportsTokenErrors(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let token = try await makeUser(server)
             let socket = try await server.socket()
             #expect(try await socket.authorize(token: token) == "alice@example.com")
@@ -29,8 +29,8 @@ struct StreamingCommandTests {
         }
     }
 
-    @Test func initRunsItsCmdAfterAuth() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func initRunsItsCmdAfterAuth(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let token = try await makeUser(server)
             let socket = try await server.socket()
             _ = try await socket.authorize(token: token, cmd: "i::::10")
@@ -46,8 +46,8 @@ struct StreamingCommandTests {
         }
     }
 
-    @Test func heartbeatIncrements() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func heartbeatIncrements(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let socket = try await server.socket()
             #expect(try await socket.request("h:0") == "h:1")
             #expect(try await socket.request("h:41") == "h:42")
@@ -55,8 +55,8 @@ struct StreamingCommandTests {
         }
     }
 
-    @Test func createModifyEntityAndIndex() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func createModifyEntityAndIndex(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let token = try await makeUser(server)
             let socket = try await server.socket()
             _ = try await socket.authorize(token: token)
@@ -93,8 +93,8 @@ struct StreamingCommandTests {
         }
     }
 
-    @Test func indexPagesWithMarksAndCappedLimit() async throws {
-        try await withServer(configure: { $0.maxIndexPageSize = 3 }) { server in
+    @Test(arguments: StoreKind.allCases) func indexPagesWithMarksAndCappedLimit(store: StoreKind) async throws {
+        try await withServer(store: store, configure: { $0.maxIndexPageSize = 3 }) { server in
             let token = try await makeUser(server)
             let socket = try await server.socket()
             _ = try await socket.authorize(token: token)
@@ -125,9 +125,9 @@ struct StreamingCommandTests {
         }
     }
 
-    @Test func indexPagesWithDataStayWithinTheOutboundBudget() async throws {
+    @Test(arguments: StoreKind.allCases) func indexPagesWithDataStayWithinTheOutboundBudget(store: StoreKind) async throws {
         // Budget: a quarter of the outbound buffer, i.e. 8 KB of entity data per page.
-        try await withServer(configure: { $0.maxOutboundBufferBytes = 32 * 1024 }) { server in
+        try await withServer(store: store, configure: { $0.maxOutboundBufferBytes = 32 * 1024 }) { server in
             let token = try await makeUser(server)
             let socket = try await server.socket()
             _ = try await socket.authorize(token: token)
@@ -152,8 +152,8 @@ struct StreamingCommandTests {
         }
     }
 
-    @Test func changeVersionCatchUp() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func changeVersionCatchUp(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let token = try await makeUser(server)
             let socket = try await server.socket()
             _ = try await socket.authorize(token: token)

@@ -6,8 +6,8 @@ import Testing
 
 @Suite(.timeLimit(.minutes(2)))
 struct SyncBehaviourTests {
-    @Test func connectionsSeeEachOthersChangesWithCCIDsAndSV() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func connectionsSeeEachOthersChangesWithCCIDsAndSV(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let token = try await makeUser(server)
             let first = try await server.socket()
             let second = try await server.socket()
@@ -48,8 +48,8 @@ struct SyncBehaviourTests {
         }
     }
 
-    @Test func staleSourceVersionIsRebased() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func staleSourceVersionIsRebased(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let token = try await makeUser(server)
             let alice = try await server.socket()
             let other = try await server.socket()
@@ -79,8 +79,8 @@ struct SyncBehaviourTests {
         }
     }
 
-    @Test func usersAreIsolated() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func usersAreIsolated(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let aliceToken = try await makeUser(server, "alice")
             let bobToken = try await makeUser(server, "bob")
             let alice = try await server.socket()
@@ -152,7 +152,7 @@ struct SyncBehaviourTests {
 
             // Automatic compaction keeps the log near its retention.
             for index in 3..<12 { applied.append(try await create(socket, key: "k\(index)", object: ["i": .integer(Int64(index))])) }
-            let kept = try await server.store.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM changes") ?? 0 }
+            let kept = try await server.sqliteStore.pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM changes") ?? 0 }
             #expect(kept <= 5)
             #expect(try await socket.request("0:cv:\(applied[2].changeVersion)") == "0:cv:?")
             // The index still has every entity.

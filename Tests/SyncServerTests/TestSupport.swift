@@ -39,11 +39,24 @@ struct TemporaryDirectory: Sendable {
     }
 }
 
+/// The store behind a test server: suites that hold for both run once per store.
+enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    var testDescription: String { rawValue }
+}
+
 /// A running server on 127.0.0.1 with a random port.
 struct RunningServer: Sendable {
     let port: Int
-    let store: ServerStore
+    let store: any ServerStorage
     let client: any TestClientProtocol
+
+    /// The SQLite store, for tests of its file.
+    var sqliteStore: ServerStore {
+        get throws { try #require(store as? ServerStore) }
+    }
 
     func socket(appID: String = "test-app", messageLimit: Int = 1 << 26) async throws -> TestSocket {
         try await TestSocket.connect(port: port, appID: appID, messageLimit: messageLimit)
@@ -53,15 +66,45 @@ struct RunningServer: Sendable {
 /// Low PBKDF2 cost in tests; the default cost is exercised in `AuthAPITests`.
 let testPasswordIterations = 1_000
 
-/// Runs `body` against a live server over the store in `directory` (a fresh temp dir if nil).
+/// Runs `body` against a live server over the store in `directory` (a fresh temp dir if nil),
+/// or over a fresh database of the test cluster (`.postgres`).
 func withServer<T: Sendable>(
+    store kind: StoreKind = .sqlite,
     directory: TemporaryDirectory? = nil,
     configure: (inout ServerConfiguration) -> Void = { _ in },
     _ body: @Sendable (RunningServer) async throws -> T
 ) async throws -> T {
-    let temporary = try directory ?? TemporaryDirectory()
-    defer { if directory == nil { temporary.remove() } }
-    let store = try ServerStore(directory: temporary.path, passwordIterations: testPasswordIterations)
+    switch kind {
+    case .sqlite:
+        let temporary = try directory ?? TemporaryDirectory()
+        defer { if directory == nil { temporary.remove() } }
+        let store = try ServerStore(directory: temporary.path, passwordIterations: testPasswordIterations)
+        return try await withServer(storage: store, configure: configure, body)
+    case .postgres:
+        let cluster = try await PostgresCluster.running()
+        let database = try await cluster.createDatabase()
+        do {
+            var logger = Logger(label: "test-postgres")
+            logger.logLevel = .warning
+            let store = try await PostgresServerStore.open(
+                cluster.location(database: database), passwordIterations: testPasswordIterations, logger: logger)
+            defer { store.close() }
+            let result = try await withServer(storage: store, configure: configure, body)
+            await cluster.dropDatabase(database)
+            return result
+        } catch {
+            await cluster.dropDatabase(database)
+            throw error
+        }
+    }
+}
+
+/// Runs `body` against a live server over `store`.
+func withServer<T: Sendable>(
+    storage store: any ServerStorage,
+    configure: (inout ServerConfiguration) -> Void = { _ in },
+    _ body: @Sendable (RunningServer) async throws -> T
+) async throws -> T {
     var configuration = ServerConfiguration(host: "127.0.0.1", port: 0)
     // The test client keeps one HTTP connection for the whole test and does not reconnect:
     // it must outlive the idle deadline (10 s) on a loaded machine. Tests of the deadline set theirs.
@@ -69,7 +112,7 @@ func withServer<T: Sendable>(
     configure(&configuration)
     var logger = Logger(label: "test-server")
     logger.logLevel = .warning
-    let app = try buildServerApplication(configuration: configuration, store: store, logger: logger)
+    let app = try buildServerApplication(configuration: configuration, storage: store, logger: logger)
     return try await app.test(.live) { client in
         let port = try #require(client.port)
         return try await body(RunningServer(port: port, store: store, client: client))

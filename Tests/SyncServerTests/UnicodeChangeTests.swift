@@ -8,8 +8,8 @@ import Testing
 /// surrogate gets 400 (nothing stored as U+FFFD, the connection kept).
 @Suite(.timeLimit(.minutes(2)))
 struct UnicodeChangeTests {
-    @Test func aLoneSurrogateGets400AndNothingIsStored() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func aLoneSurrogateGets400AndNothingIsStored(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let token = try await makeUser(server)
             let socket = try await server.socket()
             _ = try await socket.authorize(token: token)
@@ -23,8 +23,8 @@ struct UnicodeChangeTests {
         }
     }
 
-    @Test func aRenameBetweenEquivalentKeysIsApplied() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func aRenameBetweenEquivalentKeysIsApplied(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let token = try await makeUser(server)
             let socket = try await server.socket()
             _ = try await socket.authorize(token: token)

@@ -1,0 +1,197 @@
+import Foundation
+import Logging
+import PostgresNIO
+@testable import SyncServer
+import Testing
+
+/// A PostgreSQL cluster of this test process's own: initdb into a temporary directory, started
+/// on a free loopback port, as the `postgres` user when the tests run as root (PostgreSQL
+/// refuses root). One per process, started on first use; a watchdog process stops it and
+/// removes its directory once this process is gone, however it ends. A machine without
+/// PostgreSQL fails the tests that need it (Debian: `apt-get install postgresql`; scripts/bootstrap).
+final class PostgresCluster: Sendable {
+    let port: Int
+    let directory: String
+    let binDirectory: String
+
+    private static let shared = Task {
+        // Off the cooperative pool: starting waits for initdb and pg_ctl.
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Result { try PostgresCluster() }) }
+        }
+    }
+
+    /// The process's cluster, started on first use.
+    static func running() async throws -> PostgresCluster {
+        try await shared.value
+    }
+
+    private init() throws {
+        binDirectory = try Self.findBinaries()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-pg-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        if getuid() == 0 {
+            try Self.run("/bin/chown", ["-R", "postgres:postgres", directory])
+        }
+        port = try Self.freePort()
+        let data = directory + "/data"
+        try runAsOwner(binDirectory + "/initdb", ["-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "--no-locale", "-E", "UTF8"])
+        try startWatchdog()
+        try runAsOwner(binDirectory + "/pg_ctl", [
+            "-D", data, "-l", directory + "/postgres.log", "-w", "-t", "60",
+            "-o", "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", "start",
+        ])
+    }
+
+    /// A URL for `bucketfs serve --database`.
+    func url(database: String) -> String {
+        "postgres://postgres@127.0.0.1:\(port)/\(database)"
+    }
+
+    func location(database: String) throws -> PostgresLocation {
+        try PostgresLocation(url: url(database: database))
+    }
+
+    /// Creates an empty database with a fresh name and returns the name.
+    func createDatabase() async throws -> String {
+        let name = "bucketfs_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
+        try await administer("CREATE DATABASE \(name)")
+        return name
+    }
+
+    /// Drops a database, closing whatever connections are left on it.
+    func dropDatabase(_ name: String) async {
+        try? await administer("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+    }
+
+    /// Runs one statement on the `postgres` database (async: tests must not block the pool's threads).
+    private func administer(_ sql: String) async throws {
+        var logger = Logger(label: "test-postgres-admin")
+        logger.logLevel = .warning
+        let configuration = PostgresConnection.Configuration(
+            host: "127.0.0.1", port: port, username: "postgres", password: nil, database: "postgres", tls: .disable
+        )
+        let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+        do {
+            try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+            try await connection.close()
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    /// Stops the cluster at once (a crash, as far as the nodes can tell) and starts it again.
+    func restart(downFor pause: Duration = .zero) async throws {
+        try runAsOwner(binDirectory + "/pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"])
+        try await Task.sleep(for: pause)
+        try runAsOwner(binDirectory + "/pg_ctl", [
+            "-D", directory + "/data", "-l", directory + "/postgres.log", "-w", "-t", "60",
+            "-o", "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", "start",
+        ])
+    }
+
+    private func runAsOwner(_ tool: String, _ arguments: [String]) throws {
+        if getuid() == 0 {
+            try Self.run("/usr/sbin/runuser", ["-u", "postgres", "--", tool] + arguments)
+        } else {
+            try Self.run(tool, arguments)
+        }
+    }
+
+    /// Stops the cluster and removes its directory when this process exits (polled each second).
+    private func startWatchdog() throws {
+        let owner = getuid() == 0 ? "/usr/sbin/runuser -u postgres -- " : ""
+        let script = """
+            while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done
+            \(owner)\(binDirectory)/pg_ctl -D \(directory)/data -m immediate stop >/dev/null 2>&1
+            rm -rf \(directory)
+            """
+        _ = try Self.spawn("/usr/bin/setsid", ["/bin/sh", "-c", script], outputPath: "/dev/null")
+    }
+
+    private static func findBinaries() throws -> String {
+        let root = "/usr/lib/postgresql"
+        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).compactMap(Int.init).sorted()
+        for version in versions.reversed() {
+            let bin = "\(root)/\(version)/bin"
+            if FileManager.default.isExecutableFile(atPath: bin + "/initdb") { return bin }
+        }
+        throw TestFailure("PostgreSQL is not installed (no \(root)/*/bin/initdb): run scripts/bootstrap (apt-get install postgresql)")
+    }
+
+    /// Runs `tool` to its end (posix_spawn and waitpid: Foundation's Process did not notice the
+    /// exit of `runuser` here and waited forever).
+    @discardableResult
+    static func run(_ tool: String, _ arguments: [String]) throws -> String {
+        // A file, not a pipe: the server pg_ctl starts inherits the descriptors and would keep
+        // a pipe open for as long as it runs.
+        let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-pg-output-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: outputPath) }
+        let pid = try spawn(tool, arguments, outputPath: outputPath)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { throw TestFailure("waitpid \(tool) failed: \(errno)") }
+        }
+        let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        // Exited normally with status 0.
+        guard status & 0x7f == 0, (status >> 8) & 0xff == 0 else {
+            throw TestFailure("\(tool) \(arguments.joined(separator: " ")) failed (status \(status)): \(text)")
+        }
+        return text
+    }
+
+    /// Starts `tool` with standard input from /dev/null and its output to `outputPath`.
+    static func spawn(_ tool: String, _ arguments: [String], outputPath: String) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // posix_spawn passes every descriptor on: the children (the server above all, which
+        // outlives the test) would hold this process's sockets open, so a connection the
+        // server under test closes would never close. bash closes them before exec.
+        let closeInherited = #"for fd in /proc/$$/fd/*; do n=${fd##*/}; if [ "$n" -gt 2 ]; then eval "exec $n>&-"; fi; done 2>/dev/null; exec "$@""#
+        let argv = (["/bin/bash", "-c", closeInherited, "bash", tool] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, "/bin/bash", &actions, nil, argv, environ)
+        guard result == 0 else { throw TestFailure("cannot start \(tool): \(result)") }
+        return pid
+    }
+
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestFailure("socket failed") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { throw TestFailure("bind failed") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0 else { throw TestFailure("getsockname failed") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// A fresh database on the process's cluster for `body`, dropped afterwards.
+func withPostgresDatabase<T: Sendable>(_ body: @Sendable (PostgresCluster, String) async throws -> T) async throws -> T {
+    let cluster = try await PostgresCluster.running()
+    let name = try await cluster.createDatabase()
+    do {
+        let result = try await body(cluster, name)
+        await cluster.dropDatabase(name)
+        return result
+    } catch {
+        await cluster.dropDatabase(name)
+        throw error
+    }
+}
