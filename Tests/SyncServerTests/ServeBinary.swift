@@ -20,13 +20,12 @@ final class ServeBinary: @unchecked Sendable {
 
     /// Starts `serve` on a free port over `data`, under `prefix` (e.g. `prlimit --nofile=256:256`);
     /// with `database`, over that PostgreSQL database (`data` then holds only the log).
-    init(data: String, database: String? = nil, listenPort: Int = 0, prefix: [String] = [], extraArguments: [String] = []) async throws {
+    init(data: String, database: String? = nil, prefix: [String] = [], extraArguments: [String] = []) async throws {
         logPath = data + "/serve.log"
-        if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }
+        FileManager.default.createFile(atPath: logPath, contents: nil)
         let logHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        try logHandle.seekToEnd()
         let store = database.map { ["--database", $0] } ?? ["--data", data]
-        let command = prefix + [Self.binary, "serve"] + store + ["--port", String(listenPort), "--host", "127.0.0.1"] + extraArguments
+        let command = prefix + [Self.binary, "serve"] + store + ["--port", "0", "--host", "127.0.0.1"] + extraArguments
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = command
         process.standardOutput = logHandle
