@@ -64,8 +64,10 @@ final class PostgresCluster: Sendable {
         try? await administer("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
     }
 
-    /// Runs one statement on the `postgres` database (async: tests must not block the pool's threads).
-    private func administer(_ sql: String) async throws {
+    /// Runs one statement on the `postgres` database (async: tests must not block the pool's
+    /// threads) and returns its first column as text, row by row.
+    @discardableResult
+    func administer(_ sql: String) async throws -> [String] {
         var logger = Logger(label: "test-postgres-admin")
         logger.logLevel = .warning
         let configuration = PostgresConnection.Configuration(
@@ -73,8 +75,12 @@ final class PostgresCluster: Sendable {
         )
         let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
         do {
-            try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+            var values: [String] = []
+            for try await row in try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger) {
+                values.append(String(describing: row.first.map { $0.bytes.map { String(buffer: $0) } ?? "NULL" } ?? ""))
+            }
             try await connection.close()
+            return values
         } catch {
             try? await connection.close()
             throw error

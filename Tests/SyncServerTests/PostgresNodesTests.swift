@@ -138,6 +138,38 @@ import Testing
         }
     }
 
+    @Test func aNodeWhoseListenConnectionDroppedCatchesUp() async throws {
+        try await withTwoNodes { nodeA, nodeB, token, url, _ in
+            let writer = try await TestSocket.connect(port: nodeA.port, appID: "test-app")
+            let reader = try await TestSocket.connect(port: nodeB.port, appID: "test-app")
+            _ = try await writer.authorize(token: token, clientID: "writer")
+            _ = try await reader.authorize(token: token, clientID: "reader")
+            guard case .channel(0, .index) = try await reader.receiveMessage(after: "0:i::::10") else {
+                throw TestFailure("expected an index page")
+            }
+            // Cut the nodes' LISTEN connections: notifications sent until they are back are lost.
+            let database = url.components(separatedBy: "/").last ?? ""
+            let cut = try await PostgresCluster.running().administer("""
+                SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                WHERE datname = '\(database)' AND query ILIKE 'LISTEN%'
+                """)
+            #expect(cut.count == 2, "expected both nodes' LISTEN connections, cut \(cut)")
+            var written: [AppliedChange] = []
+            for index in 0..<3 { written.append(try await create(writer, key: "k\(index)", object: ["n": .integer(Int64(index))])) }
+            var received: [AppliedChange] = []
+            while received.count < written.count {
+                for change in try changes(try await reader.receiveMessage(timeout: Self.crossNodeBound)) {
+                    guard case .applied(let applied) = change else { throw TestFailure("unexpected \(change)") }
+                    received.append(applied)
+                }
+            }
+            #expect(received == written)
+            #expect(try await reader.expectSilence(for: .milliseconds(300)) == nil)
+            await writer.close()
+            await reader.close()
+        }
+    }
+
     // MARK: - Helpers
 
     /// Sends `rounds` modifications adding `<prefix><round>`, each from the newest version the
