@@ -205,3 +205,31 @@ import Testing
         }
     }
 }
+
+/// The schema and the notices, without a running node.
+@Suite struct PostgresSchemaTests {
+    @Test func twoNodesStartingAtOnceMigrateOnce() async throws {
+        try await withPostgresDatabase { cluster, database in
+            var logger = Logger(label: "test-postgres")
+            logger.logLevel = .warning
+            let location = try cluster.location(database: database)
+            async let first = PostgresServerStore.open(location, passwordIterations: testPasswordIterations, logger: logger)
+            async let second = PostgresServerStore.open(location, passwordIterations: testPasswordIterations, logger: logger)
+            let stores = try await [first, second]
+            for store in stores { store.close() }
+            // Both opened; the migration ran once, and running them again applies nothing.
+            #expect(try await PostgresServerStore.migrate(location, logger: logger).isEmpty)
+        }
+    }
+
+    @Test func noticesStayWithinThePayloadLimit() {
+        let many = Dictionary(uniqueKeysWithValues: (1...5_000).map { (Int64($0), Int64(1_000_000 + $0)) })
+        let payload = PostgresNotice.payload(newestCV: 1_005_000, buckets: many)
+        #expect(payload.utf8.count < 8_000)
+        #expect(payload.hasSuffix(" *"))
+        #expect(PostgresNotice.committedCV(payload) == 1_005_000)
+        let few = PostgresNotice.payload(newestCV: 42, buckets: [7: 41, 3: 42])
+        #expect(few == "42 3:42 7:41")
+        #expect(PostgresNotice.committedCV(few) == 42)
+    }
+}
