@@ -15,20 +15,26 @@ public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses a `postgres://` (or `postgresql://`) URL; throws a message naming what is wrong.
     public init(url text: String) throws {
+        // Messages show the URL without its password.
+        let shown = URLComponents(string: text).map { components -> String in
+            var redacted = components
+            if redacted.password != nil { redacted.password = "***" }
+            return redacted.string ?? "postgres URL"
+        } ?? "postgres URL"
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
               scheme == "postgres" || scheme == "postgresql"
-        else { throw SyncServerError.databaseURL(text, "expected postgres://USER@HOST:PORT/DATABASE") }
-        guard let host = components.host, !host.isEmpty else { throw SyncServerError.databaseURL(text, "no host") }
-        guard let user = components.user, !user.isEmpty else { throw SyncServerError.databaseURL(text, "no user") }
+        else { throw SyncServerError.databaseURL(shown, "expected postgres://USER@HOST:PORT/DATABASE") }
+        guard let host = components.host, !host.isEmpty else { throw SyncServerError.databaseURL(shown, "no host") }
+        guard let user = components.user, !user.isEmpty else { throw SyncServerError.databaseURL(shown, "no user") }
         let database = String(components.path.drop(while: { $0 == "/" }))
-        guard !database.isEmpty, !database.contains("/") else { throw SyncServerError.databaseURL(text, "no database name") }
+        guard !database.isEmpty, !database.contains("/") else { throw SyncServerError.databaseURL(shown, "no database name") }
         let port = components.port ?? 5432
-        guard (1...65535).contains(port) else { throw SyncServerError.databaseURL(text, "bad port") }
+        guard (1...65535).contains(port) else { throw SyncServerError.databaseURL(shown, "bad port") }
         var tls = TLSMode.disable
         for item in components.queryItems ?? [] {
-            guard item.name == "sslmode" else { throw SyncServerError.databaseURL(text, "unknown parameter \(item.name)") }
+            guard item.name == "sslmode" else { throw SyncServerError.databaseURL(shown, "unknown parameter \(item.name)") }
             guard let mode = item.value.flatMap(TLSMode.init(rawValue:)) else {
-                throw SyncServerError.databaseURL(text, "sslmode must be disable, prefer or require")
+                throw SyncServerError.databaseURL(shown, "sslmode must be disable, prefer or require")
             }
             tls = mode
         }
