@@ -32,8 +32,8 @@ struct VersionHistoryTests {
         #expect(change.endVersion == sv + 1)
     }
 
-    @Test func everyKeptVersionSaysWhenTheServerAcceptedIt() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func everyKeptVersionSaysWhenTheServerAcceptedIt(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let socket = try await authorized(server)
             let before = Date().timeIntervalSince1970
             try await create(socket, key: "doc", object: ["n": 1])
@@ -54,8 +54,8 @@ struct VersionHistoryTests {
         }
     }
 
-    @Test func aDeletedEntityKeepsItsVersionsAndIsCreatedAgainAfterThem() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func aDeletedEntityKeepsItsVersionsAndIsCreatedAgainAfterThem(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let socket = try await authorized(server)
             try await create(socket, key: "gone", object: ["n": 1])
             try await edit(socket, key: "gone", to: 2, sv: 1)
@@ -73,8 +73,8 @@ struct VersionHistoryTests {
         }
     }
 
-    @Test func theLastSixtyVersionsAreKept() async throws {
-        try await withServer { server in
+    @Test(arguments: StoreKind.allCases) func theLastSixtyVersionsAreKept(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
             let socket = try await authorized(server)
             try await create(socket, key: "doc", object: ["n": 1])
             for version in 1...61 { try await edit(socket, key: "doc", to: version + 1, sv: version) }

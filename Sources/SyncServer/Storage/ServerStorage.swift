@@ -48,8 +48,9 @@ protocol ServerStorage: ServerAccounts {
         bucket: BucketHandle, since cv: String, maxDiffBytes: Int, deliver: @escaping @Sendable (CatchUp) -> Void
     ) async throws
 
-    /// The data of `key` at `version`, if that version is kept and is not a deletion.
-    func entityData(bucket: BucketHandle, key: String, version: Int) async throws -> JSONObject?
+    /// `key` at `version`, if that version is kept and is not a deletion: its data, and when
+    /// the server accepted it (nil for versions kept from before it recorded that).
+    func entityVersion(bucket: BucketHandle, key: String, version: Int) async throws -> KeptVersion?
 
     /// Queues `change` for the next commit and returns at once (see the ordering contract).
     func submit(

@@ -193,8 +193,9 @@ struct PostgresChangeWriter: Sendable {
                 ON CONFLICT (bucket_id, key) DO UPDATE SET version = excluded.version, data = excluded.data
                 """, logger: logger)
             try await connection.query("""
-                INSERT INTO entity_versions (bucket_id, key, version, data) VALUES (\(bucketID), \(change.id), \(endVersion), \(dataText))
-                ON CONFLICT (bucket_id, key, version) DO UPDATE SET data = excluded.data
+                INSERT INTO entity_versions (bucket_id, key, version, data, accepted_at)
+                VALUES (\(bucketID), \(change.id), \(endVersion), \(dataText), EXTRACT(EPOCH FROM clock_timestamp()))
+                ON CONFLICT (bucket_id, key, version) DO UPDATE SET data = excluded.data, accepted_at = excluded.accepted_at
                 """, logger: logger)
             if endVersion > limits.historyPerEntity {
                 try await connection.query("""

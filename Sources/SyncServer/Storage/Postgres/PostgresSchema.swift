@@ -102,6 +102,8 @@ enum PostgresSchema {
             """,
             "CREATE INDEX refused_ccids_by_cv ON refused_ccids(bucket_id, cv)",
         ]),
+        // When the server accepted each kept version (issue 17); older versions show no time.
+        (version: 2, sql: ["ALTER TABLE entity_versions ADD COLUMN accepted_at DOUBLE PRECISION"]),
     ]
 
     /// Applies the migrations the database lacks, each in its own transaction, under a

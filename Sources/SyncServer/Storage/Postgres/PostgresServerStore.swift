@@ -278,11 +278,13 @@ extension PostgresServerStore: ServerStorage {
         }
     }
 
-    func entityData(bucket: BucketHandle, key: String, version: Int) async throws -> JSONObject? {
-        let text = try await PostgresRows.one(client.query("""
-            SELECT data FROM entity_versions WHERE bucket_id = \(bucket.id) AND key = \(key) AND version = \(version)
-            """), as: String.self)
-        return try text.map { try ServerStore.decodeObject($0, what: "entity \(key).\(version)") }
+    func entityVersion(bucket: BucketHandle, key: String, version: Int) async throws -> KeptVersion? {
+        let rows = try await PostgresRows.rows(client.query("""
+            SELECT data, accepted_at FROM entity_versions WHERE bucket_id = \(bucket.id) AND key = \(key) AND version = \(version)
+            """))
+        guard let row = rows.first else { return nil }
+        let (text, acceptedAt) = try row.decode((String, Double?).self)
+        return KeptVersion(data: try ServerStore.decodeObject(text, what: "entity \(key).\(version)"), acceptedAt: acceptedAt)
     }
 
     func submit(
