@@ -370,7 +370,8 @@ public final class BucketFileSystem: Sendable {
     }
 
     /// The mount's device ("major:minor") from /proc/self/mountinfo; reading it never touches the mount.
-    static func fuseDevice(of mountPoint: String) -> String? {
+    /// The FUSE device (`major:minor`) mounted at `mountPoint`, if one is.
+    public static func fuseDevice(of mountPoint: String) -> String? {
         guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
         let resolved = URL(fileURLWithPath: mountPoint).standardizedFileURL.path
         for line in text.split(separator: "\n").reversed() {
@@ -382,9 +383,16 @@ public final class BucketFileSystem: Sendable {
     }
 
     /// Ends a FUSE connection: pending and future requests fail with ENOTCONN (root only).
-    static func abortConnection(device: String) {
+    ///
+    /// Without it a detached connection whose loop has ended lives on while any process holds
+    /// its device: a child forked (and not yet exec'd) while the mount was served holds it, and
+    /// its close of a file there waits for an answer that never comes.
+    public static func abortConnection(device: String) {
         guard let minor = device.split(separator: ":").last else { return }
-        let path = "/sys/fs/fuse/connections/\(minor)/abort"
+        let connections = "/sys/fs/fuse/connections"
+        let path = "\(connections)/\(minor)/abort"
+        // systemd mounts fusectl at boot; containers and minimal systems may not have it.
+        if !FileManager.default.fileExists(atPath: path) { _ = Glibc.mount("fusectl", connections, "fusectl", 0, nil) }
         if let handle = FileHandle(forWritingAtPath: path) {
             try? handle.write(contentsOf: Data("1".utf8))
             try? handle.close()

@@ -77,20 +77,11 @@ final class MountFixture: @unchecked Sendable {
     }
 
     static func fuseDevice(of mountPoint: String) -> String? {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
-        for line in text.split(separator: "\n") {
-            let fields = line.split(separator: " ")
-            if fields.count > 4, fields[4] == mountPoint { return String(fields[2]) }
-        }
-        return nil
+        BucketFileSystem.fuseDevice(of: mountPoint)
     }
 
     static func abort(device: String) {
-        guard let minor = device.split(separator: ":").last,
-            let handle = FileHandle(forWritingAtPath: "/sys/fs/fuse/connections/\(minor)/abort")
-        else { return }
-        try? handle.write(contentsOf: Data("1".utf8))
-        try? handle.close()
+        BucketFileSystem.abortConnection(device: device)
     }
 }
 
