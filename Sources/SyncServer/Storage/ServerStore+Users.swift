@@ -32,12 +32,8 @@ struct AuthenticatedUser: Sendable, Hashable {
 extension ServerStore {
     /// Creates a user and returns a first access token. Throws `userExists` for a taken name.
     public func createUser(username: String, password: String) async throws -> UserCredentials {
-        try CredentialRules.validate(username: username)
-        try CredentialRules.validate(password: password)
-        let hasher = passwordHasher
-        let hashed = try await hashingQueue.run { try hasher.hash(password) }
-        let token = TokenGenerator.generate()
-        let publicID = TokenGenerator.generateUserID()
+        let account = try await NewAccount.make(username: username, password: password, hasher: passwordHasher, queue: hashingQueue)
+        let (hashed, token, publicID) = (account.hashed, account.token, account.publicID)
         return try await pool.write { db in
             if try Int64.fetchOne(db, sql: "SELECT id FROM users WHERE username = ?", arguments: [username]) != nil {
                 throw SyncServerError.userExists(username)

@@ -162,12 +162,8 @@ enum PostgresRows {
 
 extension PostgresServerStore: ServerAccounts {
     public func createUser(username: String, password: String) async throws -> UserCredentials {
-        try CredentialRules.validate(username: username)
-        try CredentialRules.validate(password: password)
-        let hasher = passwordHasher
-        let hashed = try await hashingQueue.run { try hasher.hash(password) }
-        let token = TokenGenerator.generate()
-        let publicID = TokenGenerator.generateUserID()
+        let account = try await NewAccount.make(username: username, password: password, hasher: passwordHasher, queue: hashingQueue)
+        let (hashed, token, publicID) = (account.hashed, account.token, account.publicID)
         let now = Date().timeIntervalSince1970
         let tokenHash = Data(TokenGenerator.digest(token))
         let created = try await PostgresRows.one(client.query("""
