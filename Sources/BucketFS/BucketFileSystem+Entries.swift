@@ -95,7 +95,7 @@ extension BucketFileSystem {
             return fail(request, .fileTooLarge)
         }
         let realIno = node.ino
-        perform(request, on: writeQueue) { [self] () throws(FSError) in
+        performOnWriteQueue(request, savingFirst: newMode != nil || newAccessTime != nil ? realIno : nil) { [self] () throws(FSError) in
             if let newSize { try truncate(realIno, bucket: bucket, item: item, to: newSize) }
             if let newTime { try setModificationTime(realIno, bucket: bucket, item: item, to: newTime) }
             if newMode != nil || newAccessTime != nil {

@@ -223,12 +223,9 @@ extension BucketFileSystem {
     }
 
     private func saveHandle(_ request: FuseRequest, handle: UInt64, release: Bool, sync: Bool) {
-        let target = state.withLock { state -> (ino: UInt64, dirty: Bool, spill: SpillFile?)? in
+        let target = state.withLock { state -> (ino: UInt64, dirty: Bool)? in
             guard case .file(let ino)? = state.handles[handle] else { return nil }
-            let open = state.openFiles[ino]
-            // Only a local file's spilled copy is streamed (an entity's is saved whole, bounded).
-            let local = state.table.node(ino).map { if case .file(_, .localFile) = $0.kind { true } else { false } } ?? false
-            return (ino, open?.dirty ?? false, open?.dirty == true && local ? open?.spill : nil)
+            return (ino, state.openFiles[ino]?.dirty ?? false)
         }
         guard let target else { return fail(request, .badHandle) }
         if !target.dirty && !sync {
@@ -236,23 +233,11 @@ extension BucketFileSystem {
             if release { closeHandle(handle, ino: target.ino) }
             return request.replyOK()
         }
-        if let spill = target.spill {
-            // A large file: its bytes stream to the store off `writeQueue`, which then only
-            // makes them the file's (saves, listings and renames of other files go on meanwhile).
-            return perform(request, on: streamQueue) { [self] () throws(FSError) in
-                let staged: StagedSave?
-                do throws(FSError) { staged = try stage(target.ino, spill) } catch {
-                    if release { closeHandle(handle, ino: target.ino) }
-                    throw error
-                }
-                perform(request, on: writeQueue) { [self] () throws(FSError) in
-                    defer { if release { closeHandle(handle, ino: target.ino) } }
-                    if let staged { try commit(staged, of: target.ino) }
-                    try finishSave(request, ino: target.ino, sync: sync)
-                }
-            }
-        }
-        perform(request, on: writeQueue) { [self] () throws(FSError) in
+        // A large local file's bytes stream to the store off `writeQueue`, which then only makes
+        // them the file's (saves, listings and renames of other files go on meanwhile).
+        performOnWriteQueue(request, savingFirst: target.ino, stagingFailed: { [self] in
+            if release { closeHandle(handle, ino: target.ino) }
+        }) { [self] () throws(FSError) in
             defer { if release { closeHandle(handle, ino: target.ino) } }
             try saveIfDirty(target.ino)
             try finishSave(request, ino: target.ino, sync: sync)

@@ -44,7 +44,8 @@ extension BucketFileSystem {
         let exchange: UInt32 = 2  // RENAME_EXCHANGE
         guard flags & exchange == 0, flags & ~(noReplace | exchange) == 0 else { return fail(request, .invalidArgument) }
         guard parent != InodeTable.rootInode, newParent != InodeTable.rootInode else { return fail(request, .notPermitted) }
-        perform(request, on: writeQueue) { [self] () throws(FSError) in
+        let source = state.withLock { $0.table.child(of: parent, named: name)?.ino }
+        performOnWriteQueue(request, savingFirst: source) { [self] () throws(FSError) in
             let sourceBucket = try bucket(of: parent)
             let destinationBucket = try bucket(of: newParent)
             guard sourceBucket == destinationBucket else { throw FSError.crossDevice }

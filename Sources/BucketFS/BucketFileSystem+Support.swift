@@ -23,6 +23,39 @@ extension BucketFileSystem {
         }
     }
 
+    /// Runs `body` on `writeQueue`, after streaming `ino`'s unsaved spilled working copy to the
+    /// store off it (as a flush does): a save `body` makes of that file then holds `writeQueue`
+    /// only to commit its bytes, so saves of other files never wait for a large file's length.
+    /// `stagingFailed` runs when streaming fails (the request is then answered with its error).
+    func performOnWriteQueue(
+        _ request: FuseRequest, savingFirst ino: UInt64?, stagingFailed: @escaping @Sendable () -> Void = {},
+        _ body: @escaping @Sendable () throws(FSError) -> Void
+    ) {
+        guard let ino, let spill = unsavedSpill(of: ino) else { return perform(request, on: writeQueue, body) }
+        perform(request, on: streamQueue) { [self] () throws(FSError) in
+            let staged: StagedSave?
+            do throws(FSError) { staged = try stage(ino, spill) } catch {
+                stagingFailed()
+                throw error
+            }
+            perform(request, on: writeQueue) { [self] () throws(FSError) in
+                if let staged { try commit(staged, of: ino) }
+                try body()
+            }
+        }
+    }
+
+    /// The spilled working copy of a local file with changes not yet in the store (entity files
+    /// are bounded by their limit and saved whole).
+    func unsavedSpill(of ino: UInt64) -> SpillFile? {
+        state.withLock { state in
+            guard let open = state.openFiles[ino], open.dirty, let spill = open.spill,
+                case .file(_, .localFile)? = state.table.node(ino)?.kind
+            else { return nil }
+            return spill
+        }
+    }
+
     func fail(_ request: FuseRequest, _ error: FSError) {
         if case .io = error { logger.error("operation failed", metadata: ["error": "\(error)"]) }
         request.reply(error: error)

@@ -22,6 +22,18 @@ struct LargeFileTests {
         try "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
     }
 
+    /// Starts a Python script in `dir` whose printed lines the test reads as they come.
+    static func startScript(_ script: String, in dir: String) throws -> (process: Process, output: FileHandle) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.currentDirectoryURL = URL(fileURLWithPath: dir)
+        process.arguments = ["-c", script]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        return (process, output.fileHandleForReading)
+    }
+
     @Test func aGigabyteScratchFileIsSavedStreamedAndReadBackWithoutHoldingItInMemory() throws {
         let mount = try MountFixture()
         defer { mount.close() }
@@ -30,11 +42,7 @@ struct LargeFileTests {
         try Self.resetPeakMemory()
         // 1 GiB of distinct MiBs (a counter in each), written 1 MiB per write; "closing" is
         // printed just before close(2), which returns once the file is in the store.
-        let writer = Process()
-        writer.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        writer.currentDirectoryURL = URL(fileURLWithPath: dir)
-        writer.arguments = [
-            "-c",
+        let (writer, output) = try Self.startScript(
             """
             import hashlib, os, sys, time
             pool = os.urandom(17 << 20)
@@ -48,13 +56,9 @@ struct LargeFileTests {
             start = time.monotonic()
             os.close(fd)
             print('closed %.3f %s' % (time.monotonic() - start, digest.hexdigest()), flush=True)
-            """,
-        ]
-        let output = Pipe()
-        writer.standardOutput = output
-        try writer.run()
+            """, in: dir)
         defer { if writer.isRunning { writer.terminate() } }
-        var lines = LineReader(output.fileHandleForReading)
+        var lines = LineReader(output)
         #expect(lines.next() == "closing")
         // While the big file's save runs: a small file is created, written and saved, others
         // are listed, stat'ed and read. None waits for the big save.
@@ -85,6 +89,54 @@ struct LargeFileTests {
         try Tool.shell("mv big.tmp moved.tmp", in: dir, timeout: 10)
         #expect(try mount.store.localFileContent(bucket: "notes", name: "moved.tmp").map(Self.isChunked) == true)
         try Tool.shell("rm moved.tmp", in: dir)
+    }
+
+    /// A rename (or chmod) of a large file still open with unsaved writes saves it first; its
+    /// bytes stream to the store as a close's do, so other files' saves do not wait for them.
+    @Test func aRenameOfALargeUnsavedFileDoesNotHoldUpOtherSaves() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let dir = mount.path("notes")
+        try FileManager.default.createDirectory(atPath: mount.path("other"), withIntermediateDirectories: false)
+        let (writer, output) = try Self.startScript(
+            """
+            import hashlib, os, time
+            pool = os.urandom(9 << 20)
+            digest = hashlib.sha256()
+            fd = os.open('big.tmp', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            def write(i):
+                block = i.to_bytes(8, 'little') + pool[i * 16384:i * 16384 + (1 << 20) - 8]
+                digest.update(block)
+                os.write(fd, block)
+            for i in range(512):
+                write(i)
+            print('renaming', flush=True)
+            start = time.monotonic()
+            os.rename('big.tmp', 'moved.tmp')
+            seconds = time.monotonic() - start
+            write(512)
+            os.chmod('moved.tmp', 0o600)
+            print('renamed %.3f %s' % (seconds, digest.hexdigest()), flush=True)
+            os.close(fd)
+            """, in: dir)
+        defer { if writer.isRunning { writer.terminate() } }
+        var lines = LineReader(output)
+        #expect(lines.next() == "renaming")
+        // In another bucket: the kernel holds a directory's lock through a rename in it.
+        let started = Date()
+        try Tool.shell("echo small > small.tmp && echo '{}' > small.json", in: mount.path("other"), timeout: 60)
+        let smallDone = Date().timeIntervalSince(started)
+        let renamed = lines.next() ?? ""
+        writer.waitUntilExit()
+        let parts = renamed.split(separator: " ")
+        #expect(parts.count == 3 && parts[0] == "renamed", "writer: \(renamed)")
+        guard parts.count == 3, let renameSeconds = Double(parts[1]) else { return }
+        #expect(smallDone < renameSeconds, "small saves took \(smallDone) s, the rename \(renameSeconds) s")
+        try mount.remount()
+        #expect(try Tool.shell("sha256sum moved.tmp", in: dir, timeout: 60).stdout.hasPrefix(String(parts[2])))
+        #expect(try Tool.shell("stat -c %a moved.tmp", in: dir).stdout == "600\n")
+        #expect(!FileManager.default.fileExists(atPath: dir + "/big.tmp"))
+        #expect(try Tool.run("/bin/cat", ["small.tmp"], directory: mount.path("other")).stdout == "small\n")
     }
 
     @Test func aStoredLargeFileIsChangedInPlaceTruncatedAndRenamedOntoAnEntity() throws {
