@@ -100,8 +100,6 @@ struct BucketRow: FetchableRecord, PersistableRecord {
         indexCV = row[3]
         indexGeneration = row[4]
         ctime = row[5]
-        // `named` also selects the bucket's stored file format.
-        if row.count > 6, let text: String = row[6] { format = StoredFileFormat.format(text) }
     }
 
     /// The columns of `named`: the table's, then the bucket's stored file format.
