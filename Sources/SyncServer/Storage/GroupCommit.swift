@@ -12,6 +12,45 @@ enum CommitQueueItem: Sendable {
     case inLine(@Sendable () -> Void)
 }
 
+extension CommitQueueItem {
+    /// Answers a committed batch in queue order: each change with its verdict (none: the
+    /// batch failed before reaching it), each in-line action run.
+    static func answer(_ batch: [CommitQueueItem], verdicts: [Result<ChangeVerdict<StoredChange>, any Error>?]) {
+        for (index, item) in batch.enumerated() {
+            switch item {
+            case .change(let pending):
+                pending.completion(verdicts[index] ?? .failure(SyncServerError.storage("change skipped")))
+            case .inLine(let action):
+                action()
+            }
+        }
+    }
+}
+
+/// A store that commits changes in groups: what it queues is answered in queue order after
+/// the commit that holds it (the ordering `ServerStorage` promises).
+protocol GroupCommitting {
+    func enqueue(_ item: CommitQueueItem)
+}
+
+extension GroupCommitting {
+    /// Queues `change` for the next group commit and returns at once. `completion` runs once
+    /// the change is durable (or refused, or failed), in submission order across all
+    /// connections, so publishing from it broadcasts changes in cv order and never before they
+    /// are durable.
+    func submit(
+        _ change: ChangeRequest, clientID: String, bucket: BucketHandle, limits: ChangeLimits,
+        completion: @escaping @Sendable (Result<ChangeVerdict<StoredChange>, any Error>) -> Void
+    ) {
+        enqueue(.change(PendingChange(change: change, clientID: clientID, bucket: bucket, limits: limits, completion: completion)))
+    }
+
+    /// Runs `action` in the completion sequence after every change submitted before it has completed.
+    func submitInLine(_ action: @escaping @Sendable () -> Void) {
+        enqueue(.inLine(action))
+    }
+}
+
 /// A change waiting for the next group commit.
 struct PendingChange: Sendable {
     var change: ChangeRequest
@@ -48,23 +87,7 @@ final class CommitQueue: Sendable {
     }
 }
 
-extension ServerStore {
-    /// Queues `change` for the next group commit and returns at once. `completion` runs on the
-    /// completion queue once the change is durable (or refused, or failed), in submission order
-    /// across all connections, so publishing from it broadcasts changes in cv order and never
-    /// before they are durable.
-    func submit(
-        _ change: ChangeRequest, clientID: String, bucket: BucketHandle, limits: ChangeLimits,
-        completion: @escaping @Sendable (Result<ChangeVerdict<StoredChange>, any Error>) -> Void
-    ) {
-        enqueue(.change(PendingChange(change: change, clientID: clientID, bucket: bucket, limits: limits, completion: completion)))
-    }
-
-    /// Runs `action` on the completion queue after every change submitted before it has completed.
-    func submitInLine(_ action: @escaping @Sendable () -> Void) {
-        enqueue(.inLine(action))
-    }
-
+extension ServerStore: GroupCommitting {
     /// Applies one change and waits for its verdict (`publish` runs first, after the commit).
     func apply(
         _ change: ChangeRequest, clientID: String, bucket: BucketHandle, limits: ChangeLimits,
@@ -78,7 +101,7 @@ extension ServerStore {
         }
     }
 
-    private func enqueue(_ item: CommitQueueItem) {
+    func enqueue(_ item: CommitQueueItem) {
         commitQueue.append(item)
         // One writer access per item, so every item is taken by some access; most find the
         // queue already emptied by an earlier one and return at once.
@@ -112,16 +135,7 @@ extension ServerStore {
         // Everything in `results` is durable now; answering it is the completion queue's work
         // (serial, batches in commit order), so the writer can start the next batch meanwhile.
         let verdicts = results
-        completionQueue.async {
-            for (index, item) in batch.enumerated() {
-                switch item {
-                case .change(let pending):
-                    pending.completion(verdicts[index] ?? .failure(SyncServerError.storage("change skipped")))
-                case .inLine(let action):
-                    action()
-                }
-            }
-        }
+        completionQueue.async { CommitQueueItem.answer(batch, verdicts: verdicts) }
     }
 
     /// One change of a batch; a refused or failing change rolls back its savepoint only.

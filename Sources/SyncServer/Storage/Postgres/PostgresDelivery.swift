@@ -145,14 +145,7 @@ final class PostgresDelivery: Sendable {
             }
             pending.withLockedValue { $0.removeAll { $0 == cvs } }
         }
-        for (index, item) in batch.enumerated() {
-            switch item {
-            case .change(let pending):
-                pending.completion(verdicts[index] ?? .failure(SyncServerError.storage("change skipped")))
-            case .inLine(let action):
-                action()
-            }
-        }
+        CommitQueueItem.answer(batch, verdicts: verdicts)
         if let cvs {
             state.lastDelivered = cvs.upperBound
             state.knownCommitted = max(state.knownCommitted, cvs.upperBound)

@@ -133,7 +133,7 @@ public final class PostgresServerStore: Sendable {
         try await PostgresRows.one(client.query("SELECT last_cv FROM server_state WHERE id = 1"), as: Int64.self) ?? 0
     }
 
-    fileprivate func enqueue(_ item: CommitQueueItem) {
+    func enqueue(_ item: CommitQueueItem) {
         commitQueue.append(item)
         wakeWriter.yield()
     }
@@ -216,7 +216,7 @@ extension PostgresServerStore: ServerAccounts {
 
 // MARK: - Streaming
 
-extension PostgresServerStore: ServerStorage {
+extension PostgresServerStore: ServerStorage, GroupCommitting {
     func user(forToken token: String) async throws -> AuthenticatedUser? {
         let digest = Data(TokenGenerator.digest(token))
         let rows = try await PostgresRows.rows(client.query("""
@@ -281,17 +281,6 @@ extension PostgresServerStore: ServerStorage {
         guard let row = rows.first else { return nil }
         let (text, acceptedAt) = try row.decode((String, Double?).self)
         return KeptVersion(data: try ServerStore.decodeObject(text, what: "entity \(key).\(version)"), acceptedAt: acceptedAt)
-    }
-
-    func submit(
-        _ change: ChangeRequest, clientID: String, bucket: BucketHandle, limits: ChangeLimits,
-        completion: @escaping @Sendable (Result<ChangeVerdict<StoredChange>, any Error>) -> Void
-    ) {
-        enqueue(.change(PendingChange(change: change, clientID: clientID, bucket: bucket, limits: limits, completion: completion)))
-    }
-
-    func submitInLine(_ action: @escaping @Sendable () -> Void) {
-        enqueue(.inLine(action))
     }
 
     func deliverForeignChanges(to publish: @escaping @Sendable (_ bucketID: Int64, _ change: StoredChange) -> Void) {
