@@ -3,24 +3,7 @@ import Testing
 
 /// Issue 17: `bucketfs history` and `bucketfs restore` on real mounts of the real server.
 @Suite("version history: history, restore", .serialized, .timeLimit(.minutes(6)))
-struct HistoryTests {
-    /// The file as the mount renders `{"content": text}`.
-    private func note(_ text: String) -> String { "{\n  \"content\": \"\(text)\"\n}\n" }
-
-    private func write(_ text: String, to path: String) throws {
-        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-    }
-
-    private func contents(_ path: String) -> String? {
-        FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) }
-    }
-
-    /// The server version the mount shows for a file (xattr `user.bucketfs.version`).
-    private func version(_ cli: CLIHarness, _ path: String) throws -> Int? {
-        let result = try cli.run(["/usr/bin/getfattr", "--only-values", "-n", "user.bucketfs.version", path], timeout: 30)
-        return Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
-    }
-
+struct HistoryTests: NoteFiles {
     private func historyJSON(_ cli: CLIHarness, _ path: String) throws -> [String: Any] {
         let result = try cli.bucketfs(["history", path, "--json"])
         #expect(result.status == 0, "history --json failed: \(result.stderr)")

@@ -5,25 +5,9 @@ import Testing
 /// Issue 17: the read-only view `DIR/.history/<bucket>/<key>/<version>.json` of
 /// `bucketfs mount --history`, on real mounts of the real server.
 @Suite("version history: the .history view", .serialized, .timeLimit(.minutes(6)))
-struct HistoryViewTests {
-    /// The file as the mount renders `{"content": text}`.
-    private func note(_ text: String) -> String { "{\n  \"content\": \"\(text)\"\n}\n" }
-
-    private func write(_ text: String, to path: String) throws {
-        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-    }
-
-    private func contents(_ path: String) -> String? {
-        FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) }
-    }
-
+struct HistoryViewTests: NoteFiles {
     private func listing(_ path: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
-    }
-
-    private func version(_ cli: CLIHarness, _ path: String) throws -> Int? {
-        let result = try cli.run(["/usr/bin/getfattr", "--only-values", "-n", "user.bucketfs.version", path], timeout: 30)
-        return Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     /// The errno a system call failed with; 0 when it succeeded.
