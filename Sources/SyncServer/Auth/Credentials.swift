@@ -32,3 +32,28 @@ struct NewAccount: Sendable {
         return NewAccount(hashed: hashed, token: TokenGenerator.generate(), publicID: TokenGenerator.generateUserID())
     }
 }
+
+/// A user's password record, read before the (slow) check runs outside the database.
+struct StoredPassword: Sendable {
+    var userID: Int64
+    var publicID: String
+    var hash: [UInt8]
+    var salt: [UInt8]
+    var iterations: Int
+
+    /// The record `password` opens, checked on the hashing queue. A name without one (`stored`
+    /// nil) costs the same work as a real check, so timing does not reveal which names exist.
+    static func check(
+        _ password: String, against stored: StoredPassword?, of username: String, hasher: PasswordHasher, queue: HashingQueue
+    ) async throws -> StoredPassword {
+        guard let stored else {
+            _ = try await queue.run { try? hasher.hash(password) }
+            throw SyncServerError.unknownUser(username)
+        }
+        let matches = try await queue.run {
+            try PasswordHasher.verify(password, hash: stored.hash, salt: stored.salt, iterations: stored.iterations)
+        }
+        guard matches else { throw SyncServerError.wrongPassword }
+        return stored
+    }
+}

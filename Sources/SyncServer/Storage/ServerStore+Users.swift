@@ -14,14 +14,6 @@ public struct UserCredentials: Sendable, Hashable, Codable {
     }
 }
 
-/// A user's password record, read before the (slow) check runs outside the database.
-private struct StoredPassword: Sendable {
-    var userID: Int64
-    var publicID: String
-    var hash: [UInt8]
-    var salt: [UInt8]
-    var iterations: Int
-}
 
 /// The user a token belongs to.
 struct AuthenticatedUser: Sendable, Hashable {
@@ -52,7 +44,7 @@ extension ServerStore {
 
     /// Checks a password and returns a new access token (older tokens stay valid).
     public func authorize(username: String, password: String) async throws -> UserCredentials {
-        let stored = try await pool.read { db in
+        let found = try await pool.read { db in
             try Row.fetchOne(
                 db,
                 sql: "SELECT id, public_id, password_hash, password_salt, password_iterations FROM users WHERE username = ?",
@@ -64,18 +56,7 @@ extension ServerStore {
                 )
             }
         }
-        guard let stored else {
-            // Spend the same work as a real check so timing does not reveal which names exist.
-            let hasher = passwordHasher
-            _ = try await hashingQueue.run { try? hasher.hash(password) }
-            throw SyncServerError.unknownUser(username)
-        }
-        let matches = try await hashingQueue.run {
-            try PasswordHasher.verify(password, hash: stored.hash, salt: stored.salt, iterations: stored.iterations)
-        }
-        guard matches else {
-            throw SyncServerError.wrongPassword
-        }
+        let stored = try await StoredPassword.check(password, against: found, of: username, hasher: passwordHasher, queue: hashingQueue)
         let userID = stored.userID
         let publicID = stored.publicID
         let token = TokenGenerator.generate()

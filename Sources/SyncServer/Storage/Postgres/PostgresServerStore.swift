@@ -183,20 +183,14 @@ extension PostgresServerStore: ServerAccounts {
         let rows = try await PostgresRows.rows(client.query("""
             SELECT id, public_id, password_hash, password_salt, password_iterations FROM users WHERE username = \(username)
             """))
-        guard let row = rows.first else {
-            // Spend the same work as a real check so timing does not reveal which names exist.
-            let hasher = passwordHasher
-            _ = try await hashingQueue.run { try? hasher.hash(password) }
-            throw SyncServerError.unknownUser(username)
+        let found = try rows.first.map { row in
+            let (userID, publicID, hash, salt, iterations) = try row.decode((Int64, String, Data, Data, Int).self)
+            return StoredPassword(userID: userID, publicID: publicID, hash: Array(hash), salt: Array(salt), iterations: iterations)
         }
-        let (userID, publicID, hash, salt, iterations) = try row.decode((Int64, String, Data, Data, Int).self)
-        let matches = try await hashingQueue.run {
-            try PasswordHasher.verify(password, hash: Array(hash), salt: Array(salt), iterations: iterations)
-        }
-        guard matches else { throw SyncServerError.wrongPassword }
+        let stored = try await StoredPassword.check(password, against: found, of: username, hasher: passwordHasher, queue: hashingQueue)
         let token = TokenGenerator.generate()
-        try await insertToken(token, userID: userID)
-        return UserCredentials(username: username, accessToken: token, userID: publicID)
+        try await insertToken(token, userID: stored.userID)
+        return UserCredentials(username: username, accessToken: token, userID: stored.publicID)
     }
 
     public func issueToken(username: String) async throws -> UserCredentials {
