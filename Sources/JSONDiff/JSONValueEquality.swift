@@ -39,8 +39,9 @@ extension JSONValue {
 }
 
 /// Byte equality of the UTF-8 forms, a word at a time (`utf8.elementsEqual` walks the view one
-/// index at a time, which dominated diffing large documents).
-func exactlyEqual(_ a: String, _ b: String) -> Bool {
+/// index at a time, which dominated diffing large documents). Not `==`, which compares strings
+/// by canonical equivalence ("é" precomposed equals "e" + U+0301) and normalizes to do it.
+public func exactlyEqual(_ a: String, _ b: String) -> Bool {
     guard a.utf8.count == b.utf8.count else { return false }
     var a = a
     var b = b

@@ -24,8 +24,27 @@ extension SyncStore {
         // fsync after this commit puts those on disk too before the changes go on the wire, so a
         // power loss cannot take back what the server has.
         try write { db in
-            for ccid in ccids { try ChangeRow.markSent(ccid: ccid, db) }
+            for ccid in ccids { try markSent(ccid: ccid, db) }
         }
+    }
+
+    /// Marks a queued change sent, remembering what it brings its entity to (`SentChanges`).
+    func markSent(ccid: String, _ db: Database) throws {
+        // Only a diff computed against the server version the entity holds: a change sent whole,
+        // a removal or one waiting for a reload is acknowledged the general way.
+        let statement = try db.cachedStatement(
+            sql: """
+                SELECT c.sv, c.diff, e.ghost_data, e.local_value FROM pending_change c JOIN entity e ON e.id = c.entity_id
+                WHERE c.ccid = ? AND c.state = 'queued' AND c.op = 'M' AND c.full_data IS NULL AND c.diff IS NOT NULL
+                AND e.ghost_version IS c.sv AND e.needs_reload = 0 AND e.deleted_pending = 0 AND e.local_value IS NOT NULL
+                """)
+        let sent = try ColumnReader.first(statement, arguments: [ccid]) { columns in
+            SentChanges.Sent(
+                sourceVersion: columns.optional(0), diff: try columns.value(1), ghost: try columns.value(2),
+                result: try columns.value(3))
+        }
+        if let sent { sentChanges.remember(ccid: ccid, sent) } else { sentChanges.forget(ccid: ccid) }
+        try ChangeRow.markSent(ccid: ccid, db)
     }
 
     /// Records a change error and decides the follow-up, per the spec's "Handling Change Errors":

@@ -30,7 +30,7 @@ extension SyncStore {
             let moved = nodeID.map { MovedFile(nodeID: $0, mode: nil, atime: nil) }
             let result = try Self.save(.bytes(bytes), key: key, bucket: bucketRow, now: Self.now(), moved: moved, db)
             guard markingSent, let change = result.readyToSend, change.state == .queued else { return result }
-            try ChangeRow.markSent(ccid: change.ccid, db)
+            try markSent(ccid: change.ccid, db)
             return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: change.marked(.sent))
         }
     }
@@ -54,7 +54,7 @@ extension SyncStore {
         try write { db in
             let result = try Self.save(.value(value), key: key, bucket: try BucketRow.named(bucket, db), now: Self.now(), db)
             guard markingSent, let change = result.readyToSend, change.state == .queued else { return result }
-            try ChangeRow.markSent(ccid: change.ccid, db)
+            try markSent(ccid: change.ccid, db)
             return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: change.marked(.sent))
         }
     }

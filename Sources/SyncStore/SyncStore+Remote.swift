@@ -15,7 +15,7 @@ extension SyncStore {
             var outcome = RemoteOutcome()
             let now = Self.now()
             for change in changes {
-                try Self.apply(change, bucket: bucketRow, now: now, outcome: &outcome, db)
+                try Self.apply(change, bucket: bucketRow, now: now, sent: sentChanges, outcome: &outcome, db)
             }
             // While an index is being loaded its `current` becomes the cv at the end; changes
             // arriving meanwhile are replayed (and skipped by version) on the next catch-up.
@@ -47,10 +47,14 @@ extension SyncStore {
 
     // MARK: - Transaction bodies
 
-    static func apply(_ change: RemoteChange, bucket: BucketRow, now: Int64, outcome: inout RemoteOutcome, _ db: Database) throws {
+    static func apply(
+        _ change: RemoteChange, bucket: BucketRow, now: Int64, sent: SentChanges, outcome: inout RemoteOutcome, _ db: Database
+    ) throws {
         var row = try EntityRow.find(bucketID: bucket.id, key: change.key, db)
         if var existing = row, let open = try ChangeRow.open(entityID: existing.id, db), change.ccids.contains(open.ccid) {
-            try acknowledge(open, change: change, row: &existing, bucket: bucket, now: now, outcome: &outcome, db)
+            try acknowledge(
+                open, sent: sent.take(ccid: open.ccid), change: change, row: &existing, bucket: bucket, now: now,
+                outcome: &outcome, db)
             return
         }
         switch change.operation {
@@ -89,10 +93,12 @@ extension SyncStore {
     }
 
     /// Our change came back: the ghost moves to the server's result (the diff as the server
-    /// applied it), and the next coalesced edit, if any, becomes ready.
+    /// applied it), and the next coalesced edit, if any, becomes ready. `sent`: the change as it
+    /// went out, when remembered; if the server applied exactly it, its result is the new ghost
+    /// as it stands, and with no local edit since, the entity is in sync without a diff.
     static func acknowledge(
-        _ open: ChangeRow, change: RemoteChange, row: inout EntityRow, bucket: BucketRow, now: Int64,
-        outcome: inout RemoteOutcome, _ db: Database
+        _ open: ChangeRow, sent: SentChanges.Sent?, change: RemoteChange, row: inout EntityRow, bucket: BucketRow,
+        now: Int64, outcome: inout RemoteOutcome, _ db: Database
     ) throws {
         try open.delete(db)
         outcome.acknowledged.append(open.ccid)
@@ -108,7 +114,17 @@ extension SyncStore {
             row.setGhost([:], version: nil)
         } else if case .modify(let diff) = change.operation {
             let endVersion = change.endVersion ?? (change.sourceVersion ?? 0) + 1
-            if row.ghostVersion == change.sourceVersion, let ghost = try? Merge.apply(diff, to: try row.ghost()) {
+            if let ghost = sent?.acknowledgedGhost(of: open, echo: diff, sourceVersion: change.sourceVersion, entity: row) {
+                row.ghostData = ghost
+                row.ghostVersion = endVersion
+                if let local = row.localValue, exactlyEqual(local, ghost) {
+                    // What `reconcileQueue` would find: the local value is the server's.
+                    if row.state != EntityState.invalid.description { row.state = EntityState.synced.description }
+                    row.reason = nil
+                    try row.update(db)
+                    return
+                }
+            } else if row.ghostVersion == change.sourceVersion, let ghost = try? Merge.apply(diff, to: try row.ghost()) {
                 row.setGhost(ghost, version: endVersion)
             } else if let known = row.ghostVersion, known >= endVersion {
                 // A reload already brought a version that includes this change.

@@ -22,6 +22,8 @@ public final class SyncStore: Sendable {
     /// Whether any local file may have chunks (made or found by this process): until then a
     /// save needs no look for chunks to reclaim.
     let mayHaveChunks = Mutex(false)
+    /// What each change in flight brings its entity to, for applying its acknowledgement.
+    let sentChanges = SentChanges()
 
     struct SyncProgress {
         /// Commits that wrote something, counted on the writer (none fsyncs inside its commit).
