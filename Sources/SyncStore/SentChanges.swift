@@ -49,10 +49,6 @@ final class SentChanges: Sendable {
         }
     }
 
-    func forget(ccid: String) {
-        _ = entries.withLock { $0.removeValue(forKey: ccid) }
-    }
-
     func take(ccid: String) -> Sent? {
         entries.withLock { $0.removeValue(forKey: ccid) }
     }

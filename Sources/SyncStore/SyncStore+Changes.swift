@@ -43,7 +43,9 @@ extension SyncStore {
                 sourceVersion: columns.optional(0), diff: try columns.value(1), ghost: try columns.value(2),
                 result: try columns.value(3))
         }
-        if let sent { sentChanges.remember(ccid: ccid, sent) } else { sentChanges.forget(ccid: ccid) }
+        // A change already sent keeps what it was remembered with (sent again after a reconnect);
+        // one remembered before it was sent whole or recomputed fails the check at its echo.
+        if let sent { sentChanges.remember(ccid: ccid, sent) }
         try ChangeRow.markSent(ccid: ccid, db)
     }
 

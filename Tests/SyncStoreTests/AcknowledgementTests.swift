@@ -19,7 +19,7 @@ struct AcknowledgementTests {
         /// Marks the change sent (it goes out), as the engine does before writing it.
         func send(_ change: OutgoingChange) throws {
             try store.markSent(ccids: [change.ccid])
-            if !remembers { store.sentChanges.forget(ccid: change.ccid) }
+            if !remembers { _ = store.sentChanges.take(ccid: change.ccid) }
         }
 
         /// The server's echo of `change` as it applied it: the same diff over the same version.
@@ -236,6 +236,7 @@ struct AcknowledgementTests {
             #expect(owed.map(\.ccid) == [change.ccid])
             #expect(owed.first?.state == .sent)
             try side.send(try #require(owed.first))
+            if side.remembers { #expect(side.store.sentChanges.count == 1) }
             _ = try side.acknowledge(change, endVersion: 1, cv: "c1")
             // The server's 409 for the second copy changes nothing.
             #expect(try side.store.reject(bucket: "notes", ccid: change.ccid, code: 409) == .none)
@@ -247,7 +248,7 @@ struct AcknowledgementTests {
         }.cleanup()
     }
 
-    @Test func changeRecreatedAfter404IsRememberedAsResent() throws {
+    @Test func changeRecreatedAfter404IsSentWholeAndAcknowledgedTheGeneralWay() throws {
         try bothWays { side in
             _ = try seed(side.store, key: "a", version: 2, data: ["a": 1])
             let ours = try #require(try side.store.saveLocal(bucket: "notes", key: "a", value: ["a": 2]).readyToSend)
@@ -257,6 +258,7 @@ struct AcknowledgementTests {
                 return
             }
             #expect(whole.sourceVersion == nil)
+            #expect(whole.fullData == ["a": 2])
             try side.send(whole)
             _ = try side.store.applyRemote(
                 bucket: "notes",
