@@ -148,8 +148,9 @@ struct BucketRow: FetchableRecord, PersistableRecord {
 struct EntityRow: FetchableRecord, PersistableRecord {
     static let databaseTableName = "entity"
     var id: Int64
-    var bucketID: Int64
-    var key: String
+    /// Fixed for the row's life (`update` does not write them).
+    let bucketID: Int64
+    let key: String
     var ghostVersion: Int?
     var ghostData: String
     var localValue: String?
@@ -258,17 +259,33 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         }
     }
 
+    /// Every column but `bucket_id` and `key`, which never change: SQLite rewrites the entries
+    /// of every index whose columns an UPDATE assigns (and checks the bucket's foreign key),
+    /// whether or not the values differ.
     func update(_ db: Database) throws {
         let statement = try db.cachedStatement(
             sql: """
-                UPDATE entity SET bucket_id = ?, key = ?, ghost_version = ?, ghost_data = ?, local_value = ?,
+                UPDATE entity SET ghost_version = ?, ghost_data = ?, local_value = ?,
                 content = ?, mtime = ?, ctime = ?, state = ?, reason = ?, deleted_pending = ?, reload_version = ?,
                 needs_reload = ?, seen_generation = ?, node_id = ?, mode = ?, atime = ? WHERE id = ?
                 """)
         try statement.execute(arguments: [
-            bucketID, key, ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
+            ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
             reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, id,
         ])
+        try requireUpdated(db)
+    }
+
+    /// Only what an acknowledgement changes (the ghost, its version, the state): the row's
+    /// value and bytes stay as they are, unbound and uncopied, and no index is touched.
+    func updateSyncState(_ db: Database) throws {
+        let statement = try db.cachedStatement(
+            sql: "UPDATE entity SET ghost_version = ?, ghost_data = ?, state = ?, reason = ? WHERE id = ?")
+        try statement.execute(arguments: [ghostVersion, ghostData, state, reason, id])
+        try requireUpdated(db)
+    }
+
+    private func requireUpdated(_ db: Database) throws {
         guard db.changesCount > 0 else {
             throw RecordError.recordNotFound(databaseTableName: Self.databaseTableName, key: ["id": id.databaseValue])
         }

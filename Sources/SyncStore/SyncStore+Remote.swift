@@ -121,7 +121,7 @@ extension SyncStore {
                     // What `reconcileQueue` would find: the local value is the server's.
                     if row.state != EntityState.invalid.description { row.state = EntityState.synced.description }
                     row.reason = nil
-                    try row.update(db)
+                    try row.updateSyncState(db)
                     return
                 }
             } else if row.ghostVersion == change.sourceVersion, let ghost = try? Merge.apply(diff, to: try row.ghost()) {
