@@ -285,6 +285,14 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         try requireUpdated(db)
     }
 
+    /// On a cached statement (GRDB's `delete` builds its statement on every call): every
+    /// acknowledged removal deletes its row. True if there was one to delete.
+    @discardableResult
+    func delete(_ db: Database) throws -> Bool {
+        try db.cachedStatement(sql: "DELETE FROM entity WHERE id = ?").execute(arguments: [id])
+        return db.changesCount > 0
+    }
+
     private func requireUpdated(_ db: Database) throws {
         guard db.changesCount > 0 else {
             throw RecordError.recordNotFound(databaseTableName: Self.databaseTableName, key: ["id": id.databaseValue])
