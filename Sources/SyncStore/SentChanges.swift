@@ -35,23 +35,49 @@ final class SentChanges: Sendable {
         }
     }
 
-    /// Changes in flight are few while connected; a reconnect sends everything owed at once, and
-    /// past this many the rest are acknowledged the general way rather than held in memory.
+    /// Changes in flight are few while connected; a reconnect sends everything owed at once.
+    /// Past these bounds (entries, and bytes of ghost and value text: entity files may hold
+    /// 16 MiB each) older entries make room, arbitrarily: any entry is only a shortcut, and a
+    /// change without one (or with a stale one, which the check at its echo refuses) is
+    /// acknowledged the general way.
     static let capacity = 4096
-    private let entries = Mutex<[String: Sent]>([:])
+    static let byteCapacity = 32 << 20
+    private let table = Mutex(Table())
+
+    private struct Table {
+        var entries: [String: Sent] = [:]
+        var bytes = 0
+
+        mutating func remove(_ ccid: String) -> Sent? {
+            guard let sent = entries.removeValue(forKey: ccid) else { return nil }
+            bytes -= sent.bytes
+            return sent
+        }
+    }
 
     func remember(ccid: String, _ sent: Sent) {
-        entries.withLock { entries in
-            if entries.count >= Self.capacity, entries[ccid] == nil, let any = entries.keys.first {
-                entries[any] = nil
+        guard sent.bytes <= Self.byteCapacity else { return }
+        table.withLock { table in
+            _ = table.remove(ccid)
+            while table.entries.count >= Self.capacity || table.bytes + sent.bytes > Self.byteCapacity,
+                let any = table.entries.keys.first
+            {
+                _ = table.remove(any)
             }
-            entries[ccid] = sent
+            table.entries[ccid] = sent
+            table.bytes += sent.bytes
         }
     }
 
     func take(ccid: String) -> Sent? {
-        entries.withLock { $0.removeValue(forKey: ccid) }
+        table.withLock { $0.remove(ccid) }
     }
 
-    var count: Int { entries.withLock { $0.count } }
+    var count: Int { table.withLock { $0.entries.count } }
+    var bytes: Int { table.withLock { $0.bytes } }
+}
+
+extension SentChanges.Sent {
+    /// What holding it costs, near enough (the UTF-8 of its texts).
+    var bytes: Int { diff.utf8.count + ghost.utf8.count + result.utf8.count }
 }

@@ -310,12 +310,31 @@ struct AcknowledgementTests {
         #expect(rows.contains { $0.contains("third") })
     }
 
-    @Test func rememberedChangesAreBounded() throws {
+    @Test func rememberedChangesAreBoundedInCountAndBytes() throws {
         let table = SentChanges()
         for index in 0..<(SentChanges.capacity + 10) {
             table.remember(ccid: "c\(index)", SentChanges.Sent(sourceVersion: nil, diff: "{}", ghost: "{}", result: "{}"))
         }
         #expect(table.count == SentChanges.capacity)
+        #expect(table.bytes == SentChanges.capacity * 6)
         #expect(table.take(ccid: "c\(SentChanges.capacity + 9)") != nil)
+
+        // Large values make room by their size; one past the whole bound is not held at all.
+        let large = String(repeating: "x", count: SentChanges.byteCapacity / 4)
+        for index in 0..<8 {
+            table.remember(ccid: "large\(index)", SentChanges.Sent(sourceVersion: 1, diff: "{}", ghost: large, result: large))
+        }
+        #expect(table.bytes <= SentChanges.byteCapacity)
+        #expect(table.take(ccid: "large7") != nil)
+        let huge = String(repeating: "y", count: SentChanges.byteCapacity)
+        table.remember(ccid: "huge", SentChanges.Sent(sourceVersion: 1, diff: "{}", ghost: "{}", result: huge))
+        #expect(table.take(ccid: "huge") == nil)
+        // Remembering a change again replaces it and counts it once.
+        table.remember(ccid: "again", SentChanges.Sent(sourceVersion: 1, diff: "{}", ghost: "{}", result: "{}"))
+        let once = table.bytes
+        table.remember(ccid: "again", SentChanges.Sent(sourceVersion: 2, diff: "{}", ghost: "{}", result: "{}"))
+        #expect(table.bytes == once)
+        #expect(table.take(ccid: "again")?.sourceVersion == 2)
+        #expect(table.bytes == once - 6)
     }
 }
