@@ -92,10 +92,20 @@ let package = Package(
             name: "SyncProtocolTests",
             dependencies: ["SyncProtocol", "JSONDiff", .product(name: "PropertyBased", package: "swift-property-based")]
         ),
+        // A PostgreSQL cluster of the test process's own, for every suite that needs one.
+        .target(
+            name: "PostgresTestSupport",
+            dependencies: [
+                "SyncServer",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/PostgresTestSupport"
+        ),
         .testTarget(
             name: "SyncServerTests",
             dependencies: [
-                "SyncServer", "SyncProtocol", "JSONDiff",
+                "SyncServer", "SyncProtocol", "JSONDiff", "PostgresTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
@@ -110,7 +120,7 @@ let package = Package(
         .testTarget(
             name: "SyncClientTests",
             dependencies: [
-                "SyncClient", "SyncStore", "SyncServer", "SyncProtocol", "JSONDiff",
+                "SyncClient", "SyncStore", "SyncServer", "SyncProtocol", "JSONDiff", "PostgresTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),

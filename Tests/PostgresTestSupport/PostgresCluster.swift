@@ -1,18 +1,17 @@
 import Foundation
 import Logging
 import PostgresNIO
-@testable import SyncServer
-import Testing
+import SyncServer
 
 /// A PostgreSQL cluster of this test process's own: initdb into a temporary directory, started
 /// on a free loopback port, as the `postgres` user when the tests run as root (PostgreSQL
 /// refuses root). One per process, started on first use; a watchdog process stops it and
 /// removes its directory once this process is gone, however it ends. A machine without
 /// PostgreSQL fails the tests that need it (Debian: `apt-get install postgresql`; scripts/bootstrap).
-final class PostgresCluster: Sendable {
-    let port: Int
-    let directory: String
-    let binDirectory: String
+public final class PostgresCluster: Sendable {
+    public let port: Int
+    public let directory: String
+    public let binDirectory: String
 
     private static let shared = Task {
         // Off the cooperative pool: starting waits for initdb and pg_ctl.
@@ -22,7 +21,7 @@ final class PostgresCluster: Sendable {
     }
 
     /// The process's cluster, started on first use.
-    static func running() async throws -> PostgresCluster {
+    public static func running() async throws -> PostgresCluster {
         try await shared.value
     }
 
@@ -44,34 +43,34 @@ final class PostgresCluster: Sendable {
     }
 
     /// A URL for `bucketfs serve --database`.
-    func url(database: String) -> String {
+    public func url(database: String) -> String {
         "postgres://postgres@127.0.0.1:\(port)/\(database)"
     }
 
-    func location(database: String) throws -> PostgresLocation {
+    public func location(database: String) throws -> PostgresLocation {
         try PostgresLocation(url: url(database: database))
     }
 
     /// Creates an empty database with a fresh name and returns the name.
-    func createDatabase() async throws -> String {
+    public func createDatabase() async throws -> String {
         let name = "bucketfs_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
         try await administer("CREATE DATABASE \(name)")
         return name
     }
 
     /// Drops a database, closing whatever connections are left on it.
-    func dropDatabase(_ name: String) async {
+    public func dropDatabase(_ name: String) async {
         try? await administer("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
     }
 
-    /// Runs one statement on the `postgres` database (async: tests must not block the pool's
-    /// threads) and returns its first column as text, row by row.
+    /// Runs one statement on `database` (async: tests must not block the pool's threads) and
+    /// returns its first column as text, row by row.
     @discardableResult
-    func administer(_ sql: String) async throws -> [String] {
+    public func administer(_ sql: String, database: String = "postgres") async throws -> [String] {
         var logger = Logger(label: "test-postgres-admin")
         logger.logLevel = .warning
         let configuration = PostgresConnection.Configuration(
-            host: "127.0.0.1", port: port, username: "postgres", password: nil, database: "postgres", tls: .disable
+            host: "127.0.0.1", port: port, username: "postgres", password: nil, database: database, tls: .disable
         )
         let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
         do {
@@ -88,7 +87,7 @@ final class PostgresCluster: Sendable {
     }
 
     /// Stops the cluster at once (a crash, as far as the nodes can tell) and starts it again.
-    func restart(downFor pause: Duration = .zero) async throws {
+    public func restart(downFor pause: Duration = .zero) async throws {
         try runAsOwner(binDirectory + "/pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"])
         try await Task.sleep(for: pause)
         try runAsOwner(binDirectory + "/pg_ctl", [
@@ -123,13 +122,13 @@ final class PostgresCluster: Sendable {
             let bin = "\(root)/\(version)/bin"
             if FileManager.default.isExecutableFile(atPath: bin + "/initdb") { return bin }
         }
-        throw TestFailure("PostgreSQL is not installed (no \(root)/*/bin/initdb): run scripts/bootstrap (apt-get install postgresql)")
+        throw PostgresClusterFailure("PostgreSQL is not installed (no \(root)/*/bin/initdb): run scripts/bootstrap (apt-get install postgresql)")
     }
 
     /// Runs `tool` to its end (posix_spawn and waitpid: Foundation's Process did not notice the
     /// exit of `runuser` here and waited forever).
     @discardableResult
-    static func run(_ tool: String, _ arguments: [String]) throws -> String {
+    public static func run(_ tool: String, _ arguments: [String]) throws -> String {
         // A file, not a pipe: the server pg_ctl starts inherits the descriptors and would keep
         // a pipe open for as long as it runs.
         let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-pg-output-\(UUID().uuidString)").path
@@ -137,18 +136,18 @@ final class PostgresCluster: Sendable {
         let pid = try spawn(tool, arguments, outputPath: outputPath)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 {
-            guard errno == EINTR else { throw TestFailure("waitpid \(tool) failed: \(errno)") }
+            guard errno == EINTR else { throw PostgresClusterFailure("waitpid \(tool) failed: \(errno)") }
         }
         let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
         // Exited normally with status 0.
         guard status & 0x7f == 0, (status >> 8) & 0xff == 0 else {
-            throw TestFailure("\(tool) \(arguments.joined(separator: " ")) failed (status \(status)): \(text)")
+            throw PostgresClusterFailure("\(tool) \(arguments.joined(separator: " ")) failed (status \(status)): \(text)")
         }
         return text
     }
 
     /// Starts `tool` with standard input from /dev/null and its output to `outputPath`.
-    static func spawn(_ tool: String, _ arguments: [String], outputPath: String) throws -> pid_t {
+    public static func spawn(_ tool: String, _ arguments: [String], outputPath: String) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -163,13 +162,13 @@ final class PostgresCluster: Sendable {
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
         let result = posix_spawn(&pid, "/bin/bash", &actions, nil, argv, environ)
-        guard result == 0 else { throw TestFailure("cannot start \(tool): \(result)") }
+        guard result == 0 else { throw PostgresClusterFailure("cannot start \(tool): \(result)") }
         return pid
     }
 
     private static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket failed") }
+        guard fd >= 0 else { throw PostgresClusterFailure("socket failed") }
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -178,18 +177,18 @@ final class PostgresCluster: Sendable {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0 else { throw TestFailure("bind failed") }
+        guard bound == 0 else { throw PostgresClusterFailure("bind failed") }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let named = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
-        guard named == 0 else { throw TestFailure("getsockname failed") }
+        guard named == 0 else { throw PostgresClusterFailure("getsockname failed") }
         return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 
 /// A fresh database on the process's cluster for `body`, dropped afterwards.
-func withPostgresDatabase<T: Sendable>(_ body: @Sendable (PostgresCluster, String) async throws -> T) async throws -> T {
+public func withPostgresDatabase<T: Sendable>(_ body: @Sendable (PostgresCluster, String) async throws -> T) async throws -> T {
     let cluster = try await PostgresCluster.running()
     let name = try await cluster.createDatabase()
     do {
@@ -200,4 +199,10 @@ func withPostgresDatabase<T: Sendable>(_ body: @Sendable (PostgresCluster, Strin
         await cluster.dropDatabase(name)
         throw error
     }
+}
+
+/// Why the test cluster could not do what it was asked.
+public struct PostgresClusterFailure: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
 }

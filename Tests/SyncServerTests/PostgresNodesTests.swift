@@ -2,6 +2,7 @@ import Foundation
 import JSONDiff
 import Logging
 import SyncProtocol
+import PostgresTestSupport
 @testable import SyncServer
 import Testing
 

@@ -7,6 +7,7 @@ import Logging
 import NIOCore
 import NIOSSL
 import SyncProtocol
+import PostgresTestSupport
 @testable import SyncServer
 import Testing
 
