@@ -45,34 +45,38 @@ final class FaultPlan: Sendable {
     var isExhausted: Bool { plan.withLock { $0.values.allSatisfy(\.isEmpty) } }
 }
 
-/// The real sync server in-process on 127.0.0.1; restartable on the same port.
+/// The real sync server in-process on 127.0.0.1; restartable on the same port. Its store is a
+/// SQLite file in its directory, or the PostgreSQL database at `databaseURL` (which several
+/// servers, nodes of one cluster, may share).
 actor TestServer {
     let directory: TemporaryDirectory
     let faults = FaultPlan()
     private(set) var port = 0
-    private(set) var store: ServerStore?
+    private(set) var backend: ServerBackend?
     private var task: Task<Void, any Error>?
 
+    private let databaseURL: String?
     private let configure: @Sendable (inout ServerConfiguration) -> Void
 
-    init(configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in }) throws {
+    init(databaseURL: String? = nil, configure: @escaping @Sendable (inout ServerConfiguration) -> Void = { _ in }) throws {
         directory = try TemporaryDirectory()
+        self.databaseURL = databaseURL
         self.configure = configure
     }
 
     /// Starts listening (port 0 the first time, the same port after a restart).
     func start() async throws {
-        let store = try ServerStore(directory: directory.path, passwordIterations: 1_000)
-        self.store = store
+        var logger = Logger(label: "test-server")
+        logger.logLevel = .critical
+        let backend = try await ServerBackend.open(data: directory.path, databaseURL: databaseURL, passwordIterations: 1_000, logger: logger)
+        self.backend = backend
         let (portStream, portContinuation) = AsyncStream<Int>.makeStream()
         let faults = self.faults
         var configuration = ServerConfiguration(host: "127.0.0.1", port: port)
         configuration.onServerRunning = { port in portContinuation.yield(port); portContinuation.finish() }
         configuration.forcedChangeError = { request in faults.next(for: request) }
         configure(&configuration)
-        var logger = Logger(label: "test-server")
-        logger.logLevel = .critical
-        let app = try buildServerApplication(configuration: configuration, store: store, logger: logger)
+        let app = try backend.buildApplication(configuration: configuration, logger: logger)
         task = Task { try await app.run() }
         let bound = try await withTimeout(.seconds(10)) { () async -> Int? in
             for await port in portStream { return port }
@@ -87,12 +91,13 @@ actor TestServer {
         task?.cancel()
         _ = try? await task?.value
         task = nil
-        store = nil
+        backend?.close()
+        backend = nil
     }
 
     func makeToken(_ user: String = "alice@example.com") async throws -> String {
-        guard let store else { throw TestFailure("server not running") }
-        return try await store.createUser(username: user, password: "secret-\(user)").accessToken
+        guard let backend else { throw TestFailure("server not running") }
+        return try await backend.accounts.createUser(username: user, password: "secret-\(user)").accessToken
     }
 
     var url: String { "ws://127.0.0.1:\(port)" }
