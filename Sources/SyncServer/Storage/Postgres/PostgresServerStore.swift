@@ -223,18 +223,22 @@ extension PostgresServerStore: ServerStorage, GroupCommitting {
 
     func openBucket(userID: Int64, name: String) async throws -> BucketHandle {
         guard BucketName.isValid(name) else { throw SyncServerError.invalidBucketName(name) }
-        // Two nodes opening it at once: one insert wins, the other finds its row.
-        let id = try await PostgresRows.one(client.query("""
-            WITH inserted AS (
-                INSERT INTO buckets (user_id, name, base_cv, ccid_floor)
-                SELECT \(userID), \(name), last_cv, last_cv FROM server_state WHERE id = 1
-                ON CONFLICT (user_id, name) DO NOTHING
-                RETURNING id
-            )
-            SELECT id FROM inserted UNION ALL SELECT id FROM buckets WHERE user_id = \(userID) AND name = \(name)
-            """), as: Int64.self)
-        guard let id else { throw SyncServerError.storage("bucket \(name) vanished while opened") }
-        return BucketHandle(id: id, userID: userID, name: name)
+        // Two connections opening it at once: one insert wins. The other's insert waits for
+        // the winner's commit and does nothing, but its statement's snapshot predates that
+        // commit, so its SELECT may not see the row either: a second statement does.
+        for _ in 0..<2 {
+            let id = try await PostgresRows.one(client.query("""
+                WITH inserted AS (
+                    INSERT INTO buckets (user_id, name, base_cv, ccid_floor)
+                    SELECT \(userID), \(name), last_cv, last_cv FROM server_state WHERE id = 1
+                    ON CONFLICT (user_id, name) DO NOTHING
+                    RETURNING id
+                )
+                SELECT id FROM inserted UNION ALL SELECT id FROM buckets WHERE user_id = \(userID) AND name = \(name)
+                """), as: Int64.self)
+            if let id { return BucketHandle(id: id, userID: userID, name: name) }
+        }
+        throw SyncServerError.storage("bucket \(name) vanished while opened")
     }
 
     func readIndexPage(
