@@ -60,6 +60,12 @@ struct PostgresChangeWriter: Sendable {
                     try? await Task.sleep(for: .milliseconds(Int64.random(in: 1...(5 * Int64(attempt)))))
                     continue
                 }
+                if batch.count > 1, Self.isAboutData(error) {
+                    // One change's data failed a statement of the whole batch: store them one
+                    // at a time, so that change fails alone.
+                    for item in batch { await commit([item]) }
+                    return
+                }
                 logger.error("batch of changes failed", metadata: ["error": "\(String(reflecting: error))", "changes": "\(batch.count)"])
                 delivery.committed(batch, verdicts: batch.map { _ in .failure(error) }, cvs: nil)
                 return
@@ -71,6 +77,13 @@ struct PostgresChangeWriter: Sendable {
     static func isRetryable(_ error: any Error) -> Bool {
         let state = sqlState(error)
         return state == "40001" || state == "40P01"
+    }
+
+    /// Errors about the data of a change (PostgreSQL's classes 22 data exception, 23 integrity
+    /// violation, 54 program limit): the database is fine, one change of the batch is not.
+    static func isAboutData(_ error: any Error) -> Bool {
+        guard let state = sqlState(error) else { return false }
+        return state.hasPrefix("22") || state.hasPrefix("23") || state.hasPrefix("54")
     }
 
     static func sqlState(_ error: any Error) -> String? {
@@ -90,24 +103,20 @@ struct PostgresChangeWriter: Sendable {
             // (on any node) and before any later one; everything below reads their effects.
             let lastCV = try await PostgresRows.one(
                 connection.query("SELECT last_cv FROM server_state WHERE id = 1 FOR UPDATE", logger: logger), as: Int64.self) ?? 0
-            var results: [Result<ChangeVerdict<StoredChange>, any Error>?] = []
-            var buckets: [Int64: Int64] = [:]
-            var newest = lastCV
-            for item in batch {
-                guard case .change(let pending) = item else {
-                    results.append(nil)
-                    continue
-                }
-                let result = try await applyInSavepoint(pending, connection: connection)
-                if case .success(.accepted(let stored)) = result {
-                    newest = stored.cv
-                    buckets[pending.bucket.id] = stored.cv
-                }
-                results.append(result)
+            let changes = batch.compactMap { item -> PendingChange? in
+                if case .change(let pending) = item { pending } else { nil }
             }
-            let cvs = newest > lastCV ? (lastCV + 1)...newest : nil
+            var plan = PostgresBatchPlan(lastCV: lastCV, reads: try await read(changes, connection: connection))
+            let results = batch.map { item -> Result<ChangeVerdict<StoredChange>, any Error>? in
+                guard case .change(let pending) = item else { return nil }
+                return Result { try plan.apply(pending) }
+            }
+            try await write(plan, connection: connection)
+            let cvs = plan.lastCV > lastCV ? (lastCV + 1)...plan.lastCV : nil
             if let cvs {
-                let payload = PostgresNotice.payload(newestCV: newest, buckets: buckets)
+                var buckets: [Int64: Int64] = [:]
+                for (bucketID, change) in plan.changeWrites { buckets[bucketID] = change.cv }
+                let payload = PostgresNotice.payload(newestCV: plan.lastCV, buckets: buckets)
                 try await connection.query("SELECT pg_notify(\(PostgresServerStore.notifyChannel), \(payload))", logger: logger)
                 // Before the commit makes them visible: this node's delivery then waits for
                 // this batch instead of delivering its changes as another node's.
@@ -122,143 +131,120 @@ struct PostgresChangeWriter: Sendable {
         }
     }
 
-    /// One change of a batch; a refused change (or one failing on its own) rolls back its
-    /// savepoint only. Errors that abort the whole transaction are thrown.
-    private func applyInSavepoint(
-        _ pending: PendingChange, connection: PostgresConnection
-    ) async throws -> Result<ChangeVerdict<StoredChange>, any Error> {
-        try await connection.query("SAVEPOINT change", logger: logger)
-        let verdict: ChangeVerdict<StoredChange>
-        do {
-            verdict = try await apply(pending, connection: connection)
-        } catch {
-            if Self.isRetryable(error) { throw error }
-            try await connection.query("ROLLBACK TO SAVEPOINT change", logger: logger)
-            return .failure(error)
+    /// What the batch's changes depend on: three or four queries for the whole batch.
+    private func read(_ changes: [PendingChange], connection: PostgresConnection) async throws -> PostgresBatchReads {
+        var reads = PostgresBatchReads()
+        let ccids = Array(Set(changes.map { ClientChangeID(bucketID: $0.bucket.id, clientID: $0.clientID, ccid: $0.change.ccid) }))
+        let ccidBuckets = ccids.map(\.bucketID), ccidClients = ccids.map(\.clientID), ccidValues = ccids.map(\.ccid)
+        for row in try await PostgresRows.rows(connection.query("""
+            SELECT a.bucket_id, a.client_id, a.ccid FROM applied_ccids a
+            JOIN unnest(\(ccidBuckets), \(ccidClients), \(ccidValues)) AS t(b, c, cc) ON a.bucket_id = t.b AND a.client_id = t.c AND a.ccid = t.cc
+            """, logger: logger)) {
+            let (bucketID, clientID, ccid) = try row.decode((Int64, String, String).self)
+            reads.applied.insert(ClientChangeID(bucketID: bucketID, clientID: clientID, ccid: ccid))
         }
-        switch verdict {
-        case .accepted:
-            try await connection.query("RELEASE SAVEPOINT change", logger: logger)
-        case .refused(let code):
-            try await connection.query("ROLLBACK TO SAVEPOINT change", logger: logger)
-            try await rememberRefusal(pending, code: code, connection: connection)
+        for row in try await PostgresRows.rows(connection.query("""
+            SELECT r.bucket_id, r.client_id, r.ccid, r.fingerprint, r.code FROM refused_ccids r
+            JOIN unnest(\(ccidBuckets), \(ccidClients), \(ccidValues)) AS t(b, c, cc) ON r.bucket_id = t.b AND r.client_id = t.c AND r.ccid = t.cc
+            """, logger: logger)) {
+            let (bucketID, clientID, ccid, fingerprint, code) = try row.decode((Int64, String, String, Data, Int).self)
+            reads.refused[ClientChangeID(bucketID: bucketID, clientID: clientID, ccid: ccid)] = (fingerprint, code)
         }
-        return .success(verdict)
+        let entities = Array(Set(changes.map { BucketEntity(bucketID: $0.bucket.id, key: $0.change.id) }))
+        for row in try await PostgresRows.rows(connection.query("""
+            SELECT e.bucket_id, e.key, e.version, e.data FROM entities e
+            JOIN unnest(\(entities.map(\.bucketID)), \(entities.map(\.key))) AS t(b, k) ON e.bucket_id = t.b AND e.key = t.k
+            """, logger: logger)) {
+            let (bucketID, key, version, data) = try row.decode((Int64, String, Int, String?).self)
+            reads.entities[BucketEntity(bucketID: bucketID, key: key)] = (version, data)
+        }
+        let wanted = PostgresBatchPlan.versionsToRead(changes, entities: reads.entities).flatMap { entity, versions in
+            versions.map { (entity, $0) }
+        }
+        if !wanted.isEmpty {
+            for row in try await PostgresRows.rows(connection.query("""
+                SELECT ev.bucket_id, ev.key, ev.version, ev.data FROM entity_versions ev
+                JOIN unnest(\(wanted.map(\.0.bucketID)), \(wanted.map(\.0.key)), \(wanted.map(\.1))) AS t(b, k, v)
+                ON ev.bucket_id = t.b AND ev.key = t.k AND ev.version = t.v
+                """, logger: logger)) {
+                let (bucketID, key, version, data) = try row.decode((Int64, String, Int, String).self)
+                reads.versions[BucketEntity(bucketID: bucketID, key: key), default: [:]][version] = data
+            }
+        }
+        return reads
     }
 
-    /// The same steps as `ServerStore.applyInTransaction`, in PostgreSQL's dialect.
-    private func apply(_ pending: PendingChange, connection: PostgresConnection) async throws -> ChangeVerdict<StoredChange> {
-        let change = pending.change
-        let bucketID = pending.bucket.id
-        let clientID = pending.clientID
-        let limits = pending.limits
-        let alreadyApplied = try await PostgresRows.one(connection.query("""
-            SELECT EXISTS (SELECT 1 FROM applied_ccids WHERE bucket_id = \(bucketID) AND client_id = \(clientID) AND ccid = \(change.ccid))
-            """, logger: logger), as: Bool.self) ?? false
-        if alreadyApplied { return .refused(.duplicate) }
-        if let remembered = try await refusedCode(pending, connection: connection) { return .refused(remembered) }
-
-        let currentRows = try await PostgresRows.rows(connection.query(
-            "SELECT version, data FROM entities WHERE bucket_id = \(bucketID) AND key = \(change.id)", logger: logger))
-        var current: EntityState?
-        if let row = currentRows.first {
-            let (version, text) = try row.decode((Int, String?).self)
-            current = EntityState(version: version, data: try text.map { try ServerStore.decodeObject($0, what: "entity \(change.id)") })
-        }
-        // The resolver asks for history synchronously; a stale sv needs one older version,
-        // read first when the change may need it.
-        var history: [Int: JSONObject] = [:]
-        if let sourceVersion = change.sourceVersion, let current, sourceVersion > 0, sourceVersion < current.version {
-            let text = try await PostgresRows.one(connection.query("""
-                SELECT data FROM entity_versions WHERE bucket_id = \(bucketID) AND key = \(change.id) AND version = \(sourceVersion)
-                """, logger: logger), as: String.self)
-            if let text { history[sourceVersion] = try ServerStore.decodeObject(text, what: "entity \(change.id).\(sourceVersion)") }
-        }
-        let resolved: ChangeResolution
-        switch ChangeResolver.resolve(change, current: current, history: { history[$0] }) {
-        case .refused(let code): return .refused(code)
-        case .accepted(let value): resolved = value
-        }
-
-        let stored: StoredChange
-        let cv: Int64
-        switch resolved {
-        case .modify(let data, let diff, let sourceVersion, let endVersion):
-            let dataText = JSONValue.object(data).compactRendered()
-            if dataText.utf8.count > limits.maxDocumentSize { return .refused(.documentTooLarge) }
-            guard SendableNesting.fits(data: data, diff: diff) else { return .refused(.invalidRequest) }
-            cv = try await nextChangeVersion(connection)
-            try await connection.query("""
-                INSERT INTO entities (bucket_id, key, version, data) VALUES (\(bucketID), \(change.id), \(endVersion), \(dataText))
-                ON CONFLICT (bucket_id, key) DO UPDATE SET version = excluded.version, data = excluded.data
-                """, logger: logger)
-            try await connection.query("""
-                INSERT INTO entity_versions (bucket_id, key, version, data, accepted_at)
-                VALUES (\(bucketID), \(change.id), \(endVersion), \(dataText), EXTRACT(EPOCH FROM clock_timestamp()))
-                ON CONFLICT (bucket_id, key, version) DO UPDATE SET data = excluded.data, accepted_at = excluded.accepted_at
-                """, logger: logger)
-            if endVersion > limits.historyPerEntity {
+    /// Stores what the plan decided: one multi-row statement per table (and a compaction of
+    /// any bucket whose change log outgrew its retention).
+    private func write(_ plan: PostgresBatchPlan, connection: PostgresConnection) async throws {
+        if !plan.refusalWrites.isEmpty {
+            // Rare (a refused change the sender may send again): one statement each.
+            for (ccid, refusal) in plan.refusalWrites {
                 try await connection.query("""
-                    DELETE FROM entity_versions WHERE bucket_id = \(bucketID) AND key = \(change.id) AND version <= \(endVersion - limits.historyPerEntity)
+                    INSERT INTO refused_ccids (bucket_id, client_id, ccid, cv, fingerprint, code)
+                    VALUES (\(ccid.bucketID), \(ccid.clientID), \(ccid.ccid), \(refusal.cv), \(refusal.fingerprint), \(refusal.code))
+                    ON CONFLICT (bucket_id, client_id, ccid) DO UPDATE SET cv = excluded.cv, fingerprint = excluded.fingerprint, code = excluded.code
                     """, logger: logger)
             }
-            stored = StoredChange(
-                cv: cv, key: change.id, clientID: clientID, ccid: change.ccid, operation: .modify,
-                diff: diff, sourceVersion: sourceVersion, endVersion: endVersion
-            )
-        case .remove(let sourceVersion, let endVersion):
-            cv = try await nextChangeVersion(connection)
-            try await connection.query(
-                "UPDATE entities SET version = \(endVersion), data = NULL WHERE bucket_id = \(bucketID) AND key = \(change.id)", logger: logger)
-            stored = StoredChange(
-                cv: cv, key: change.id, clientID: clientID, ccid: change.ccid, operation: .remove,
-                diff: nil, sourceVersion: sourceVersion, endVersion: endVersion
-            )
         }
-        let diffText = stored.diff.map { JSONDiffing.encode($0).compactRendered() }
+        let changes = plan.changeWrites
+        guard !changes.isEmpty else { return }
+        try await connection.query("UPDATE server_state SET last_cv = \(plan.lastCV) WHERE id = 1", logger: logger)
+
+        let entities = Array(plan.entityWrites)
+        try await connection.query("""
+            INSERT INTO entities (bucket_id, key, version, data)
+            SELECT b, k, v, CASE WHEN live THEN d END
+            FROM unnest(\(entities.map(\.key.bucketID)), \(entities.map(\.key.key)), \(entities.map(\.value.version)),
+                        \(entities.map { $0.value.data ?? "" }), \(entities.map { $0.value.data != nil })) AS t(b, k, v, d, live)
+            ON CONFLICT (bucket_id, key) DO UPDATE SET version = excluded.version, data = excluded.data
+            """, logger: logger)
+
+        let kept = plan.keptVersionWrites
+        if !kept.isEmpty {
+            try await connection.query("""
+                INSERT INTO entity_versions (bucket_id, key, version, data, accepted_at)
+                SELECT b, k, v, d, EXTRACT(EPOCH FROM clock_timestamp())
+                FROM unnest(\(kept.map(\.entity.bucketID)), \(kept.map(\.entity.key)), \(kept.map(\.version)), \(kept.map(\.data))) AS t(b, k, v, d)
+                ON CONFLICT (bucket_id, key, version) DO UPDATE SET data = excluded.data, accepted_at = excluded.accepted_at
+                """, logger: logger)
+        }
+        let floors = Array(plan.historyFloors)
+        if !floors.isEmpty {
+            try await connection.query("""
+                DELETE FROM entity_versions ev USING unnest(\(floors.map(\.key.bucketID)), \(floors.map(\.key.key)), \(floors.map(\.value))) AS t(b, k, v)
+                WHERE ev.bucket_id = t.b AND ev.key = t.k AND ev.version <= t.v
+                """, logger: logger)
+        }
+
+        let stored = changes.map(\.change)
         try await connection.query("""
             INSERT INTO changes (cv, bucket_id, key, client_id, ccid, operation, diff, source_version, end_version)
-            VALUES (\(cv), \(bucketID), \(stored.key), \(clientID), \(stored.ccid), \(stored.operation.rawValue), \(diffText),
-                    \(stored.sourceVersion), \(stored.endVersion))
+            SELECT cv, b, k, c, cc, op, CASE WHEN has_diff THEN d END, NULLIF(sv, 0), ev
+            FROM unnest(\(stored.map(\.cv)), \(changes.map(\.bucketID)), \(stored.map(\.key)), \(stored.map(\.clientID)),
+                        \(stored.map(\.ccid)), \(stored.map(\.operation.rawValue)),
+                        \(stored.map { $0.diff.map { JSONDiffing.encode($0).compactRendered() } ?? "" }), \(stored.map { $0.diff != nil }),
+                        \(stored.map { $0.sourceVersion ?? 0 }), \(stored.map(\.endVersion))) AS t(cv, b, k, c, cc, op, d, has_diff, sv, ev)
             """, logger: logger)
         try await connection.query("""
-            INSERT INTO applied_ccids (bucket_id, client_id, ccid, cv) VALUES (\(bucketID), \(clientID), \(change.ccid), \(cv))
+            INSERT INTO applied_ccids (bucket_id, client_id, ccid, cv)
+            SELECT * FROM unnest(\(changes.map(\.bucketID)), \(stored.map(\.clientID)), \(stored.map(\.ccid)), \(stored.map(\.cv)))
             """, logger: logger)
-        let count = try await PostgresRows.one(connection.query(
-            "UPDATE buckets SET change_count = change_count + 1 WHERE id = \(bucketID) RETURNING change_count", logger: logger),
-            as: Int64.self) ?? 0
-        // Compact in batches (an eighth of the retention at a time), as the SQLite store does.
-        if count > Int64(limits.changeLogRetention + max(1, limits.changeLogRetention / 8)) {
-            try await PostgresServerStore.compact(connection, bucketID: bucketID, keepingLast: limits.changeLogRetention, logger: logger)
-        }
-        return .accepted(stored)
-    }
 
-    private func nextChangeVersion(_ connection: PostgresConnection) async throws -> Int64 {
-        try await PostgresRows.one(connection.query(
-            "UPDATE server_state SET last_cv = last_cv + 1 WHERE id = 1 RETURNING last_cv", logger: logger), as: Int64.self) ?? 0
-    }
-
-    /// The code a request identical to this one was refused with (`RefusedCCIDs`).
-    private func refusedCode(_ pending: PendingChange, connection: PostgresConnection) async throws -> ChangeErrorCode? {
-        let rows = try await PostgresRows.rows(connection.query("""
-            SELECT fingerprint, code FROM refused_ccids
-            WHERE bucket_id = \(pending.bucket.id) AND client_id = \(pending.clientID) AND ccid = \(pending.change.ccid)
+        let buckets = Array(plan.bucketCounts)
+        let counts = try await PostgresRows.rows(connection.query("""
+            UPDATE buckets SET change_count = change_count + t.n
+            FROM unnest(\(buckets.map(\.key)), \(buckets.map(\.value.added))) AS t(id, n) WHERE buckets.id = t.id
+            RETURNING buckets.id, buckets.change_count
             """, logger: logger))
-        guard let row = rows.first else { return nil }
-        let (fingerprint, code) = try row.decode((Data, Int).self)
-        guard fingerprint == RefusedCCIDs.fingerprint(pending.change) else { return nil }
-        return ChangeErrorCode(rawValue: code)
-    }
-
-    private func rememberRefusal(_ pending: PendingChange, code: ChangeErrorCode, connection: PostgresConnection) async throws {
-        guard RefusedCCIDs.isRemembered(code) else { return }
-        try await connection.query("""
-            INSERT INTO refused_ccids (bucket_id, client_id, ccid, cv, fingerprint, code)
-            VALUES (\(pending.bucket.id), \(pending.clientID), \(pending.change.ccid), (SELECT last_cv FROM server_state WHERE id = 1),
-                    \(RefusedCCIDs.fingerprint(pending.change)), \(code.rawValue))
-            ON CONFLICT (bucket_id, client_id, ccid) DO UPDATE SET cv = excluded.cv, fingerprint = excluded.fingerprint, code = excluded.code
-            """, logger: logger)
+        for row in counts {
+            let (bucketID, count) = try row.decode((Int64, Int64).self)
+            guard let limits = plan.bucketCounts[bucketID]?.limits else { continue }
+            // Compact in batches (an eighth of the retention at a time), as the SQLite store does.
+            if count > Int64(limits.changeLogRetention + max(1, limits.changeLogRetention / 8)) {
+                try await PostgresServerStore.compact(connection, bucketID: bucketID, keepingLast: limits.changeLogRetention, logger: logger)
+            }
+        }
     }
 }
 
