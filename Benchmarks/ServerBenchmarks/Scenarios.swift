@@ -106,8 +106,12 @@ struct ThroughputRun {
 }
 
 /// `clients` connections on one user's bucket each send `perClient` creates (or `h` heartbeats),
-/// `window` in flight at a time. Every change is broadcast to all `clients` connections.
-func runThroughput(server: BenchServer, run: String, clients: Int, perClient: Int, window: Int, heartbeats: Bool) async throws -> ThroughputRun {
+/// `window` in flight at a time. Every change is broadcast to all `clients` connections. With
+/// `spreadOver` nodes (sharing one database), client i connects to node i mod their count.
+func runThroughput(
+    server: BenchServer, spreadOver others: [BenchServer] = [], run: String, clients: Int, perClient: Int, window: Int, heartbeats: Bool
+) async throws -> ThroughputRun {
+    let nodes = [server] + others
     let token = try await server.makeUser("tput-\(run)@bench")
     let failures = FailureBox()
     let drivers = (0..<clients).map {
@@ -121,8 +125,8 @@ func runThroughput(server: BenchServer, run: String, clients: Int, perClient: In
     let acknowledged: ContinuousClock.Instant
     let delivered: ContinuousClock.Instant
     do {
-        for driver in drivers {
-            let socket = try await BenchSocket.connect(port: server.port) { driver.onText($0) }
+        for (index, driver) in drivers.enumerated() {
+            let socket = try await BenchSocket.connect(port: nodes[index % nodes.count].port) { driver.onText($0) }
             driver.attach(socket)
             sockets.append(socket)
             socket.send(initFrame(token: token, clientID: driver.clientID))
@@ -216,14 +220,17 @@ struct FanOutRun {
 }
 
 /// One writer and `subscribers` other connections on one bucket; the writer sends `changes`
-/// creates one at a time (each once every subscriber has the previous one).
-func runFanOut(server: BenchServer, run: String, subscribers: Int, changes: Int) async throws -> FanOutRun {
+/// creates one at a time (each once every subscriber has the previous one). The subscribers
+/// connect to `subscriberNode` when given (another node on the writer's database).
+func runFanOut(
+    server: BenchServer, subscriberNode: BenchServer? = nil, run: String, subscribers: Int, changes: Int
+) async throws -> FanOutRun {
     let token = try await server.makeUser("fan-\(run)@bench")
     let failures = FailureBox()
     let recorder = FanOutRecorder(changes: changes, subscribers: subscribers, failures: failures)
     var sockets: [BenchSocket] = []
     for index in 0..<subscribers {
-        let socket = try await BenchSocket.connect(port: server.port) { recorder.received($0) }
+        let socket = try await BenchSocket.connect(port: (subscriberNode ?? server).port) { recorder.received($0) }
         sockets.append(socket)
         socket.send(initFrame(token: token, clientID: "f\(run)s\(index)"))
     }

@@ -26,7 +26,13 @@ let soakAcksPerSecond = BenchmarkMetric.custom("soak: acks/s", polarity: .prefer
 let soakDeliveryLatency = BenchmarkMetric.custom("soak: delivery latency (us)", polarity: .prefersSmaller, useScalingFactor: false)
 let soakResidentMiB = BenchmarkMetric.custom("soak: RSS at the end (MiB)", polarity: .prefersSmaller, useScalingFactor: false)
 
+let storeAccepted = BenchmarkMetric.custom("PostgreSQL node: changes/s accepted", polarity: .prefersLarger, useScalingFactor: false)
+let storeCrossNodeDelivered = BenchmarkMetric.custom("2 PostgreSQL nodes: changes/s delivered", polarity: .prefersLarger, useScalingFactor: false)
+let storeCrossNodeP99 = BenchmarkMetric.custom("2 PostgreSQL nodes: fan-out A->B (us)", polarity: .prefersSmaller, useScalingFactor: false)
+let storeBaselineAccepted = BenchmarkMetric.custom("baseline: SQLite node changes/s accepted", polarity: .prefersLarger, useScalingFactor: false)
+
 nonisolated(unsafe) var server: BenchServer?
+nonisolated(unsafe) var cluster: BenchPostgres?
 nonisolated(unsafe) var runCounter = 0
 
 let benchmarks: @Sendable () -> Void = {
@@ -113,5 +119,39 @@ let benchmarks: @Sendable () -> Void = {
                 + " guesses refused \(run.guessesRefused)/\(run.guesses);"
                 + String(format: " RSS %.0f -> %.0f MiB", run.rssStartMiB, run.rssEndMiB)
         )
+    }
+
+    // Issue 14 targets: one PostgreSQL node >= 5,000 changes/s; cross-node delivery p99 <= 50 ms.
+    Benchmark(
+        "server stores: SQLite node, 1 PostgreSQL node, 2 PostgreSQL nodes (client on A, subscribers on B)",
+        configuration: .init(
+            metrics: [.wallClock, storeAccepted, storeCrossNodeDelivered, storeCrossNodeP99, storeBaselineAccepted],
+            warmupIterations: 0,
+            maxIterations: 1,
+            setup: { cluster = try BenchPostgres.start() },
+            teardown: { cluster?.stop(); cluster = nil }
+        )
+    ) { benchmark in
+        guard let cluster else { throw BenchFailure("no PostgreSQL cluster") }
+        var runs: [StoreRun] = []
+        for setup in StoreSetup.allCases {
+            runCounter += 1
+            runs.append(try await runStoreSetup(
+                setup, cluster: cluster, run: "s\(runCounter)", clients: throughputClients, perClient: changesPerClient,
+                window: clientWindow, subscribers: fanOutSubscribers, changes: fanOutChanges
+            ))
+        }
+        for run in runs {
+            switch run.setup {
+            case .sqlite:
+                benchmark.measurement(storeBaselineAccepted, Int(run.throughput.acceptedPerSecond))
+            case .onePostgresNode:
+                benchmark.measurement(storeAccepted, Int(run.throughput.acceptedPerSecond))
+            case .twoPostgresNodes:
+                benchmark.measurement(storeCrossNodeDelivered, Int(run.throughput.broadcastPerSecond))
+                for latency in run.fanOut.deliveries { benchmark.measurement(storeCrossNodeP99, latency.microseconds) }
+            }
+        }
+        print(storeComparisonReport(runs))
     }
 }
