@@ -3,8 +3,14 @@ import SyncProtocol
 
 /// How a sync client connects and paces itself.
 public struct SyncClientConfiguration: Sendable {
-    /// Server base URL, `ws://host:port` or `wss://host` (the `/sock/1/{app}/websocket` path is added).
-    public var serverURL: String
+    /// Server base URLs, `ws://host:port` or `wss://host` (the `/sock/1/{app}/websocket` path is
+    /// added), in the order they are tried. Several are the nodes of one cluster (one database),
+    /// so a change version one of them gave is good at the others: when the connection to one
+    /// fails or ends, the client goes on at the next at once, and waits `initialBackoff` (and
+    /// more) only after a whole round of them failed.
+    public var servers: [String]
+    /// The first server (the only one, for most clients).
+    public var serverURL: String { servers.first ?? "" }
     /// The Simperium app id.
     public var appID: String
     /// Returns the access token; called at each (re)authorization, so it may refresh it (401).
@@ -43,16 +49,24 @@ public struct SyncClientConfiguration: Sendable {
         serverURL: String, appID: String, buckets: [String], clientID: String,
         token: @escaping @Sendable () async throws -> String
     ) {
-        self.serverURL = serverURL
+        self.init(servers: [serverURL], appID: appID, buckets: buckets, clientID: clientID, token: token)
+    }
+
+    /// A client of a cluster: `servers` are tried in order (see `servers`); one token serves them all.
+    public init(
+        servers: [String], appID: String, buckets: [String], clientID: String,
+        token: @escaping @Sendable () async throws -> String
+    ) {
+        self.servers = servers
         self.appID = appID
         self.buckets = buckets
         self.clientID = clientID
         self.token = token
     }
 
-    /// `ws(s)://host[:port]/sock/1/{app_id}/websocket`.
-    var socketURL: String {
-        var base = serverURL
+    /// `ws(s)://host[:port]/sock/1/{app_id}/websocket` of `server`.
+    func socketURL(of server: String) -> String {
+        var base = server
         while base.hasSuffix("/") { base.removeLast() }
         return "\(base)/sock/1/\(appID)/websocket"
     }

@@ -13,6 +13,25 @@ public enum ConnectionState: Sendable, Hashable {
     case offline(since: Date, retryAt: Date?, reason: String)
 }
 
+/// The server the client connects to (or last tried), of the configured ones.
+public struct ServerInUse: Sendable, Hashable {
+    /// Its base URL, as configured.
+    public let url: String
+    /// Its place in the configured order, from 1.
+    public let position: Int
+    /// How many servers are configured.
+    public let count: Int
+
+    public init(url: String, position: Int, count: Int) {
+        self.url = url
+        self.position = position
+        self.count = count
+    }
+
+    /// `ws://b:4000 (2 of 2)`; just the URL when it is the only one.
+    public var description: String { count > 1 ? "\(url) (\(position) of \(count))" : url }
+}
+
 /// First-sync progress of one bucket: entities stored / entities the index announced so far.
 public struct SyncProgress: Sendable, Hashable {
     public let bucket: String

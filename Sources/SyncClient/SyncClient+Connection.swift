@@ -24,20 +24,28 @@ struct HummingbirdWriter: WebSocketWriting {
 
 extension SyncClient {
     /// Connect, serve the connection until it ends, wait (exponential backoff + jitter), repeat.
+    /// With several servers, a connection that fails or ends is followed at once by one to the
+    /// next server; the wait comes after a round in which every server failed.
     func connectionLoop() async {
         var backoff = Backoff(initial: configuration.initialBackoff, maximum: configuration.maximumBackoff)
         var generator = SystemRandomNumberGenerator()
         var attempt = 0
         var offlineSince = Date()
+        let servers = configuration.servers
+        var serverIndex = 0
+        /// Servers that failed since the last wait or the last authorized connection.
+        var failedInRound = 0
         while running && !Task.isCancelled {
             attempt += 1
+            let server = ServerInUse(url: servers[serverIndex], position: serverIndex + 1, count: servers.count)
+            serverBroadcaster.publish(server)
             stateBroadcaster.publish(.connecting(attempt: attempt))
             var reason = "connection closed"
             var wasAuthorized = false
             let attemptStarted = ContinuousClock.now
             do {
                 let closing = try await WebSocketClient.connect(
-                    url: configuration.socketURL,
+                    url: configuration.socketURL(of: server.url),
                     // A short close timeout: closing a dead connection must not delay the reconnect.
                     configuration: WebSocketClientConfiguration(maxFrameSize: configuration.maxMessageBytes, closeTimeout: .seconds(2)),
                     logger: logger
@@ -58,8 +66,21 @@ extension SyncClient {
                 if ContinuousClock.now - attemptStarted >= configuration.stableConnection { backoff.reset() }
                 attempt = 0
                 offlineSince = Date()
+                failedInRound = 0
             }
+            failedInRound += 1
             guard running && !Task.isCancelled else { break }
+            if servers.count > 1 {
+                serverIndex = (serverIndex + 1) % servers.count
+                let next = ServerInUse(url: servers[serverIndex], position: serverIndex + 1, count: servers.count)
+                let roundFailed = failedInRound >= servers.count
+                logger.notice("""
+                    server \(server.description) \(wasAuthorized ? "lost" : "unreachable"): \(reason); \
+                    \(roundFailed ? "every server failed, trying \(next.description) after a pause" : "moving to \(next.description)")
+                    """)
+                if !roundFailed { continue }
+            }
+            failedInRound = 0
             let delay = backoff.nextDelay(using: &generator)
             let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
             stateBroadcaster.publish(.offline(since: offlineSince, retryAt: Date().addingTimeInterval(seconds), reason: reason))

@@ -40,6 +40,7 @@ public actor SyncClient {
     var versionFetches = VersionFetches()
 
     let stateBroadcaster = Broadcaster<ConnectionState>(initial: .stopped)
+    let serverBroadcaster: Broadcaster<ServerInUse>
     let progressBroadcaster = Broadcaster<SyncProgress>()
     let authFailureBroadcaster = Broadcaster<BucketAuthFailure>()
     let acknowledgementBroadcaster = Broadcaster<ChangeAcknowledgement>(replaysLatest: false)
@@ -63,7 +64,8 @@ public actor SyncClient {
 
     /// Creates the engine over `store`; every configured bucket is added to the store.
     public init(configuration: SyncClientConfiguration, store: SyncStore, logger: Logger = Logger(label: "bucketfs.sync")) throws(SyncClientError) {
-        guard configuration.serverURL.hasPrefix("ws://") || configuration.serverURL.hasPrefix("wss://") else {
+        guard !configuration.servers.isEmpty else { throw .invalidConfiguration("no server URL") }
+        for server in configuration.servers where !(server.hasPrefix("ws://") || server.hasPrefix("wss://")) {
             throw .invalidConfiguration("server URL must start with ws:// or wss://")
         }
         var machines: [BucketMachine] = []
@@ -76,6 +78,7 @@ public actor SyncClient {
         self.store = store
         self.logger = logger
         self.machines = machines
+        serverBroadcaster = Broadcaster(initial: ServerInUse(url: configuration.servers[0], position: 1, count: configuration.servers.count))
         for machine in machines { channelsByBucket[machine.bucket] = machine.channel }
     }
 
@@ -201,6 +204,10 @@ public actor SyncClient {
 
     /// The current connection state.
     public nonisolated var connectionState: ConnectionState { stateBroadcaster.latest ?? .stopped }
+
+    /// The server connected to now, or being tried (the first before `start()`). Set before
+    /// `.connected` is published, so a reader of that state finds the server it is about.
+    public nonisolated var currentServer: ServerInUse? { serverBroadcaster.latest }
 
     /// First-sync progress per bucket.
     public nonisolated func progress() -> AsyncStream<SyncProgress> { progressBroadcaster.stream() }
