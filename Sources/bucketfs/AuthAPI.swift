@@ -37,6 +37,31 @@ struct AuthAPI {
         }
     }
 
+    /// No answer from the auth API at all (the next server's may answer).
+    struct Unreachable: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Logs in through the first auth API that answers, in the order of `servers`: the nodes of
+    /// one cluster share their accounts, so the token it gives serves them all. A refusal is
+    /// final; only an auth API that does not answer is passed over.
+    static func authorize(
+        servers: [String], authURL: String?, appID: String, apiKey: String, username: String, password: String
+    ) async throws -> String {
+        var unreachable: [String] = []
+        var tried: Set<String> = []
+        for server in servers {
+            let api = AuthAPI(serverURL: server, authURL: authURL, appID: appID, apiKey: apiKey)
+            guard tried.insert(api.httpBase).inserted else { continue }
+            do {
+                return try await api.authorize(username: username, password: password)
+            } catch let error as Unreachable {
+                unreachable.append(error.description)
+            }
+        }
+        throw CommandError(unreachable.joined(separator: "; "))
+    }
+
     private enum Attempt {
         case token(String)
         case retryAfter(Int)
@@ -55,7 +80,7 @@ struct AuthAPI {
         do {
             (body, response) = try await URLSession.shared.data(for: request)
         } catch {
-            throw CommandError("cannot reach the auth API at \(url): \(error.localizedDescription)")
+            throw Unreachable(description: "cannot reach the auth API at \(url): \(error.localizedDescription)")
         }
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         let text = String(decoding: body, as: UTF8.self)

@@ -5,13 +5,16 @@ import Foundation
 /// only by its owner, so the config can be shared or shown without leaking them.
 ///
 ///     {
-///       "remotes": { "work": { "server": "wss://sync.example.com", "appID": "my-app" } },
+///       "remotes": { "work": { "server": "wss://sync.example.com", "appID": "my-app" },
+///                    "team": { "server": "ws://a:4000", "servers": ["ws://a:4000", "ws://b:4000"], "appID": "x" } },
 ///       "mounts": { "/home/me/work": { "remote": "work", "buckets": ["notes", "todo"],
 ///                   "text": { "notes": { "field": "content", "touch": "modificationDate" } } } }
 ///     }
 struct Config: Codable {
     struct Remote: Codable {
-        var server: String
+        /// The servers, tried in order: the nodes of one cluster. Saved as `server` (the first,
+        /// which is all a config written before holds) and `servers` when there are more.
+        var servers: [String]
         var appID: String
         var apiKey: String?
         var user: String?
@@ -19,6 +22,42 @@ struct Config: Codable {
         var authURL: String?
         /// Buckets shown as plain text, by bucket name (README, "Notes as plain text").
         var text: [String: TextViewSettings]?
+
+        private enum CodingKeys: String, CodingKey {
+            case server, servers, appID, apiKey, user, authURL, text
+        }
+
+        init(servers: [String], appID: String, apiKey: String?, user: String?, authURL: String?, text: [String: TextViewSettings]? = nil) {
+            self.servers = servers
+            self.appID = appID
+            self.apiKey = apiKey
+            self.user = user
+            self.authURL = authURL
+            self.text = text
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            let first = try container.decode(String.self, forKey: .server)
+            servers = try container.decodeIfPresent([String].self, forKey: .servers) ?? [first]
+            if servers.isEmpty { servers = [first] }
+            appID = try container.decode(String.self, forKey: .appID)
+            apiKey = try container.decodeIfPresent(String.self, forKey: .apiKey)
+            user = try container.decodeIfPresent(String.self, forKey: .user)
+            authURL = try container.decodeIfPresent(String.self, forKey: .authURL)
+            text = try container.decodeIfPresent([String: TextViewSettings].self, forKey: .text)
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(servers.first ?? "", forKey: .server)
+            if servers.count > 1 { try container.encode(servers, forKey: .servers) }
+            try container.encode(appID, forKey: .appID)
+            try container.encodeIfPresent(apiKey, forKey: .apiKey)
+            try container.encodeIfPresent(user, forKey: .user)
+            try container.encodeIfPresent(authURL, forKey: .authURL)
+            try container.encodeIfPresent(text, forKey: .text)
+        }
     }
 
     struct MountSettings: Codable {

@@ -16,8 +16,8 @@ struct Login: AsyncParsableCommand {
     @Argument(help: "A name for the remote, e.g. work.")
     var name: String
 
-    @Option(help: "Server base URL, ws://host:port or wss://host (default: the remote's saved server).")
-    var server: String?
+    @Option(help: "Server base URL, ws://host:port or wss://host (default: the remote's saved servers). Repeatable: the nodes of one cluster, tried in order.")
+    var server: [String] = []
 
     @Option(name: .customLong("app-id"), help: "The app id (default: the remote's saved app id).")
     var appID: String?
@@ -36,23 +36,23 @@ struct Login: AsyncParsableCommand {
     func run() async throws {
         var config = try Config.load()
         let saved = config.remotes[name]
-        guard let server = server ?? saved?.server, let appID = appID ?? saved?.appID, let user = user ?? saved?.user else {
+        guard let servers = server.isEmpty ? saved?.servers : server, let appID = appID ?? saved?.appID, let user = user ?? saved?.user else {
             throw CommandError("a new remote needs --server, --app-id and --user")
         }
-        guard server.hasPrefix("ws://") || server.hasPrefix("wss://") else {
+        guard servers.allSatisfy({ $0.hasPrefix("ws://") || $0.hasPrefix("wss://") }) else {
             throw CommandError("--server must start with ws:// or wss://")
         }
         let apiKey = apiKey ?? saved?.apiKey
-        let authURL = authURL ?? (server == saved?.server ? saved?.authURL : nil)
+        let authURL = authURL ?? (servers == saved?.servers ? saved?.authURL : nil)
         if let authURL, !AuthEndpoint.isHTTP(authURL) {
             throw CommandError("--auth-url must start with http:// or https://")
         }
         let password = try Credentials.readPassword(prompt: "Password for \(user): ")
-        let token = try await AuthAPI(serverURL: server, authURL: authURL, appID: appID, apiKey: apiKey ?? appID)
-            .authorize(username: user, password: password)
+        let token = try await AuthAPI.authorize(
+            servers: servers, authURL: authURL, appID: appID, apiKey: apiKey ?? appID, username: user, password: password)
         try CredentialStore.store(token: token, forRemote: name)
-        config.remotes[name] = Config.Remote(server: server, appID: appID, apiKey: apiKey, user: user, authURL: authURL)
+        config.remotes[name] = Config.Remote(servers: servers, appID: appID, apiKey: apiKey, user: user, authURL: authURL)
         try config.save()
-        print("bucketfs: logged in to \(server) as \(user); mount with: bucketfs mount --remote \(name) DIR")
+        print("bucketfs: logged in to \(servers.joined(separator: ", ")) as \(user); mount with: bucketfs mount --remote \(name) DIR")
     }
 }

@@ -31,8 +31,8 @@ struct Mount: AsyncParsableCommand {
     @Option(help: "A remote saved by `bucketfs login NAME` (server, app id and token).")
     var remote: String?
 
-    @Option(help: "Sync server base URL, ws://host:port or wss://host (default: a local demo server).")
-    var server: String?
+    @Option(help: "Sync server base URL, ws://host:port or wss://host (default: a local demo server). Repeatable: the nodes of one cluster, tried in order; the mount moves to the next when one is unreachable.")
+    var server: [String] = []
 
     @Option(name: .customLong("app-id"), help: "The Simperium app id (with --server).")
     var appID: String?
@@ -110,7 +110,7 @@ struct Mount: AsyncParsableCommand {
         if let fsyncWaitsForServer, !(fsyncWaitsForServer > 0) {
             throw ValidationError("--fsync-waits-for-server takes a number of seconds above 0")
         }
-        if remote != nil, server != nil || token != nil || user != nil || appID != nil || authURL != nil {
+        if remote != nil, !server.isEmpty || token != nil || user != nil || appID != nil || authURL != nil {
             throw ValidationError("--remote replaces --server, --app-id, --token, --user and --auth-url")
         }
         if let authURL {
@@ -119,7 +119,7 @@ struct Mount: AsyncParsableCommand {
                 throw ValidationError("--auth-url must start with http:// or https://")
             }
         }
-        if server != nil {
+        if !server.isEmpty {
             guard appID != nil else { throw ValidationError("--server needs --app-id") }
             guard (token == nil) != (user == nil) else { throw ValidationError("--server needs exactly one of --token and --user") }
         } else if token != nil || user != nil || appID != nil {
@@ -174,25 +174,25 @@ private struct MountSession {
     func run() async throws {
         let config = try Config.load()
         let settings = config.mounts[mountpoint]
-        let remoteName = command.remote ?? (command.server == nil ? settings?.remote : nil)
+        let remoteName = command.remote ?? (command.server.isEmpty ? settings?.remote : nil)
         let server: EmbeddedServer?
-        let serverURL: String
+        let servers: [String]
         let appID: String
         let token: @Sendable () async throws -> String
         if let remoteName {
             let remote = try config.remote(named: remoteName)
             server = nil
-            (serverURL, appID) = (remote.server, remote.appID)
+            (servers, appID) = (remote.servers, remote.appID)
             let stored = try CredentialStore.token(forRemote: remoteName)
             token = { stored }
-        } else if let url = command.server, let app = command.appID {
+        } else if !command.server.isEmpty, let app = command.appID {
             server = nil
-            (serverURL, appID) = (url, app)
-            token = try await remoteToken(serverURL: url, appID: app)
+            (servers, appID) = (command.server, app)
+            token = try await remoteToken(servers: servers, appID: app)
         } else {
             let started = try await EmbeddedServer.start(dataDirectory: Paths.dataDirectory + "/demo-server", logger: logger)
             server = started
-            (serverURL, appID) = (started.url, EmbeddedServer.appID)
+            (servers, appID) = ([started.url], EmbeddedServer.appID)
             let demoToken = started.token
             token = { demoToken }
         }
@@ -219,7 +219,7 @@ private struct MountSession {
         }
 
         let configuration = SyncClientConfiguration(
-            serverURL: serverURL, appID: appID, buckets: buckets,
+            servers: servers, appID: appID, buckets: buckets,
             clientID: "bucketfs-\(Paths.mountName(for: mountpoint))", token: token)
         let client = try SyncClient(configuration: configuration, store: store, logger: logger)
         if let server, server.isNew, buckets.contains("notes") {
@@ -229,7 +229,8 @@ private struct MountSession {
         }
         try? Paths.createDirectory(Paths.stateDirectory)
         let record = MountRecord(
-            mountpoint: mountpoint, server: serverURL, appID: appID, store: storePath, buckets: buckets,
+            mountpoint: mountpoint, server: servers[0], servers: servers.count > 1 ? servers : nil,
+            serverPosition: servers.count > 1 ? 1 : nil, appID: appID, store: storePath, buckets: buckets,
             pid: getpid(), startedAt: Date(), connection: .init(state: "starting"))
         let feed = FeedWriter(path: MountRecord.feedPath(for: mountpoint))
         let acknowledgements = command.fsyncWaitsForServer.map { _ in StoreAcknowledgements(store: store) }
@@ -272,7 +273,7 @@ private struct MountSession {
             try? FileManager.default.removeItem(atPath: pidFile)
             throw CommandError("cannot mount at \(mountpoint): \(error)")
         }
-        logger.info("mounted \(buckets.joined(separator: ", ")) at \(mountpoint) (server \(serverURL), store \(storePath))")
+        logger.info("mounted \(buckets.joined(separator: ", ")) at \(mountpoint) (server \(servers.joined(separator: ", ")), store \(storePath))")
 
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             // The FUSE loop blocks its thread until unmount; it gets one of its own.
@@ -295,12 +296,13 @@ private struct MountSession {
         stopped.save()
     }
 
-    private func remoteToken(serverURL: String, appID: String) async throws -> @Sendable () async throws -> String {
+    /// One token for all `servers` (the nodes of one cluster share their accounts).
+    private func remoteToken(servers: [String], appID: String) async throws -> @Sendable () async throws -> String {
         if let token = command.token { return { token } }
         guard let user = command.user else { throw CommandError("--server needs --token or --user") }
         let password = try Credentials.readPassword(prompt: "Password for \(user): ")
-        let token = try await AuthAPI(serverURL: serverURL, authURL: command.authURL, appID: appID, apiKey: command.apiKey ?? appID)
-            .authorize(username: user, password: password)
+        let token = try await AuthAPI.authorize(
+            servers: servers, authURL: command.authURL, appID: appID, apiKey: command.apiKey ?? appID, username: user, password: password)
         return { token }
     }
 
@@ -329,7 +331,14 @@ private struct MountSession {
             case .connecting(let attempt): record.connection = .init(state: "connecting", since: Date(), reason: "attempt \(attempt)")
             case .connected:
                 record.connection = .init(state: "connected", since: Date())
-                logger.info("connected to \(record.server)")
+                if let current = client.currentServer {
+                    if record.servers != nil, current.url != record.server {
+                        logger.notice("moved to server \(current.description) (from \(record.server))")
+                    }
+                    record.server = current.url
+                    record.serverPosition = record.servers == nil ? nil : current.position
+                }
+                logger.info("connected to \(record.serverDescription)")
             case .offline(let since, let retryAt, let reason):
                 record.connection = .init(state: "offline", since: since, retryAt: retryAt, reason: reason)
                 logger.warning("offline: \(reason)")

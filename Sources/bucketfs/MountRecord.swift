@@ -13,7 +13,12 @@ struct MountRecord: Codable, Sendable {
     }
 
     var mountpoint: String
+    /// The server the mount is on now (or last tried).
     var server: String
+    /// Every server it may use, in order, when there are several (`--server` given more than once).
+    var servers: [String]? = nil
+    /// The place of `server` in `servers`, from 1.
+    var serverPosition: Int? = nil
     var appID: String
     var store: String
     var buckets: [String]
@@ -51,6 +56,14 @@ struct MountRecord: Codable, Sendable {
         return names.filter { $0.hasSuffix(".json") }
             .compactMap { load(path: directory + "/" + $0) }
             .sorted { $0.startedAt > $1.startedAt }
+    }
+
+    /// `ws://b:4000 (2 of 2)`, or the server alone when it is the only one.
+    var serverDescription: String { Self.describe(server: server, servers: servers, position: serverPosition) }
+
+    static func describe(server: String, servers: [String]?, position: Int?) -> String {
+        guard let servers, let position else { return server }
+        return "\(server) (\(position) of \(servers.count))"
     }
 
     /// Whether the process that wrote the record still runs (and so the mount is live).

@@ -58,7 +58,10 @@ struct MountReport: Codable {
     var mountpoint: String
     var running: Bool
     var pid: Int32?
+    /// The server the mount is on (or last tried); with several, all of them and its place among them.
     var server: String
+    var servers: [String]?
+    var serverPosition: Int?
     var appID: String
     var store: String
     var connection: MountRecord.Connection
@@ -74,6 +77,8 @@ struct MountReport: Codable {
         mountpoint = record.mountpoint
         pid = running ? record.pid : nil
         server = record.server
+        servers = record.servers
+        serverPosition = record.serverPosition
         appID = record.appID
         store = record.store
         connection = running ? record.connection : .init(state: "not mounted")
@@ -145,7 +150,7 @@ struct MountReport: Codable {
 
     var text: String {
         var lines = ["\(mountpoint)  \(running ? "mounted (pid \(pid ?? 0))" : "not mounted")"]
-        lines.append("  server      \(server) (app \(appID))")
+        lines.append("  server      \(MountRecord.describe(server: server, servers: servers, position: serverPosition)) (app \(appID))")
         var connectionLine = "  connection  \(connection.state)"
         if let since = connection.since { connectionLine += " since \(Self.time(since))" }
         if let retryAt = connection.retryAt {
