@@ -130,7 +130,7 @@ let package = Package(
         .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "SyncStore", "JSONDiff"]),
         // Drives the real `bucketfs` binary; depending on it makes `swift build --build-tests` build it.
         .testTarget(name: "CLITests", dependencies: ["bucketfs"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["bucketfs"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["bucketfs", "PostgresTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )
