@@ -72,6 +72,31 @@ struct FailoverTests {
         }
     }
 
+    /// Two servers that refuse connections: each round tries both at once, one after the other,
+    /// and only then waits (offline) before the next round.
+    @Test func theClientWaitsAfterARoundOfServersNotAfterEachOne() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let refusing = ["ws://127.0.0.1:1", "ws://127.0.0.1:2"]
+        let client = try Self.client("rounds", servers: refusing, token: "unused", directory: directory)
+        let states = client.client.connectionStates()
+        await client.client.start()
+        let seen = try? await withTimeout(.seconds(60)) { () async -> [String] in
+            var seen: [String] = []
+            for await state in states {
+                switch state {
+                case .connecting(let attempt): seen.append("try \(attempt)")
+                case .offline: seen.append("wait")
+                case .connected, .stopped: continue
+                }
+                if seen.count == 6 { break }
+            }
+            return seen
+        }
+        await client.shutdown()
+        #expect(seen == ["try 1", "try 2", "wait", "try 3", "try 4", "wait"])
+    }
+
     /// A client of the given servers with the harness's short delays (`TestClient.make`'s).
     static func client(_ name: String, servers: [String], token: String, directory: TemporaryDirectory) throws -> TestClient {
         let store = try SyncStore(path: directory.file("\(name).sqlite"))
