@@ -369,6 +369,38 @@ struct DailyUseTests {
         cli.stop(server)
     }
 
+    /// Issue 14: a remote of several servers (nodes of one cluster). The first does not answer:
+    /// login takes the token from the second's auth API, and the mount goes on to the second.
+    @Test func aRemoteOfSeveralServersLogsInAndMountsThroughTheOneThatAnswers() throws {
+        let cli = try CLIHarness()
+        let (server, port, _) = try cli.serverWithUser(data: try cli.directory("server"))
+        let down = "ws://127.0.0.1:1"
+        let up = "ws://localhost:\(port)"
+        let login = try cli.bucketfs(
+            ["login", "team", "--server", down, "--server", up, "--app-id", "test-app", "--user", "alice@example.com"],
+            stdin: "secret-password\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        let config = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: cli.path("config/bucketfs/config.json"))))
+        let remote = ((config as? [String: Any])?["remotes"] as? [String: Any])?["team"] as? [String: Any]
+        // The first stays as `server`, for a bucketfs that knows only one.
+        #expect(remote?["server"] as? String == down)
+        #expect(remote?["servers"] as? [String] == [down, up])
+
+        let mountpoint = try cli.directory("team")
+        let mounted = try cli.bucketfs(["mount", "--remote", "team", "--bucket", "notes", mountpoint])
+        #expect(mounted.status == 0, "\(mounted.stderr)")
+        try Data("{\"via\": \"the second server\"}\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/n.json"))
+        try eventually { (try statusJSON(cli, mountpoint)["pendingSaves"] as? Int) == 0 }
+        let status = try statusJSON(cli, mountpoint)
+        #expect(status["server"] as? String == up)
+        #expect(status["serverPosition"] as? Int == 2)
+        #expect(status["servers"] as? [String] == [down, up])
+        let text = try cli.bucketfs(["status", mountpoint]).stdout
+        #expect(text.contains("server      \(up) (2 of 2)"), "\(text)")
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+        cli.stop(server)
+    }
+
     /// Issue 19: hosted Simperium serves auth from another host than streaming. Two servers on
     /// one data directory stand for the two hosts: the token the auth one issues is the
     /// streaming one's too.
