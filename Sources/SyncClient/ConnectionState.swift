@@ -14,7 +14,7 @@ public enum ConnectionState: Sendable, Hashable {
 }
 
 /// The server the client connects to (or last tried), of the configured ones.
-public struct ServerInUse: Sendable, Hashable {
+public struct ServerInUse: Sendable, Hashable, CustomStringConvertible {
     /// Its base URL, as configured.
     public let url: String
     /// Its place in the configured order, from 1.
