@@ -22,6 +22,10 @@ public enum SyncServerError: Error, Sendable, Hashable, CustomStringConvertible 
     case databaseURL(String, String)
     /// The PostgreSQL database cannot be reached or migrated.
     case database(String)
+    /// The PostgreSQL database does not answer now (stopped, restarting, unreachable, out of
+    /// connections): the request may succeed later (the auth API answers 503, the streaming API
+    /// closes the connection so the client comes back).
+    case databaseUnavailable(String)
 
     public var description: String {
         switch self {
@@ -36,6 +40,7 @@ public enum SyncServerError: Error, Sendable, Hashable, CustomStringConvertible 
         case .storage(let reason): return "storage failure: \(reason)"
         case .databaseURL(let url, let reason): return "database URL \(url.debugDescription): \(reason)"
         case .database(let reason): return "database: \(reason)"
+        case .databaseUnavailable(let reason): return "database unavailable: \(reason)"
         }
     }
 }

@@ -108,6 +108,10 @@ struct AuthRoutes: Sendable {
             // One answer for both, so the API does not tell which usernames exist.
             case .unknownUser, .wrongPassword:
                 throw Refusal(status: .unauthorized, message: "Invalid username or password")
+            // Not the client's fault and not for ever: come back later (PostgreSQL restarting).
+            case .databaseUnavailable(let reason):
+                logger.warning("auth API: database unavailable", metadata: ["error": "\(reason)"])
+                throw Refusal(status: .serviceUnavailable, message: "Database unavailable; try again later", retryAfter: .seconds(5))
             default: throw error
             }
         } catch is HashingQueue.Busy {

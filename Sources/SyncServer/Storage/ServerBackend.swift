@@ -8,12 +8,16 @@ public enum ServerBackend: Sendable {
     case postgres(PostgresServerStore)
 
     /// Opens `--data DIR` or `--database URL` (exactly one of them), migrating its schema.
+    /// `databaseConnections` bounds a database's connection pool; `databaseWait` is how long
+    /// to wait for a database that does not answer yet.
     public static func open(
-        data: String?, databaseURL: String?, passwordIterations: Int = 200_000, logger: Logger
+        data: String?, databaseURL: String?, passwordIterations: Int = 200_000,
+        databaseConnections: Int = PostgresServerStore.defaultMaximumConnections, databaseWait: Duration = .zero, logger: Logger
     ) async throws -> ServerBackend {
         if let databaseURL {
             return .postgres(try await PostgresServerStore.open(
-                PostgresLocation(url: databaseURL), passwordIterations: passwordIterations, logger: logger))
+                PostgresLocation(url: databaseURL), passwordIterations: passwordIterations,
+                maximumConnections: databaseConnections, startWait: databaseWait, logger: logger))
         }
         guard let data else { throw SyncServerError.dataDirectory(path: "", reason: "no data directory given") }
         return .sqlite(try ServerStore(directory: data, passwordIterations: passwordIterations))

@@ -3,6 +3,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOWebSocket
 
 /// Runs one WebSocket connection of `/sock/1/{app_id}/websocket`: a reader loop feeding the
 /// session, and a writer task draining the connection's outbox.
@@ -19,6 +20,8 @@ struct StreamingEndpoint: Sendable {
     static let maxMergedFrameBytes = 64 * 1024
     /// WebSocket close reasons must fit a 125-byte control frame with the 2-byte code.
     static let maxCloseReasonBytes = 120
+    /// The close reason of a connection ended because the database does not answer.
+    static let unavailableReason = "database unavailable; reconnect later"
 
     func run(
         appID: String, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter,
@@ -32,9 +35,17 @@ struct StreamingEndpoint: Sendable {
             logger.warning("closing a connection whose client does not read (outbound buffer full)")
             channel.close(promise: nil)
         }
+        let closingUnavailable = NIOLockedValueBox(false)
         let session = StreamingSession(
             configuration: configuration, store: store, hub: hub, outbox: outbox, appID: appID, logger: logger
-        )
+        ) {
+            // A change the database could not take: the connection cannot commit anything now,
+            // so it ends (1011); the client reconnects with backoff and resends.
+            guard closingUnavailable.withLockedValue({ closing in defer { closing = true }; return !closing }) else { return }
+            logger.warning("closing a connection: database unavailable")
+            outbox.abandon()
+            Task { try? await outbound.close(.unexpectedServerError, reason: Self.unavailableReason) }
+        }
         configuration.statistics.webSocketOpened()
         defer { configuration.statistics.webSocketClosed() }
         // Frames read before this runs (the client's first, at most) are not checked.
@@ -61,6 +72,7 @@ struct StreamingEndpoint: Sendable {
                 }
             }
             var closeReason: String?
+            var closeCode = WebSocketErrorCode.policyViolation
             for try await message in inbound.messages(maxSize: configuration.maxFrameSize) {
                 guard case .text(let text) = message else {
                     closeReason = "binary messages are not part of the protocol"
@@ -68,10 +80,12 @@ struct StreamingEndpoint: Sendable {
                 }
                 let isInit = !session.isInitialized && text.prefix(24).contains(":init:")
                 if isInit { initialization.withLockedValue { $0 = .handling } }
-                if case .close(let reason) = await session.handle(text) {
-                    closeReason = reason
-                    break
+                switch await session.handle(text) {
+                case .keepOpen: break
+                case .close(let reason): closeReason = reason
+                case .unavailable(let reason): (closeReason, closeCode) = (reason, .unexpectedServerError)
                 }
+                if closeReason != nil { break }
                 if isInit { initialization.withLockedValue { $0 = session.isInitialized ? .done : .waiting } }
             }
             // Answer the changes already received, then no more broadcasts for this
@@ -88,7 +102,7 @@ struct StreamingEndpoint: Sendable {
             try await group.next()
             if let closeReason {
                 logger.info("closing connection", metadata: ["reason": "\(closeReason)"])
-                try await outbound.close(.policyViolation, reason: Self.truncated(closeReason))
+                try await outbound.close(closeCode, reason: Self.truncated(closeReason))
             }
         }
     }

@@ -11,6 +11,9 @@ final class StreamingSession {
         case keepOpen
         /// Close the connection with a policy-violation reason (the client broke the protocol).
         case close(reason: String)
+        /// Close the connection because the server cannot serve it for now (its database does
+        /// not answer): the client reconnects with backoff and resends what was not acknowledged.
+        case unavailable(reason: String)
     }
 
     private struct AuthorizedChannel {
@@ -28,6 +31,8 @@ final class StreamingSession {
     private let outbox: Outbox
     private let appID: String
     private let logger: Logger
+    /// Called when a change could not be committed because the database does not answer.
+    private let onUnavailable: @Sendable () -> Void
     private let inFlight = InFlightChanges(limit: StreamingSession.maxChangesInFlight)
     private var channels: [Int: AuthorizedChannel] = [:]
 
@@ -38,7 +43,11 @@ final class StreamingSession {
     /// Changes of one connection waiting for the group commit before its reader pauses.
     static let maxChangesInFlight = 128
 
-    init(configuration: ServerConfiguration, store: any ServerStorage, hub: SubscriptionHub, outbox: Outbox, appID: String, logger: Logger) {
+    init(
+        configuration: ServerConfiguration, store: any ServerStorage, hub: SubscriptionHub, outbox: Outbox, appID: String, logger: Logger,
+        onUnavailable: @escaping @Sendable () -> Void = {}
+    ) {
+        self.onUnavailable = onUnavailable
         self.configuration = configuration
         self.store = store
         self.hub = hub
@@ -152,6 +161,9 @@ final class StreamingSession {
             user = found
             bucket = try await store.openBucket(userID: found.id, name: request.name)
         } catch {
+            // An auth error would tell the client its bucket is refused; a closed connection
+            // tells it to come back.
+            if Self.isUnavailable(error) { return unavailable("init", error) }
             logger.error("init failed", metadata: ["error": "\(error)"])
             sendAuthError(channel: channel, code: 500, "Server error")
             return .keepOpen
@@ -313,6 +325,7 @@ final class StreamingSession {
         let outbox = self.outbox
         let inFlight = self.inFlight
         let logger = self.logger
+        let onUnavailable = self.onUnavailable
         let bucketID = authorized.bucket.id
         await inFlight.acquire()
         store.submit(change, clientID: clientID, bucket: authorized.bucket, limits: limits) { result in
@@ -324,6 +337,7 @@ final class StreamingSession {
             case .failure(let error):
                 logger.error("change failed", metadata: ["key": "\(change.id)", "error": "\(error)"])
                 outbox.enqueue(Self.rejectionFrame(change, clientID: clientID, code: ChangeErrorCode.internalError.rawValue, channel: channel))
+                if Self.isUnavailable(error) { onUnavailable() }
             }
             inFlight.release()
         }
@@ -352,7 +366,18 @@ final class StreamingSession {
     }
 
     private func internalFailure(_ command: String, _ error: any Error) -> Verdict {
+        if Self.isUnavailable(error) { return unavailable(command, error) }
         logger.error("\(command) failed", metadata: ["error": "\(error)"])
         return .close(reason: "internal error")
+    }
+
+    private func unavailable(_ command: String, _ error: any Error) -> Verdict {
+        logger.warning("\(command): database unavailable; closing the connection", metadata: ["error": "\(error)"])
+        return .unavailable(reason: StreamingEndpoint.unavailableReason)
+    }
+
+    static func isUnavailable(_ error: any Error) -> Bool {
+        if case .databaseUnavailable? = error as? SyncServerError { return true }
+        return false
     }
 }

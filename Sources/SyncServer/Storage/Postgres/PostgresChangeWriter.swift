@@ -1,6 +1,7 @@
 import Foundation
 import JSONDiff
 import Logging
+import NIOConcurrencyHelpers
 import PostgresNIO
 import SyncProtocol
 
@@ -45,15 +46,18 @@ struct PostgresChangeWriter: Sendable {
         }
         var attempt = 1
         while true {
-            var registered: ClosedRange<Int64>?
+            let registered = NIOLockedValueBox<ClosedRange<Int64>?>(nil)
             do {
-                let (verdicts, cvs) = try await client.withConnection { connection in
-                    try await commitOnce(batch, connection: connection) { registered = $0 }
+                let (verdicts, cvs) = try await client.withAvailableConnection("committing changes") { connection in
+                    try await commitOnce(batch, connection: connection) { cvs in registered.withLockedValue { $0 = cvs } }
                 }
                 delivery.committed(batch, verdicts: verdicts, cvs: cvs)
                 return
             } catch {
-                if let registered { delivery.abandon(registered) }
+                // A batch whose COMMIT got no answer may have committed: its changes are then
+                // delivered as another node's, and a client resending one is told it is a
+                // duplicate (dedup by clientid+ccid), which it takes as the acknowledgement.
+                if let cvs = registered.withLockedValue({ $0 }) { delivery.abandon(cvs) }
                 if attempt < Self.maxAttempts, Self.isRetryable(error) {
                     // Another transaction won; nothing of this batch is stored: run it again.
                     attempt += 1
@@ -95,7 +99,7 @@ struct PostgresChangeWriter: Sendable {
     }
 
     private func commitOnce(
-        _ batch: [CommitQueueItem], connection: PostgresConnection, register: (ClosedRange<Int64>) -> Void
+        _ batch: [CommitQueueItem], connection: PostgresConnection, register: @Sendable (ClosedRange<Int64>) -> Void
     ) async throws -> ([Result<ChangeVerdict<StoredChange>, any Error>?], ClosedRange<Int64>?) {
         try await connection.query("BEGIN", logger: logger)
         do {
@@ -126,7 +130,7 @@ struct PostgresChangeWriter: Sendable {
             try await connection.query("COMMIT", logger: logger)
             return (results, cvs)
         } catch {
-            _ = try? await connection.query("ROLLBACK", logger: logger)
+            if !PostgresAvailability.isUnavailable(error) { _ = try? await connection.query("ROLLBACK", logger: logger) }
             throw error
         }
     }

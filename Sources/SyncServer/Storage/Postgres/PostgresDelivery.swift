@@ -48,6 +48,9 @@ final class PostgresDelivery: Sendable {
     private let events: AsyncStream<Event>
     private let eventSink: AsyncStream<Event>.Continuation
     private let pending = NIOLockedValueBox<[ClosedRange<Int64>]>([])
+    /// Whether a poll is queued: polls while the database is down (each waiting for a
+    /// connection) must not pile up in the event stream.
+    private let pollQueued = NIOLockedValueBox(false)
     private let foreign = NIOLockedValueBox<(@Sendable (Int64, StoredChange) -> Void)?>(nil)
 
     init(client: PostgresClient, lastDelivered: Int64, logger: Logger) {
@@ -87,7 +90,11 @@ final class PostgresDelivery: Sendable {
 
     /// Looks for committed changes not delivered yet (missed notifications).
     func poll() {
-        eventSink.yield(.poll)
+        let queue = pollQueued.withLockedValue { queued in
+            defer { queued = true }
+            return !queued
+        }
+        if queue { eventSink.yield(.poll) }
     }
 
     /// Runs `perform` on one snapshot and its returned delivery in line with broadcasts:
@@ -115,8 +122,9 @@ final class PostgresDelivery: Sendable {
             case .notified(let cv):
                 _ = await advance(to: cv, state: &state)
             case .poll:
+                pollQueued.withLockedValue { $0 = false }
                 do {
-                    let cv = try await PostgresServerStore.lastChangeVersion(client)
+                    let cv = try await PostgresServerStore.lastChangeVersion(client, logger: logger)
                     _ = await advance(to: cv, state: &state)
                 } catch {
                     logger.debug("poll failed", metadata: ["error": "\(error)"])
@@ -158,16 +166,18 @@ final class PostgresDelivery: Sendable {
     private func perform(_ read: Read, state: inout State) async {
         let logger = self.logger
         do {
-            let (snapshotCV, deliver) = try await client.withConnection { connection in
+            let perform = read.perform
+            let (snapshotCV, deliver) = try await client.withAvailableConnection("reading") { connection in
                 try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
                 do {
                     let cv = try await PostgresRows.one(
                         connection.query("SELECT last_cv FROM server_state WHERE id = 1", logger: logger), as: Int64.self) ?? 0
-                    let deliver = try await read.perform(connection, logger)
+                    let deliver = try await perform(connection, logger)
                     try await connection.query("COMMIT", logger: logger)
                     return (cv, deliver)
                 } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    // Never on a dropped connection: postgres-nio leaves that statement unanswered.
+                    if !PostgresAvailability.isUnavailable(error) { _ = try? await connection.query("ROLLBACK", logger: logger) }
                     throw error
                 }
             }
@@ -190,10 +200,10 @@ final class PostgresDelivery: Sendable {
         let publish = foreign.withLockedValue { $0 }
         do {
             while state.lastDelivered < cap {
-                let rows = try await PostgresRows.rows(client.query("""
+                let rows = try await client.rows("""
                     SELECT \(unescaped: PostgresServerStore.changeColumns) FROM changes
                     WHERE cv > \(state.lastDelivered) AND cv <= \(cap) ORDER BY cv LIMIT \(Self.pageSize)
-                    """))
+                    """, "reading other nodes' changes", logger: logger)
                 for row in rows {
                     let (bucketID, change) = try PostgresServerStore.storedChange(from: row)
                     runBarriers(upTo: change.cv - 1, state: &state)

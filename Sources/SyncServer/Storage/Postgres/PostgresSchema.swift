@@ -111,14 +111,16 @@ enum PostgresSchema {
     /// them applied. Returns the versions applied by this call.
     @discardableResult
     static func migrate(_ client: PostgresClient, logger: Logger) async throws -> [Int] {
-        try await client.withConnection { connection in
+        try await client.withAvailableConnection("migrating the schema") { connection in
             try await connection.query("SELECT pg_advisory_lock(\(advisoryLockKey))", logger: logger)
             do {
                 let applied = try await migrateLocked(connection, logger: logger)
                 try await connection.query("SELECT pg_advisory_unlock(\(advisoryLockKey))", logger: logger)
                 return applied
             } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(advisoryLockKey))", logger: logger)
+                if !PostgresAvailability.isUnavailable(error) {
+                    _ = try? await connection.query("SELECT pg_advisory_unlock(\(advisoryLockKey))", logger: logger)
+                }
                 throw error
             }
         }

@@ -30,24 +30,44 @@ public final class PostgresServerStore: Sendable {
     /// How often a node looks for changes it was not notified of (a dropped LISTEN connection).
     static let pollInterval: Duration = .seconds(1)
 
+    /// The pool's default bound on connections to the database, per node.
+    public static let defaultMaximumConnections = 10
+    /// The fewest connections a node works with: LISTEN holds one, the change writer and the
+    /// delivery sequence each need one besides.
+    public static let minimumConnections = 3
+
     /// Connects, migrates the schema (under an advisory lock) and starts following changes.
-    /// - Parameter maximumConnections: the pool's bound (one is kept for LISTEN).
+    /// - Parameters:
+    ///   - maximumConnections: the pool's bound (one is kept for LISTEN; at least 3 are used).
+    ///   - startWait: how long to keep trying while the database does not answer (a node
+    ///     started before its database); past it, or at once for other errors, this throws.
     public static func open(
-        _ location: PostgresLocation, passwordIterations: Int = 200_000, maximumConnections: Int = 10,
-        logger: Logger = Logger(label: "bucketfs.postgres")
+        _ location: PostgresLocation, passwordIterations: Int = 200_000, maximumConnections: Int = defaultMaximumConnections,
+        startWait: Duration = .zero, logger: Logger = Logger(label: "bucketfs.postgres")
     ) async throws -> PostgresServerStore {
-        let client = PostgresClient(configuration: location.clientConfiguration(maximumConnections: max(3, maximumConnections)), backgroundLogger: logger)
+        let client = PostgresClient(
+            configuration: location.clientConfiguration(maximumConnections: max(minimumConnections, maximumConnections)),
+            backgroundLogger: logger)
         let runTask = Task { await client.run() }
-        do {
-            try await PostgresSchema.migrate(client, logger: logger)
-            let lastCV = try await Self.lastChangeVersion(client)
-            return PostgresServerStore(
-                location: location, client: client, runTask: runTask, lastCV: lastCV,
-                passwordIterations: passwordIterations, logger: logger
-            )
-        } catch {
-            runTask.cancel()
-            throw SyncServerError.database("\(location): \(String(reflecting: error))")
+        let deadline = ContinuousClock.now + startWait
+        while true {
+            do {
+                try await PostgresSchema.migrate(client, logger: logger)
+                let lastCV = try await Self.lastChangeVersion(client, logger: logger)
+                return PostgresServerStore(
+                    location: location, client: client, runTask: runTask, lastCV: lastCV,
+                    passwordIterations: passwordIterations, logger: logger
+                )
+            } catch where PostgresAvailability.isUnavailable(error) && ContinuousClock.now < deadline {
+                logger.warning("database does not answer; waiting for it", metadata: [
+                    "database": "\(location)", "error": "\(PostgresAvailability.reason(error))",
+                ])
+                try? await Task.sleep(for: .seconds(1))
+            } catch {
+                runTask.cancel()
+                let waited = startWait > .zero && PostgresAvailability.isUnavailable(error) ? " (waited \(startWait))" : ""
+                throw SyncServerError.database("\(location)\(waited): \(PostgresAvailability.reason(error))")
+            }
         }
     }
 
@@ -109,10 +129,13 @@ public final class PostgresServerStore: Sendable {
     /// LISTENs for other nodes' commits, reconnecting after a dropped connection; every
     /// (re)connection polls, so changes committed while not listening are caught up.
     private static func listen(client: PostgresClient, delivery: PostgresDelivery, logger: Logger) async {
+        // Grows while the database stays away, so a long outage is not a busy loop of warnings.
+        var delay: Duration = .milliseconds(200)
         while !Task.isCancelled {
             do {
                 try await client.withConnection { connection in
                     try await connection.listen(on: notifyChannel) { notifications in
+                        delay = .milliseconds(200)
                         delivery.poll()
                         for try await notification in notifications {
                             if let cv = PostgresNotice.committedCV(notification.payload) {
@@ -123,14 +146,17 @@ public final class PostgresServerStore: Sendable {
                 }
             } catch {
                 if Task.isCancelled { return }
-                logger.warning("LISTEN connection lost; reconnecting", metadata: ["error": "\(error)"])
+                if delay == .milliseconds(200) {
+                    logger.warning("LISTEN connection lost; reconnecting", metadata: ["error": "\(PostgresAvailability.reason(error))"])
+                }
             }
-            try? await Task.sleep(for: .milliseconds(200))
+            try? await Task.sleep(for: delay)
+            delay = min(delay * 2, .seconds(2))
         }
     }
 
-    static func lastChangeVersion(_ client: PostgresClient) async throws -> Int64 {
-        try await PostgresRows.one(client.query("SELECT last_cv FROM server_state WHERE id = 1"), as: Int64.self) ?? 0
+    static func lastChangeVersion(_ client: PostgresClient, logger: Logger) async throws -> Int64 {
+        try await client.one("SELECT last_cv FROM server_state WHERE id = 1", as: Int64.self, "reading the last cv", logger: logger) ?? 0
     }
 
     func enqueue(_ item: CommitQueueItem) {
@@ -166,7 +192,7 @@ extension PostgresServerStore: ServerAccounts {
         let (hashed, token, publicID) = (account.hashed, account.token, account.publicID)
         let now = Date().timeIntervalSince1970
         let tokenHash = Data(TokenGenerator.digest(token))
-        let created = try await PostgresRows.one(client.query("""
+        let created = try await client.one("""
             WITH new_user AS (
                 INSERT INTO users (username, public_id, password_hash, password_salt, password_iterations, created_at)
                 VALUES (\(username), \(publicID), \(Data(hashed.hash)), \(Data(hashed.salt)), \(hashed.iterations), \(now))
@@ -174,15 +200,15 @@ extension PostgresServerStore: ServerAccounts {
                 RETURNING id
             )
             INSERT INTO tokens (token_hash, user_id, created_at) SELECT \(tokenHash), id, \(now) FROM new_user RETURNING user_id
-            """), as: Int64.self)
+            """, as: Int64.self, "creating a user", logger: logger)
         guard created != nil else { throw SyncServerError.userExists(username) }
         return UserCredentials(username: username, accessToken: token, userID: publicID)
     }
 
     public func authorize(username: String, password: String) async throws -> UserCredentials {
-        let rows = try await PostgresRows.rows(client.query("""
+        let rows = try await client.rows("""
             SELECT id, public_id, password_hash, password_salt, password_iterations FROM users WHERE username = \(username)
-            """))
+            """, "reading a user", logger: logger)
         let found = try rows.first.map { row in
             let (userID, publicID, hash, salt, iterations) = try row.decode((Int64, String, Data, Data, Int).self)
             return StoredPassword(userID: userID, publicID: publicID, hash: Array(hash), salt: Array(salt), iterations: iterations)
@@ -194,7 +220,7 @@ extension PostgresServerStore: ServerAccounts {
     }
 
     public func issueToken(username: String) async throws -> UserCredentials {
-        let rows = try await PostgresRows.rows(client.query("SELECT id, public_id FROM users WHERE username = \(username)"))
+        let rows = try await client.rows("SELECT id, public_id FROM users WHERE username = \(username)", "reading a user", logger: logger)
         guard let row = rows.first else { throw SyncServerError.unknownUser(username) }
         let (userID, publicID) = try row.decode((Int64, String).self)
         let token = TokenGenerator.generate()
@@ -204,7 +230,9 @@ extension PostgresServerStore: ServerAccounts {
 
     private func insertToken(_ token: String, userID: Int64) async throws {
         let digest = Data(TokenGenerator.digest(token))
-        try await client.query("INSERT INTO tokens (token_hash, user_id, created_at) VALUES (\(digest), \(userID), \(Date().timeIntervalSince1970))")
+        _ = try await client.rows(
+            "INSERT INTO tokens (token_hash, user_id, created_at) VALUES (\(digest), \(userID), \(Date().timeIntervalSince1970))",
+            "storing a token", logger: logger)
     }
 }
 
@@ -213,9 +241,9 @@ extension PostgresServerStore: ServerAccounts {
 extension PostgresServerStore: ServerStorage, GroupCommitting {
     func user(forToken token: String) async throws -> AuthenticatedUser? {
         let digest = Data(TokenGenerator.digest(token))
-        let rows = try await PostgresRows.rows(client.query("""
+        let rows = try await client.rows("""
             SELECT users.id, users.username FROM tokens JOIN users ON users.id = tokens.user_id WHERE tokens.token_hash = \(digest)
-            """))
+            """, "checking a token", logger: logger)
         guard let row = rows.first else { return nil }
         let (id, username) = try row.decode((Int64, String).self)
         return AuthenticatedUser(id: id, username: username)
@@ -227,7 +255,7 @@ extension PostgresServerStore: ServerStorage, GroupCommitting {
         // the winner's commit and does nothing, but its statement's snapshot predates that
         // commit, so its SELECT may not see the row either: a second statement does.
         for _ in 0..<2 {
-            let id = try await PostgresRows.one(client.query("""
+            let id = try await client.one("""
                 WITH inserted AS (
                     INSERT INTO buckets (user_id, name, base_cv, ccid_floor)
                     SELECT \(userID), \(name), last_cv, last_cv FROM server_state WHERE id = 1
@@ -235,7 +263,7 @@ extension PostgresServerStore: ServerStorage, GroupCommitting {
                     RETURNING id
                 )
                 SELECT id FROM inserted UNION ALL SELECT id FROM buckets WHERE user_id = \(userID) AND name = \(name)
-                """), as: Int64.self)
+                """, as: Int64.self, "opening a bucket", logger: logger)
             if let id { return BucketHandle(id: id, userID: userID, name: name) }
         }
         throw SyncServerError.storage("bucket \(name) vanished while opened")
@@ -273,9 +301,9 @@ extension PostgresServerStore: ServerStorage, GroupCommitting {
     }
 
     func entityVersion(bucket: BucketHandle, key: String, version: Int) async throws -> KeptVersion? {
-        let rows = try await PostgresRows.rows(client.query("""
+        let rows = try await client.rows("""
             SELECT data, accepted_at FROM entity_versions WHERE bucket_id = \(bucket.id) AND key = \(key) AND version = \(version)
-            """))
+            """, "reading an entity version", logger: logger)
         guard let row = rows.first else { return nil }
         let (text, acceptedAt) = try row.decode((String, Double?).self)
         return KeptVersion(data: try ServerStore.decodeObject(text, what: "entity \(key).\(version)"), acceptedAt: acceptedAt)

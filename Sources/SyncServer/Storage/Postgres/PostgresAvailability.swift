@@ -1,0 +1,114 @@
+import Logging
+import NIOConcurrencyHelpers
+import PostgresNIO
+// The pool's own errors (its circuit breaker) are not re-exported by PostgresNIO.
+import _ConnectionPoolModule
+
+/// Tells a database that does not answer (stopped, restarting, unreachable, out of connections)
+/// from one that refused a statement, and bounds how long a request waits for a connection.
+///
+/// postgres-nio's pool queues a request while it cannot connect, for up to a minute before its
+/// circuit breaker fails them; a request of this server waits `connectionWait` at most, then
+/// gets `SyncServerError.databaseUnavailable`, which the auth API answers with 503 and the
+/// streaming API by closing the connection (its clients reconnect with backoff).
+enum PostgresAvailability {
+    /// How long a request waits for a pooled connection.
+    static let connectionWait: Duration = .seconds(5)
+
+    /// Whether `error` means the database could not be reached rather than a refused statement.
+    static func isUnavailable(_ error: any Error) -> Bool {
+        switch error {
+        case is ConnectionWaitExpired, is ConnectionPoolError:
+            return true
+        case let error as SyncServerError:
+            if case .databaseUnavailable = error { return true }
+            return false
+        case let error as PostgresTransactionError:
+            return [error.beginError, error.closureError, error.commitError, error.rollbackError]
+                .contains { $0.map(isUnavailable) ?? false }
+        case let error as PSQLError:
+            switch error.code {
+            case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed, .queryCancelled:
+                return true
+            case .server:
+                // Class 08: connection exceptions; 57P01-03: the server shutting down or starting;
+                // 53300: too many connections.
+                let state = error.serverInfo?[.sqlState] ?? ""
+                return state.hasPrefix("08") || ["57P01", "57P02", "57P03", "53300"].contains(state)
+            default:
+                return false
+            }
+        default:
+            return false
+        }
+    }
+
+    /// `error` as `databaseUnavailable` when it is one (naming `what` failed), else unchanged.
+    static func classified(_ error: any Error, _ what: String) -> any Error {
+        if let error = error as? SyncServerError, case .databaseUnavailable = error { return error }
+        guard isUnavailable(error) else { return error }
+        return SyncServerError.databaseUnavailable("\(what): \(reason(error))")
+    }
+
+    /// A short reason for logs and messages.
+    static func reason(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] { return message }
+            if let underlying = error.underlying { return "\(error.code): \(underlying)" }
+            return "\(error.code)"
+        }
+        return "\(error)"
+    }
+
+    struct ConnectionWaitExpired: Error, CustomStringConvertible {
+        var description: String { "no connection within \(PostgresAvailability.connectionWait)" }
+    }
+}
+
+extension PostgresClient {
+    /// Leases a connection for `body`, giving up after `PostgresAvailability.connectionWait`
+    /// without one (the wait bounds only the lease: a statement under way is never abandoned,
+    /// so a commit that went through is never reported as failed for lack of time). Errors
+    /// that mean the database is gone come out as `SyncServerError.databaseUnavailable`.
+    func withAvailableConnection<T: Sendable>(
+        _ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let leased = NIOLockedValueBox(false)
+        do {
+            return try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask {
+                    try await self.withConnection { connection in
+                        leased.withLockedValue { $0 = true }
+                        return try await body(connection)
+                    }
+                }
+                group.addTask {
+                    try await Task.sleep(for: PostgresAvailability.connectionWait)
+                    if leased.withLockedValue({ $0 }) { return nil }
+                    throw PostgresAvailability.ConnectionWaitExpired()
+                }
+                defer { group.cancelAll() }
+                while let next = try await group.next() {
+                    if let value = next { return value }
+                }
+                throw PostgresAvailability.ConnectionWaitExpired()
+            }
+        } catch {
+            throw PostgresAvailability.classified(error, what)
+        }
+    }
+
+    /// Every row of one statement, on a connection leased within the wait.
+    func rows(_ query: PostgresQuery, _ what: String, logger: Logger) async throws -> [PostgresRow] {
+        try await withAvailableConnection(what) { connection in
+            try await PostgresRows.rows(connection.query(query, logger: logger))
+        }
+    }
+
+    /// The first column of the first row of one statement (nil: no row).
+    func one<T: PostgresDecodable & Sendable>(_ query: PostgresQuery, as type: T.Type, _ what: String, logger: Logger) async throws -> T? {
+        try await withAvailableConnection(what) { connection in
+            try await PostgresRows.one(connection.query(query, logger: logger), as: type)
+        }
+    }
+}
