@@ -22,6 +22,16 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "A PostgreSQL database instead of --data: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (default: $BUCKETFS_DATABASE_URL).")
     var database: String?
 
+    @Option(
+        name: .customLong("database-connections"),
+        help: "Most connections this node opens to the --database (one of them listens for other nodes' changes; at least 3).")
+    var databaseConnections: Int = PostgresServerStore.defaultMaximumConnections
+
+    @Option(
+        name: .customLong("database-wait"),
+        help: "Seconds to keep trying at start while the --database does not answer, before giving up.")
+    var databaseWait: Double = 60
+
     @Flag(name: .customLong("migrate-only"), help: "Bring the --database schema up to date, then exit without serving.")
     var migrateOnly = false
 
@@ -66,6 +76,10 @@ struct Serve: AsyncParsableCommand {
         default: break
         }
         if migrateOnly, databaseURL == nil { throw ValidationError("--migrate-only needs --database") }
+        guard (PostgresServerStore.minimumConnections...10_000).contains(databaseConnections) else {
+            throw ValidationError("--database-connections must be between \(PostgresServerStore.minimumConnections) and 10000")
+        }
+        guard databaseWait >= 0, databaseWait <= 86_400 else { throw ValidationError("--database-wait must be between 0 and 86400 seconds") }
         if let databaseURL {
             do { _ = try PostgresLocation(url: databaseURL) } catch { throw ValidationError("\(error)") }
         }
@@ -89,7 +103,9 @@ struct Serve: AsyncParsableCommand {
         logger.info("descriptor limit", metadata: [
             "limit": "\(descriptors)", "connection_cap": "\(DescriptorLimit.connectionCap)",
         ])
-        let store = try await ServerBackend.open(data: data, databaseURL: databaseURL, logger: logger)
+        let store = try await ServerBackend.open(
+            data: data, databaseURL: databaseURL, databaseConnections: databaseConnections,
+            databaseWait: .milliseconds(Int64(databaseWait * 1000)), logger: logger)
         if migrateOnly {
             // Opening migrated the schema.
             FileHandle.standardOutput.write(Data("database \(store.location) is up to date\n".utf8))
