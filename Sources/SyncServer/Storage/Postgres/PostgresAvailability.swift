@@ -14,6 +14,10 @@ import _ConnectionPoolModule
 enum PostgresAvailability {
     /// How long a request waits for a pooled connection.
     static let connectionWait: Duration = .seconds(5)
+    /// How long one use of a leased connection may take before the connection is closed under
+    /// it: postgres-nio can leave a statement unanswered for good when the server drops the
+    /// connection at that instant, which would hold the lease (and the node's change writer).
+    static let statementDeadline: Duration = .seconds(30)
 
     /// Whether `error` means the database could not be reached rather than a refused statement.
     static func isUnavailable(_ error: any Error) -> Bool {
@@ -32,15 +36,25 @@ enum PostgresAvailability {
                 return true
             case .server:
                 // Class 08: connection exceptions; 57P01-03: the server shutting down or starting;
-                // 53300: too many connections.
+                // 53300: too many connections; FATAL or PANIC: the session is over.
                 let state = error.serverInfo?[.sqlState] ?? ""
-                return state.hasPrefix("08") || ["57P01", "57P02", "57P03", "53300"].contains(state)
+                let severity = error.serverInfo?[.severity] ?? ""
+                return state.hasPrefix("08") || ["57P01", "57P02", "57P03", "53300"].contains(state) || ["FATAL", "PANIC"].contains(severity)
             default:
                 return false
             }
         default:
             return false
         }
+    }
+
+    /// Whether a connection that just failed a statement with `error` can take another (a
+    /// ROLLBACK): only after an error the server reported for that statement. A statement sent
+    /// on a connection the server dropped may never be answered by postgres-nio.
+    static func connectionIsUsable(after error: any Error) -> Bool {
+        if isUnavailable(error) { return false }
+        if let error = error as? PSQLError { return error.code == .server }
+        return !(error is PostgresTransactionError)
     }
 
     /// `error` as `databaseUnavailable` when it is one (naming `what` failed), else unchanged.
@@ -73,19 +87,22 @@ extension PostgresClient {
     func withAvailableConnection<T: Sendable>(
         _ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        let leased = NIOLockedValueBox(false)
+        let leased = NIOLockedValueBox<PostgresConnection?>(nil)
         do {
             return try await withThrowingTaskGroup(of: T?.self) { group in
                 group.addTask {
                     try await self.withConnection { connection in
-                        leased.withLockedValue { $0 = true }
+                        leased.withLockedValue { $0 = connection }
                         return try await body(connection)
                     }
                 }
                 group.addTask {
                     try await Task.sleep(for: PostgresAvailability.connectionWait)
-                    if leased.withLockedValue({ $0 }) { return nil }
-                    throw PostgresAvailability.ConnectionWaitExpired()
+                    guard leased.withLockedValue({ $0 }) != nil else { throw PostgresAvailability.ConnectionWaitExpired() }
+                    try await Task.sleep(for: PostgresAvailability.statementDeadline)
+                    // Closing fails what is pending on it, so the body ends and the lease returns.
+                    try? await leased.withLockedValue({ $0 })?.close()
+                    return nil
                 }
                 defer { group.cancelAll() }
                 while let next = try await group.next() {

@@ -130,7 +130,7 @@ struct PostgresChangeWriter: Sendable {
             try await connection.query("COMMIT", logger: logger)
             return (results, cvs)
         } catch {
-            if !PostgresAvailability.isUnavailable(error) { _ = try? await connection.query("ROLLBACK", logger: logger) }
+            if PostgresAvailability.connectionIsUsable(after: error) { _ = try? await connection.query("ROLLBACK", logger: logger) }
             throw error
         }
     }

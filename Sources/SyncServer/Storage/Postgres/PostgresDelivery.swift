@@ -177,7 +177,7 @@ final class PostgresDelivery: Sendable {
                     return (cv, deliver)
                 } catch {
                     // Never on a dropped connection: postgres-nio leaves that statement unanswered.
-                    if !PostgresAvailability.isUnavailable(error) { _ = try? await connection.query("ROLLBACK", logger: logger) }
+                    if PostgresAvailability.connectionIsUsable(after: error) { _ = try? await connection.query("ROLLBACK", logger: logger) }
                     throw error
                 }
             }

@@ -118,7 +118,7 @@ enum PostgresSchema {
                 try await connection.query("SELECT pg_advisory_unlock(\(advisoryLockKey))", logger: logger)
                 return applied
             } catch {
-                if !PostgresAvailability.isUnavailable(error) {
+                if PostgresAvailability.connectionIsUsable(after: error) {
                     _ = try? await connection.query("SELECT pg_advisory_unlock(\(advisoryLockKey))", logger: logger)
                 }
                 throw error
