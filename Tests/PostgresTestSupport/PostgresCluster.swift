@@ -25,6 +25,14 @@ public final class PostgresCluster: Sendable {
         try await shared.value
     }
 
+    /// A cluster of the caller's own, for a test that stops and starts it under running nodes
+    /// (the shared one serves tests running at the same time). `remove()` it when done.
+    public static func started() async throws -> PostgresCluster {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Result { try PostgresCluster() }) }
+        }
+    }
+
     private init() throws {
         binDirectory = try Self.findBinaries()
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-pg-\(UUID().uuidString.prefix(8))").path
@@ -88,15 +96,36 @@ public final class PostgresCluster: Sendable {
 
     /// Stops the cluster at once (a crash, as far as the nodes can tell) and starts it again.
     public func restart(downFor pause: Duration = .zero) async throws {
-        try runAsOwner(binDirectory + "/pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"])
+        try stop(mode: "immediate")
         try await Task.sleep(for: pause)
+        try start()
+    }
+
+    /// `pg_ctl stop -m MODE` (fast: clients are disconnected, what committed is kept).
+    public func stop(mode: String = "fast") throws {
+        try runAsOwner(binDirectory + "/pg_ctl", ["-D", directory + "/data", "-m", mode, "-w", "stop"])
+    }
+
+    public func start() throws {
         try runAsOwner(binDirectory + "/pg_ctl", [
             "-D", directory + "/data", "-l", directory + "/postgres.log", "-w", "-t", "60",
             "-o", "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", "start",
         ])
     }
 
-    private func runAsOwner(_ tool: String, _ arguments: [String]) throws {
+    /// Stops a cluster of `started()` and removes its directory.
+    public func remove() {
+        try? stop(mode: "immediate")
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// A PostgreSQL tool of this cluster's version (pg_dump, psql), run as the cluster's owner.
+    public func runTool(_ name: String, _ arguments: [String]) throws -> String {
+        try runAsOwner(binDirectory + "/" + name, arguments)
+    }
+
+    @discardableResult
+    private func runAsOwner(_ tool: String, _ arguments: [String]) throws -> String {
         if getuid() == 0 {
             try Self.run("/usr/sbin/runuser", ["-u", "postgres", "--", tool] + arguments)
         } else {
@@ -166,7 +195,8 @@ public final class PostgresCluster: Sendable {
         return pid
     }
 
-    private static func freePort() throws -> Int {
+    /// A loopback TCP port nothing listens on (for this process's own servers).
+    public static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw PostgresClusterFailure("socket failed") }
         defer { close(fd) }

@@ -1,0 +1,271 @@
+import Foundation
+import JSONDiff
+import Logging
+import NIOConcurrencyHelpers
+import SyncProtocol
+@testable import SyncServer
+import Testing
+
+/// PostgreSQL stopped, started, or not there yet, under real `bucketfs serve --database`
+/// nodes. Each test runs its own cluster (`PostgresCluster.started()`): stopping the shared
+/// one would fail the tests running beside it.
+@Suite struct PostgresFaultTests {
+    @Test func postgresStoppedAndStartedUnderLoadLosesNoAcknowledgedChange() async throws {
+        let cluster = try await PostgresCluster.started()
+        defer { cluster.remove() }
+        let database = try await cluster.createDatabase()
+        let url = cluster.url(database: database)
+        let token = try await Self.makeUser(cluster, database: database)
+        let logs = try TemporaryDirectory()
+        defer { logs.remove() }
+        for node in ["a", "b"] { try FileManager.default.createDirectory(atPath: logs.path + "/" + node, withIntermediateDirectories: true) }
+        let nodeA = try await ServeBinary(data: logs.path + "/a", database: url)
+        defer { nodeA.stop() }
+        let nodeB = try await ServeBinary(data: logs.path + "/b", database: url)
+        defer { nodeB.stop() }
+
+        // Four writers, two per node, each saving its own entity change after change.
+        let progress = LoadProgress()
+        let writers = (0..<4).map { LoadWriter(name: "w\($0)", port: $0 % 2 == 0 ? nodeA.port : nodeB.port, token: token, progress: progress) }
+        let deadline = ContinuousClock.now + .seconds(150)
+        let results = Task {
+            try await withThrowingTaskGroup(of: LoadWriter.Result.self) { group in
+                for writer in writers { group.addTask { try await writer.run(until: deadline) } }
+                var results: [LoadWriter.Result] = []
+                for try await result in group { results.append(result) }
+                return results
+            }
+        }
+        defer { progress.finish() }
+        try await progress.wait(untilEachOf: writers.map(\.name), hasAcknowledged: 5, before: deadline)
+
+        try cluster.stop(mode: "fast")
+        // While it is down: the auth API answers at once that it cannot, instead of hanging.
+        let asked = ContinuousClock.now
+        let answer = try await Self.authorizeOverHTTP(port: nodeA.port, username: "alice@example.com", password: "secret")
+        #expect(answer.hasPrefix("HTTP/1.1 503"), "auth API while PostgreSQL is down: \(answer)")
+        #expect(answer.contains("Database unavailable"))
+        #expect(ContinuousClock.now - asked < .seconds(20))
+        let acknowledgedBefore = progress.acknowledged
+        try await Task.sleep(for: .seconds(2))
+        try cluster.start()
+        let restarted = progress.acknowledged
+        // Writing goes on after PostgreSQL is back, on both nodes.
+        try await progress.wait(
+            untilEachOf: writers.map(\.name), hasAcknowledged: 5, after: restarted, before: min(deadline, ContinuousClock.now + .seconds(60)))
+        progress.finish()
+        let outcomes = try await results.value
+        #expect(progress.acknowledged.values.reduce(0, +) > acknowledgedBefore.values.reduce(0, +))
+        // The nodes closed the writers' connections (or the writers saw them end) and they came back.
+        #expect(outcomes.contains { $0.reconnects > 0 }, "no writer reconnected: \(outcomes)")
+
+        for outcome in outcomes {
+            let key = "doc-\(outcome.name)"
+            // Every change went in exactly once: one version per change, every field there.
+            let rows = try await cluster.administer(
+                "SELECT ccid || ' ' || end_version FROM changes WHERE key = '\(key)' ORDER BY cv", database: database)
+            let stored = rows.map { $0.split(separator: " ").map(String.init) }
+            let versions = stored.map { $0[1] }
+            #expect(versions == (1...outcome.changes).map(String.init), "\(key): versions \(versions), \(outcome.changes) changes")
+            // Every acknowledged change is stored with the version it was acknowledged with.
+            let byCCID = Dictionary(stored.map { ($0[0], $0[1]) }, uniquingKeysWith: { first, _ in first })
+            for (ccid, version) in outcome.acknowledged {
+                #expect(byCCID[ccid] == String(version), "\(key): acknowledged \(ccid) at \(version), stored \(String(describing: byCCID[ccid]))")
+            }
+            let data = try await cluster.administer("SELECT data FROM entities WHERE key = '\(key)'", database: database)
+            let object = try JSONValue(parsing: Array((data.first ?? "").utf8))
+            for index in 0..<outcome.changes {
+                #expect(object["f\(index)"] == .integer(Int64(index)), "\(key) lacks f\(index)")
+            }
+        }
+        let duplicates = try await cluster.administer(
+            "SELECT key || '.' || end_version FROM changes GROUP BY key, end_version HAVING COUNT(*) > 1", database: database)
+        #expect(duplicates.isEmpty, "versions given twice: \(duplicates)")
+
+        // Both nodes serve the same entities and versions.
+        for port in [nodeA.port, nodeB.port] {
+            let reader = try await TestSocket.connect(port: port, appID: "test-app")
+            _ = try await reader.authorize(token: token, clientID: "reader")
+            let page = try await Self.index(reader)
+            for outcome in outcomes {
+                let entry = page.index.first { $0.id == "doc-\(outcome.name)" }
+                #expect(entry?.version == outcome.changes, "node on \(port): doc-\(outcome.name) at \(String(describing: entry?.version))")
+            }
+            await reader.close()
+        }
+        await cluster.dropDatabase(database)
+    }
+
+    @Test func aNodeStartedWhilePostgresIsDownComesUpOnceItIsBack() async throws {
+        let cluster = try await PostgresCluster.started()
+        defer { cluster.remove() }
+        let database = try await cluster.createDatabase()
+        let token = try await Self.makeUser(cluster, database: database)
+        let logs = try TemporaryDirectory()
+        defer { logs.remove() }
+        try cluster.stop(mode: "fast")
+        let url = cluster.url(database: database)
+        async let starting = ServeBinary(data: logs.path, database: url)
+        try await Task.sleep(for: .seconds(2))
+        try cluster.start()
+        let node = try await starting
+        defer { node.stop() }
+        let socket = try await TestSocket.connect(port: node.port, appID: "test-app")
+        _ = try await socket.authorize(token: token, clientID: "late")
+        let applied = try await create(socket, key: "after", object: ["n": 1])
+        #expect(applied.endVersion == 1)
+        await socket.close()
+    }
+
+    @Test func aNodeGivesUpOnADatabaseThatStaysDownWithAClearMessage() async throws {
+        // Nothing listens on port 1.
+        let started = ContinuousClock.now
+        let logs = try TemporaryDirectory()
+        defer { logs.remove() }
+        let serve = Process()
+        serve.executableURL = URL(fileURLWithPath: ServeBinary.binary)
+        serve.arguments = ["serve", "--database", "postgres://postgres@127.0.0.1:1/nothing", "--database-wait", "1", "--port", "0"]
+        FileManager.default.createFile(atPath: logs.path + "/serve.log", contents: nil)
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: logs.path + "/serve.log"))
+        serve.standardOutput = output
+        serve.standardError = output
+        try serve.run()
+        while serve.isRunning, ContinuousClock.now - started < .seconds(60) { try await Task.sleep(for: .milliseconds(50)) }
+        if serve.isRunning { serve.terminate() }
+        serve.waitUntilExit()
+        #expect(serve.terminationStatus != 0)
+        let log = (try? String(contentsOfFile: logs.path + "/serve.log", encoding: .utf8)) ?? ""
+        #expect(log.contains("Error: database: postgres://postgres@127.0.0.1:1/nothing (waited 1.0 seconds): database unavailable"), "\(log)")
+        #expect(ContinuousClock.now - started < .seconds(30))
+    }
+
+    // MARK: - Helpers
+
+    private static func makeUser(_ cluster: PostgresCluster, database: String) async throws -> String {
+        var logger = Logger(label: "test-postgres")
+        logger.logLevel = .warning
+        let accounts = try await PostgresServerStore.open(
+            cluster.location(database: database), passwordIterations: testPasswordIterations, logger: logger)
+        defer { accounts.close() }
+        return try await accounts.createUser(username: "alice@example.com", password: "secret").accessToken
+    }
+
+    /// One `POST /1/test-app/authorize/` on a plain TCP connection; the whole answer.
+    static func authorizeOverHTTP(port: Int, username: String, password: String) async throws -> String {
+        let body = JSONValue.object(["username": .string(username), "password": .string(password)]).compactRendered()
+        let request = "POST /1/test-app/authorize/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Simperium-API-Key: key\r\n"
+            + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
+        let connection = try await RawTCP.open(port: port)
+        connection.send(Array(request.utf8))
+        guard let answer = await connection.readUntilClosed(within: .seconds(30)) else { throw TestFailure("no answer from the auth API") }
+        return answer
+    }
+
+    static func index(_ socket: TestSocket) async throws -> IndexPage {
+        socket.send("0:i:1:::100")
+        while true {
+            if case .channel(0, .index(let page)) = try await socket.receiveMessage() { return page }
+        }
+    }
+}
+
+/// How many changes each writer saw acknowledged, and whether the load should stop.
+final class LoadProgress: Sendable {
+    private let state = NIOLockedValueBox<(acknowledged: [String: Int], finished: Bool)>(([:], false))
+
+    var acknowledged: [String: Int] { state.withLockedValue { $0.acknowledged } }
+    var isFinished: Bool { state.withLockedValue { $0.finished } }
+
+    func acknowledge(_ writer: String) { state.withLockedValue { $0.acknowledged[writer, default: 0] += 1 } }
+    func finish() { state.withLockedValue { $0.finished = true } }
+
+    /// Waits until each writer has `count` acknowledgements more than in `after`.
+    func wait(untilEachOf writers: [String], hasAcknowledged count: Int, after: [String: Int] = [:], before deadline: ContinuousClock.Instant) async throws {
+        while true {
+            let now = acknowledged
+            if writers.allSatisfy({ now[$0, default: 0] >= after[$0, default: 0] + count }) { return }
+            guard ContinuousClock.now < deadline else { throw TestFailure("writers stalled: \(now), before: \(after)") }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+}
+
+/// A client writing through outages as bucketfs's does: each change sets one more field
+/// `f<n>` on its own entity `doc-<name>`; a change not acknowledged (connection gone, 500) is
+/// sent again, with the same ccid, after a reconnect with backoff; 409 (a duplicate) says
+/// an earlier send of it was committed though its acknowledgement was lost.
+struct LoadWriter: Sendable {
+    struct Result: Sendable, CustomStringConvertible {
+        var name: String
+        /// Changes committed: f0..<changes.
+        var changes: Int
+        /// ccid -> the version its acknowledgement gave.
+        var acknowledged: [String: Int]
+        var reconnects: Int
+
+        var description: String { "\(name): \(changes) changes, \(acknowledged.count) acknowledged, \(reconnects) reconnects" }
+    }
+
+    let name: String
+    let port: Int
+    let token: String
+    let progress: LoadProgress
+
+    func run(until deadline: ContinuousClock.Instant) async throws -> Result {
+        var result = Result(name: name, changes: 0, acknowledged: [:], reconnects: 0)
+        var socket: TestSocket?
+        var backoff: Duration = .milliseconds(100)
+        var ccid = newCCID()
+        let key = "doc-\(name)"
+        defer { if let open = socket { Task { await open.close() } } }
+        while !progress.isFinished {
+            guard ContinuousClock.now < deadline else { throw TestFailure("\(result) at the deadline") }
+            do {
+                if socket == nil {
+                    let fresh = try await TestSocket.connect(port: port, appID: "test-app")
+                    socket = fresh
+                    _ = try await fresh.authorize(token: token, clientID: name)
+                }
+                guard let socket else { continue }
+                let index = result.changes
+                let diff = JSONDiffing.encode(JSONDiffing.diff(from: [:], to: ["f\(index)": .integer(Int64(index))])).compactRendered()
+                socket.send(changeFrame(key: key, diff: diff, sv: index == 0 ? nil : index, ccid: ccid))
+                var answered = false
+                while !answered {
+                    for change in try changes(try await socket.receiveMessage(timeout: .seconds(20))) {
+                        switch change {
+                        case .applied(let applied) where applied.ccids.contains(ccid):
+                            result.acknowledged[ccid] = applied.endVersion
+                            progress.acknowledge(name)
+                            answered = true
+                        case .rejected(let rejection) where rejection.ccids.contains(ccid):
+                            switch rejection.code {
+                            case ChangeErrorCode.duplicate.rawValue: answered = true
+                            case ChangeErrorCode.internalError.rawValue: throw TestFailure("500 for \(ccid)")
+                            default: throw FatalRefusal(description: "\(key): change \(index) refused with \(rejection.code)")
+                            }
+                        default:
+                            continue // another writer's change
+                        }
+                    }
+                }
+                result.changes += 1
+                ccid = newCCID()
+                backoff = .milliseconds(100)
+                try await Task.sleep(for: .milliseconds(10))
+            } catch let refusal as FatalRefusal {
+                throw refusal
+            } catch {
+                // Not acknowledged: reconnect after a while and send it again.
+                if let socket { await socket.close() }
+                socket = nil
+                result.reconnects += 1
+                try await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(1))
+            }
+        }
+        return result
+    }
+
+    private struct FatalRefusal: Error, CustomStringConvertible { var description: String }
+}
