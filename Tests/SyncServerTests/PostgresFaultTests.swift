@@ -2,6 +2,7 @@ import Foundation
 import JSONDiff
 import Logging
 import NIOConcurrencyHelpers
+import PostgresTestSupport
 import SyncProtocol
 @testable import SyncServer
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import JSONDiff
+import PostgresTestSupport
 import SyncProtocol
 @testable import SyncServer
 import Testing
