@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "DiffMatchPatch", targets: ["DiffMatchPatch"]),
         .library(name: "JSONDiff", targets: ["JSONDiff"]),
         .library(name: "SyncProtocol", targets: ["SyncProtocol"]),
+        .library(name: "TelepatProtocol", targets: ["TelepatProtocol"]),
         .library(name: "SyncServer", targets: ["SyncServer"]),
         .library(name: "SyncStore", targets: ["SyncStore"]),
         .library(name: "SyncClient", targets: ["SyncClient"]),
@@ -33,6 +34,7 @@ let package = Package(
         .target(name: "DiffMatchPatch"),
         .target(name: "JSONDiff", dependencies: ["DiffMatchPatch"]),
         .target(name: "SyncProtocol", dependencies: ["JSONDiff"]),
+        .target(name: "TelepatProtocol", dependencies: ["JSONDiff"]),
         .target(
             name: "SyncStore",
             dependencies: ["JSONDiff", .product(name: "GRDB", package: "GRDB.swift")]
@@ -116,6 +118,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        .testTarget(name: "TelepatProtocolTests", dependencies: ["TelepatProtocol", "JSONDiff"]),
         .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "JSONDiff"]),
         .testTarget(
             name: "SyncClientTests",
