@@ -24,6 +24,7 @@ let package = Package(
         fuzzTarget("FuzzJSONDiffApply", ["JSONDiff"]),
         fuzzTarget("FuzzFrame", ["SyncProtocol", "JSONDiff"]),
         fuzzTarget("FuzzChange", ["SyncProtocol", "JSONDiff"]),
+        fuzzTarget("FuzzTelepat", ["TelepatProtocol", "JSONDiff"]),
     ],
     swiftLanguageModes: [.v6]
 )
