@@ -52,6 +52,11 @@ protocol ServerStorage: ServerAccounts {
     /// the server accepted it (nil for versions kept from before it recorded that).
     func entityVersion(bucket: BucketHandle, key: String, version: Int) async throws -> KeptVersion?
 
+    /// The current version and data of `key` (nil data: deleted), or nil when the bucket never
+    /// had it. Read outside any commit: a change submitted after reading it may find a newer
+    /// version (the resolver then rebases it, as for a client's stale `sv`).
+    func entity(bucket: BucketHandle, key: String) async throws -> EntityState?
+
     /// Queues `change` for the next commit and returns at once (see the ordering contract).
     func submit(
         _ change: ChangeRequest, clientID: String, bucket: BucketHandle, limits: ChangeLimits,

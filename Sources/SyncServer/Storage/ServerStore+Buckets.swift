@@ -72,6 +72,15 @@ extension ServerStore {
             data: try Self.decodeObject(row["data"], what: "entity \(key).\(version)"), acceptedAt: row["accepted_at"])
     }
 
+    func entity(bucket: BucketHandle, key: String) async throws -> EntityState? {
+        let row = try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT version, data FROM entities WHERE bucket_id = ? AND key = ?", arguments: [bucket.id, key])
+        }
+        guard let row else { return nil }
+        let text: String? = row["data"]
+        return EntityState(version: row["version"], data: try text.map { try Self.decodeObject($0, what: "entity \(key)") })
+    }
+
     /// Drops all but the newest `keepingLast` changes of a user's bucket from the change log;
     /// clients behind the dropped ones get `cv:?`. Returns how many changes were dropped.
     @discardableResult

@@ -24,6 +24,8 @@ final class SubscriptionHub: Sendable {
     }
 
     private let state = NIOLockedValueBox(State())
+    /// Other front ends (Telepat) that follow every committed change, in the same order.
+    private let observers = NIOLockedValueBox<[@Sendable (Int64, StoredChange) -> Void]>([])
     /// Bytes of broadcasts one channel may hold; past it they are delivered (the channel is
     /// then as it would be without holding).
     private let maxHeldBytes: Int
@@ -70,10 +72,17 @@ final class SubscriptionHub: Sendable {
         }
     }
 
+    /// Hands every change published from now on to `observer`, on the publishing thread (the
+    /// store's delivery sequence), after the streaming channels have it queued.
+    func observe(_ observer: @escaping @Sendable (_ bucketID: Int64, _ change: StoredChange) -> Void) {
+        observers.withLockedValue { $0.append(observer) }
+    }
+
     /// Queues a committed change on every channel following the bucket (or holds it for a
     /// channel holding broadcasts). Called on the store's serial completion queue after the
     /// commit, so channels see changes in cv order.
     func publish(bucketID: Int64, change: StoredChange) {
+        defer { for observer in observers.withLockedValue({ $0 }) { observer(bucketID, change) } }
         let payload = Change.renderPayload([.applied(change.applied)])
         state.withLockedValue { state in
             guard let subscribers = state.buckets[bucketID] else { return }

@@ -309,6 +309,14 @@ extension PostgresServerStore: ServerStorage, GroupCommitting {
         return KeptVersion(data: try ServerStore.decodeObject(text, what: "entity \(key).\(version)"), acceptedAt: acceptedAt)
     }
 
+    func entity(bucket: BucketHandle, key: String) async throws -> EntityState? {
+        let rows = try await PostgresRows.rows(client.query(
+            "SELECT version, data FROM entities WHERE bucket_id = \(bucket.id) AND key = \(key)"))
+        guard let row = rows.first else { return nil }
+        let (version, text) = try row.decode((Int, String?).self)
+        return EntityState(version: version, data: try text.map { try ServerStore.decodeObject($0, what: "entity \(key)") })
+    }
+
     func deliverForeignChanges(to publish: @escaping @Sendable (_ bucketID: Int64, _ change: StoredChange) -> Void) {
         delivery.setForeignHandler(publish)
     }
