@@ -42,7 +42,7 @@ let package = Package(
         .target(
             name: "SyncServer",
             dependencies: [
-                "JSONDiff", "SyncProtocol",
+                "JSONDiff", "SyncProtocol", "TelepatProtocol",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),

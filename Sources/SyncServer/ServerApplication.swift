@@ -29,6 +29,15 @@ func buildServerApplication(
 
     let endpoint = StreamingEndpoint(configuration: configuration, store: store, hub: hub, logger: logger)
     let webSocketRouter = Router(context: ServerRequestContext.self)
+    if let settings = configuration.telepat {
+        let telepat = TelepatFrontEnd(settings: settings, configuration: configuration, store: store, hub: hub, logger: logger)
+        telepat.register(on: router)
+        let socket = TelepatSocket(frontEnd: telepat, pingInterval: configuration.pingInterval, pingTimeout: configuration.pingInterval)
+        webSocketRouter.ws("/socket.io") { _, _ in .upgrade([:]) } onUpgrade: { inbound, outbound, context in
+            context.requestContext.releaseWebSocket()
+            try await socket.run(inbound: inbound, outbound: outbound, context: context)
+        }
+    }
     webSocketRouter.ws("/sock/1/:app_id/websocket") { _, context in
         let appID = context.parameters.get("app_id") ?? ""
         guard configuration.accepts(appID: appID) else {

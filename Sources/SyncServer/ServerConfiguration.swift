@@ -57,6 +57,8 @@ public struct ServerConfiguration: Sendable {
     public var statistics = ServerStatistics()
     /// Called once the server listens, with the bound port (useful with port 0).
     public var onServerRunning: (@Sendable (_ port: Int) async -> Void)?
+    /// The Telepat applications to answer for (`bucketfs serve --telepat FILE`); nil: no Telepat API.
+    public var telepat: TelepatSettings?
     /// Test hook: when it returns a code, the change is answered with that error and not applied.
     public var forcedChangeError: (@Sendable (ChangeRequest) -> Int?)?
 

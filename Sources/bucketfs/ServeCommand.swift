@@ -63,6 +63,11 @@ struct Serve: AsyncParsableCommand {
         help: "Seconds an HTTP request may take from its first byte to its answer, and an HTTP connection may idle.")
     var requestTimeout: Double = 10
 
+    @Option(
+        name: .customLong("telepat"),
+        help: "A JSON file declaring Telepat applications, their contexts and models; the server then also answers the Telepat API (README \"Telepat\").")
+    var telepat: String?
+
     @Option(name: .customLong("shutdown-grace"), help: "Seconds connections get to close after SIGTERM/SIGINT before they are closed hard.")
     var shutdownGrace: Double = 5
 
@@ -136,6 +141,11 @@ struct Serve: AsyncParsableCommand {
         )
         configuration.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
         configuration.shutdownGrace = .milliseconds(Int64(shutdownGrace * 1000))
+        if let telepat {
+            // Device registrations live beside the SQLite database; on PostgreSQL, in memory.
+            let devices = data.map { URL(fileURLWithPath: $0).appendingPathComponent("telepat-devices.json").path }
+            configuration.telepat = try TelepatSettings(file: telepat, devicesPath: databaseURL == nil ? devices : nil)
+        }
         let app = try store.buildApplication(configuration: configuration, logger: logger)
         defer { store.close() }
         try await app.runService()

@@ -1,0 +1,96 @@
+import Foundation
+import JSONDiff
+import Logging
+import NIOConcurrencyHelpers
+import TelepatProtocol
+
+/// Registered devices, the sockets bound to them, and what each device subscribed to.
+final class TelepatDevices: Sendable {
+    /// One subscription of a device: a channel of an application, in one user's bucket.
+    struct Subscription: Hashable, Sendable {
+        var applicationID: String
+        var channel: TelepatChannel
+        var bucket: BucketHandle
+    }
+
+    private struct State {
+        var devices: [String: JSONObject] = [:]
+        var sockets: [String: Outbox] = [:]
+        var subscriptions: [Int64: [String: Set<Subscription>]] = [:]
+    }
+
+    private let state = NIOLockedValueBox(State())
+    private let path: String?
+    private let logger: Logger
+
+    init(path: String?, logger: Logger) {
+        self.path = path
+        self.logger = logger
+        if let path, let data = FileManager.default.contents(atPath: path),
+           let object = (try? JSONValue(parsing: Array(data)))?.objectValue {
+            state.withLockedValue { state in
+                for (id, info) in object { state.devices[id.string] = info.objectValue ?? [:] }
+            }
+        }
+    }
+
+    /// Registers or updates a device: `existing` when it is known (the UDID header or the
+    /// device's own `info.udid`), a new UUID otherwise. Returns the identifier.
+    func register(existing: String?, registration: DeviceRegistration) -> String {
+        let (id, snapshot) = state.withLockedValue { state -> (String, JSONObject) in
+            let known = [existing, registration.udid].compactMap { $0 }.first { state.devices[$0] != nil }
+            let id = known ?? registration.udid ?? UUID().uuidString.lowercased()
+            state.devices[id] = registration.json.objectValue ?? [:]
+            return (id, JSONObject(uniqueKeysWithValues: state.devices.map { (JSONKey($0.key), JSONValue.object($0.value)) }))
+        }
+        persist(snapshot)
+        return id
+    }
+
+    func isRegistered(_ id: String) -> Bool { state.withLockedValue { $0.devices[id] != nil } }
+
+    private func persist(_ snapshot: JSONObject) {
+        guard let path else { return }
+        let temporary = path + ".tmp"
+        do {
+            try Data(JSONValue.object(snapshot).compactRenderedBytes()).write(to: URL(fileURLWithPath: temporary))
+            _ = try FileManager.default.replaceItemAt(URL(fileURLWithPath: path), withItemAt: URL(fileURLWithPath: temporary))
+        } catch {
+            logger.error("cannot save Telepat devices", metadata: ["path": "\(path)", "error": "\(error)"])
+        }
+    }
+
+    /// Binds a socket to a device (a later bind of the same device replaces it).
+    func bind(device: String, outbox: Outbox) {
+        state.withLockedValue { $0.sockets[device] = outbox }
+    }
+
+    func unbind(device: String, outbox: Outbox) {
+        state.withLockedValue { state in
+            if state.sockets[device] === outbox { state.sockets[device] = nil }
+        }
+    }
+
+    func subscribe(device: String, _ subscription: Subscription) {
+        state.withLockedValue { _ = $0.subscriptions[subscription.bucket.id, default: [:]][device, default: []].insert(subscription) }
+    }
+
+    func unsubscribe(device: String, applicationID: String, channel: TelepatChannel) {
+        state.withLockedValue { state in
+            for (bucketID, devices) in state.subscriptions {
+                guard var mine = devices[device] else { continue }
+                mine = mine.filter { !($0.applicationID == applicationID && $0.channel == channel) }
+                state.subscriptions[bucketID]?[device] = mine.isEmpty ? nil : mine
+            }
+        }
+    }
+
+    /// The subscriptions on a bucket, by device, with the device's socket when one is bound.
+    func subscribers(bucketID: Int64) -> [(device: String, outbox: Outbox?, subscriptions: Set<Subscription>)] {
+        state.withLockedValue { state in
+            (state.subscriptions[bucketID] ?? [:]).map { ($0.key, state.sockets[$0.key], $0.value) }
+        }
+    }
+
+    func hasSubscribers(bucketID: Int64) -> Bool { state.withLockedValue { $0.subscriptions[bucketID] != nil } }
+}
