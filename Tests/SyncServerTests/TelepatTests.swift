@@ -1,0 +1,211 @@
+import Foundation
+import JSONDiff
+import SyncProtocol
+@testable import SyncServer
+import Testing
+
+/// The Telepat front end against a real, independent Telepat client (python-socketio 4.6 with
+/// python-engineio 3.14, and requests), checked against what a Simperium client of the same
+/// user sees of the same bucket, both ways (issue 15).
+@Suite(.timeLimit(.minutes(3)))
+struct TelepatTests {
+    static let appID = "tp-app"
+    static let apiKey = "tp-key"
+    static let secret = Array("telepat-test-secret".utf8)
+    static let settings = TelepatSettings(
+        applications: [.init(id: appID, apiKey: apiKey, contexts: [.init(id: "c1", name: "Tasks", models: ["task"])])],
+        jwtSecret: secret
+    )
+
+    static func configure(_ configuration: inout ServerConfiguration) {
+        configuration.telepat = settings
+        // The peer pings every second, so pongs are exercised while the test runs.
+        configuration.pingInterval = .seconds(1)
+        configuration.maxDocumentSize = 4096
+        // The Simperium client only listens at first: its broadcasts must not wait for a command.
+        configuration.broadcastHoldAfterAuth = .zero
+    }
+
+    static var headers: [String: String] {
+        [
+            "Content-Type": "application/json", "X-BLGREQ-APPID": appID,
+            "X-BLGREQ-SIGN": settings.applications[appID]!.sign, "X-BLGREQ-UDID": "TP_EMPTY_UDID",
+        ]
+    }
+
+    /// A peer with a registered device, a logged-in user (`ann`, also a Simperium user) and,
+    /// when `connected`, a bound socket. Returns the peer and the headers of user routes.
+    private func telepatClient(_ server: RunningServer, connected: Bool = true) async throws -> (TelepatPeer, [String: String]) {
+        let peer = try TelepatPeer(port: server.port)
+        let (status, registered) = try await peer.http("POST", "/device/register", headers: Self.headers, body: .object(["info": .object(["os": "linux"])]))
+        #expect(status == 200)
+        let device = try #require(registered["content"]?["identifier"]?.stringValue)
+        let (loginStatus, login) = try await peer.http(
+            "POST", "/user/login-password", headers: Self.headers, body: .object(["username": "ann", "password": "secret-ann"]))
+        #expect(loginStatus == 200)
+        let token = try #require(login["content"]?["token"]?.stringValue)
+        var headers = Self.headers
+        headers["X-BLGREQ-UDID"] = device
+        headers["Authorization"] = "Bearer \(token)"
+        if connected { try await peer.connect(device: device, application: Self.appID) }
+        return (peer, headers)
+    }
+
+    private func objectOf(_ entry: JSONValue?) throws -> JSONObject { try #require(entry?["object"]?.objectValue) }
+
+    @Test(arguments: StoreKind.allCases)
+    func telepatAndSimperiumClientsSeeTheSameObjectsBothWays(store: StoreKind) async throws {
+        try await withServer(store: store, configure: Self.configure) { server in
+            let simperiumToken = try await makeUser(server, "ann")
+            let simperium = try await server.socket()
+            defer { Task { await simperium.close() } }
+            _ = try await simperium.authorize(token: simperiumToken, bucket: "c1.task")
+
+            let (peer, headers) = try await telepatClient(server)
+            defer { Task { await peer.close() } }
+            let channel: JSONValue = .object(["context": "c1", "model": "task"])
+            let (subscribed, initial) = try await peer.http("POST", "/object/subscribe", headers: headers, body: .object(["channel": channel]))
+            #expect(subscribed == 200)
+            #expect(initial["content"] == .array([]))
+
+            // Telepat create: a `new` notification, and a Simperium create of the same object.
+            let (created, _) = try await peer.http("POST", "/object/create", headers: headers, body: .object([
+                "context": "c1", "model": "task", "content": .object(["title": "one", "n": .integer(1)]),
+            ]))
+            #expect(created == 202)
+            let new = try #require(try await peer.nextMessage())
+            let object = try objectOf(new["data"]?["new"]?.arrayValue?.first)
+            let id = try #require(object["id"]?.stringValue)
+            #expect(object["title"] == "one" && object["type"] == "task" && object["context_id"] == "c1")
+            let simperiumCreate = try appliedChange(try await simperium.receiveMessage())
+            #expect(simperiumCreate.id == id && simperiumCreate.sourceVersion == nil && simperiumCreate.endVersion == 1)
+            #expect(try JSONDiffing.apply(try #require(simperiumCreate.diff), to: [:]) == object)
+
+            // Telepat update: `updated` replace patches, and a Simperium change with a new version.
+            let (updated, _) = try await peer.http("POST", "/object/update", headers: headers, body: .object([
+                "context": "c1", "model": "task", "id": .string(id), "patches": .array([
+                    .object(["op": "replace", "path": .string("task/\(id)/title"), "value": "two"]),
+                    .object(["op": "increment", "path": .string("task/\(id)/n"), "value": .integer(2)]),
+                ]),
+            ]))
+            #expect(updated == 202)
+            let patches = try #require(try await peer.nextMessage()?["data"]?["updated"]?.arrayValue).compactMap { $0["patch"] }
+            #expect(patches.contains(.object(["op": "replace", "path": .string("task/\(id)/title"), "value": "two"])))
+            #expect(patches.contains(.object(["op": "replace", "path": .string("task/\(id)/n"), "value": .integer(3)])))
+            let simperiumUpdate = try appliedChange(try await simperium.receiveMessage())
+            #expect(simperiumUpdate.id == id && simperiumUpdate.sourceVersion == 1 && simperiumUpdate.endVersion == 2)
+            let afterUpdate = try JSONDiffing.apply(try #require(simperiumUpdate.diff), to: object)
+            #expect(afterUpdate["title"] == "two" && afterUpdate["n"] == .integer(3))
+
+            // Simperium change: a Telepat `updated` replace patch.
+            let diff = JSONDiffing.encode(JSONDiffing.diff(from: afterUpdate, to: afterUpdate.merging(["title": "three"]) { $1 })).compactRendered()
+            _ = try appliedChange(try ServerMessage.parse(try await simperium.request(changeFrame(key: id, diff: diff, sv: 2, ccid: newCCID()))))
+            let fromSimperium = try #require(try await peer.nextMessage()?["data"]?["updated"]?.arrayValue)
+            #expect(fromSimperium.compactMap { $0["patch"] } == [.object(["op": "replace", "path": .string("task/\(id)/title"), "value": "three"])])
+
+            // Simperium create: a Telepat `new` object whose id is the key.
+            try await create(simperium, key: "simp1", object: ["title": "from simperium"])
+            let simperiumNew = try objectOf(try await peer.nextMessage()?["data"]?["new"]?.arrayValue?.first)
+            #expect(simperiumNew["id"] == "simp1" && simperiumNew["title"] == "from simperium" && simperiumNew["type"] == "task")
+
+            // Both sides now hold the same objects.
+            let (_, listed) = try await peer.http("POST", "/object/subscribe", headers: headers, body: .object(["channel": channel, "no_subscribe": true]))
+            let telepatObjects = try #require(listed["content"]?.arrayValue).compactMap(\.objectValue)
+            let index = try await simperium.receiveMessage(after: "0:i:1:::100")
+            guard case .channel(0, .index(let page)) = index else { throw TestFailure("expected an index page, got \(index)") }
+            #expect(Set(telepatObjects.compactMap { $0["id"]?.stringValue }) == Set(page.index.map(\.id)))
+            for entry in page.index {
+                let telepat = try #require(telepatObjects.first { $0["id"]?.stringValue == entry.id })
+                for (key, value) in try #require(entry.data) { #expect(telepat[key] == value, "\(entry.id).\(key)") }
+            }
+            let (_, counted) = try await peer.http("POST", "/object/count", headers: headers, body: .object(["channel": channel]))
+            #expect(counted["content"]?["count"] == .integer(2))
+
+            // Telepat delete: a `deleted` notification and a Simperium remove.
+            let (deleted, _) = try await peer.http("DELETE", "/object/delete", headers: headers, body: .object(["context": "c1", "model": "task", "id": .string(id)]))
+            #expect(deleted == 202)
+            let gone = try objectOf(try await peer.nextMessage()?["data"]?["deleted"]?.arrayValue?.first)
+            #expect(gone["id"] == .string(id) && gone["title"] == "three")
+            let simperiumRemove = try appliedChange(try await simperium.receiveMessage())
+            #expect(simperiumRemove.id == id && simperiumRemove.operation == .remove)
+
+            // Simperium remove: a Telepat `deleted` notification.
+            _ = try await simperium.request(#"0:c:{"id":"simp1","o":"-","sv":1,"ccid":"remove-simp1"}"#)
+            let simperiumGone = try objectOf(try await peer.nextMessage()?["data"]?["deleted"]?.arrayValue?.first)
+            #expect(simperiumGone["id"] == "simp1")
+            let (_, none) = try await peer.http("POST", "/object/count", headers: headers, body: .object(["channel": channel]))
+            #expect(none["content"]?["count"] == .integer(0))
+        }
+    }
+
+    @Test func badInputGetsTelepatsErrorShapeAndChangesNothing() async throws {
+        try await withServer(store: .sqlite, configure: Self.configure) { server in
+            let simperiumToken = try await makeUser(server, "ann")
+            let (peer, headers) = try await telepatClient(server)
+            defer { Task { await peer.close() } }
+            let channel: JSONValue = .object(["context": "c1", "model": "task"])
+            _ = try await peer.http("POST", "/object/subscribe", headers: headers, body: .object(["channel": channel]))
+            _ = try await peer.http("POST", "/object/create", headers: headers, body: .object([
+                "context": "c1", "model": "task", "content": .object(["title": "kept"]),
+            ]))
+            let id = try #require(try objectOf(try await peer.nextMessage()?["data"]?["new"]?.arrayValue?.first)["id"]?.stringValue)
+            let user = try #require(try await server.store.user(forToken: simperiumToken))
+            let bucket = try await server.store.openBucket(userID: user.id, name: "c1.task")
+            let before = try await server.store.entity(bucket: bucket, key: id)
+
+            func patch(_ op: String, _ key: String, _ value: JSONValue) -> JSONValue {
+                .object(["context": "c1", "model": "task", "id": .string(id), "patches": .array([
+                    .object(["op": .string(op), "path": .string("task/\(id)/\(key)"), "value": value]),
+                ])])
+            }
+            var wrongSign = headers
+            wrongSign["X-BLGREQ-SIGN"] = String(repeating: "0", count: 64)
+            var wrongApp = headers
+            wrongApp["X-BLGREQ-APPID"] = "other-app"
+            var noToken = headers
+            noToken["Authorization"] = nil
+            let now = Int64(Date().timeIntervalSince1970)
+            var expired = headers
+            expired["Authorization"] = "Bearer " + TelepatToken(username: "ann", userID: user.id, publicID: "x", expires: now - 1)
+                .signed(secret: Self.secret, issuedAt: now - 3601)
+            var forged = headers
+            forged["Authorization"] = "Bearer " + TelepatToken(username: "ann", userID: user.id, publicID: "x", expires: now + 3600)
+                .signed(secret: Array("another-secret".utf8), issuedAt: now)
+            let big = JSONValue.string(String(repeating: "x", count: 8192))
+
+            let cases: [(String, String, [String: String], JSONValue?, Int, String)] = [
+                ("POST", "/object/frobnicate", headers, .object([:]), 404, "002"),
+                ("GET", "/user/nothing", headers, nil, 404, "002"),
+                ("POST", "/object/update", wrongSign, patch("replace", "title", "lost"), 401, "007"),
+                ("POST", "/object/update", wrongApp, patch("replace", "title", "lost"), 401, "006"),
+                ("POST", "/object/update", noToken, patch("replace", "title", "lost"), 401, "013"),
+                ("POST", "/object/update", expired, patch("replace", "title", "lost"), 401, "014"),
+                ("POST", "/object/update", forged, patch("replace", "title", "lost"), 401, "014"),
+                ("POST", "/object/update", headers, patch("set", "title", "lost"), 400, "004"),
+                ("POST", "/object/update", headers, .object(["context": "c1", "model": "task", "id": .string(id), "patches": .array([.object(["op": "replace", "path": "task/title", "value": "lost"])])]), 400, "004"),
+                ("POST", "/object/update", headers, .string("{not json"), 400, "004"),
+                ("POST", "/object/update", headers, patch("increment", "title", .integer(1)), 400, "048"),
+                ("POST", "/object/update", headers, patch("replace", "id", "lost"), 400, "038"),
+                ("POST", "/object/update", headers, patch("replace", "created", .integer(0)), 400, "038"),
+                ("POST", "/object/update", headers, patch("replace", "context_id", "c2"), 400, "038"),
+                ("POST", "/object/update", headers, patch("replace", "title", big), 413, "049"),
+                ("POST", "/object/create", headers, .object(["context": "c1", "model": "task", "content": .object(["title": big])]), 413, "049"),
+                ("POST", "/object/create", headers, .object(["context": "c1", "model": "nope", "content": .object([:])]), 404, "035"),
+                ("POST", "/object/create", headers, .object(["context": "c9", "model": "task", "content": .object([:])]), 404, "033"),
+                ("POST", "/object/update", headers, .object(["context": "c1", "model": "task", "id": "missing", "patches": .array([.object(["op": "replace", "path": "task/missing/title", "value": "x"])])]), 404, "034"),
+                ("DELETE", "/object/delete", headers, .object(["context": "c1", "model": "task", "id": "missing"]), 404, "034"),
+                ("POST", "/user/login-password", Self.headers, .object(["username": "ann", "password": "wrong"]), 401, "023"),
+            ]
+            for (method, path, headers, body, status, code) in cases {
+                let (answered, error) = try await peer.http(method, path, headers: headers, body: body)
+                #expect(answered == status, "\(method) \(path) \(body?.compactRendered() ?? "")")
+                #expect(error["status"] == .integer(Int64(status)) && error["code"] == .string(code), "\(path): \(error)")
+                #expect(error["message"]?.stringValue?.isEmpty == false)
+            }
+            #expect(try await server.store.entity(bucket: bucket, key: id) == before)
+            #expect(try await peer.quiet(seconds: 0.5).isEmpty)
+            let (_, counted) = try await peer.http("POST", "/object/count", headers: headers, body: .object(["channel": channel]))
+            #expect(counted["content"]?["count"] == .integer(1))
+        }
+    }
+}
