@@ -37,24 +37,21 @@ final class TelepatDevices: Sendable {
     /// Registers or updates a device: `existing` when it is known (the UDID header or the
     /// device's own `info.udid`), a new UUID otherwise. Returns the identifier.
     func register(existing: String?, registration: DeviceRegistration) -> String {
-        let (id, snapshot) = state.withLockedValue { state -> (String, JSONObject) in
+        state.withLockedValue { state in
             let known = [existing, registration.udid].compactMap { $0 }.first { state.devices[$0] != nil }
             let id = known ?? registration.udid ?? UUID().uuidString.lowercased()
             state.devices[id] = registration.json.objectValue ?? [:]
-            return (id, JSONObject(uniqueKeysWithValues: state.devices.map { (JSONKey($0.key), JSONValue.object($0.value)) }))
+            // Under the lock, so the file never goes back to an older list (registrations are rare).
+            persist(JSONObject(uniqueKeysWithValues: state.devices.map { (JSONKey($0.key), JSONValue.object($0.value)) }))
+            return id
         }
-        persist(snapshot)
-        return id
     }
-
-    func isRegistered(_ id: String) -> Bool { state.withLockedValue { $0.devices[id] != nil } }
 
     private func persist(_ snapshot: JSONObject) {
         guard let path else { return }
-        let temporary = path + ".tmp"
         do {
-            try Data(JSONValue.object(snapshot).compactRenderedBytes()).write(to: URL(fileURLWithPath: temporary))
-            _ = try FileManager.default.replaceItemAt(URL(fileURLWithPath: path), withItemAt: URL(fileURLWithPath: temporary))
+            // Written whole then renamed: a crash leaves the old list or the new one.
+            try Data(JSONValue.object(snapshot).compactRenderedBytes()).write(to: URL(fileURLWithPath: path), options: .atomic)
         } catch {
             logger.error("cannot save Telepat devices", metadata: ["path": "\(path)", "error": "\(error)"])
         }
