@@ -107,7 +107,7 @@ let package = Package(
         .testTarget(
             name: "SyncServerTests",
             dependencies: [
-                "SyncServer", "SyncProtocol", "JSONDiff", "PostgresTestSupport",
+                "SyncServer", "SyncProtocol", "JSONDiff", "PostgresTestSupport", "TelepatProtocol",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),

@@ -1,7 +1,11 @@
 import Foundation
+import HTTPTypes
+import Hummingbird
 import JSONDiff
+import Logging
 import SyncProtocol
 @testable import SyncServer
+import TelepatProtocol
 import Testing
 
 /// The Telepat front end against a real, independent Telepat client (python-socketio 4.6 with
@@ -207,5 +211,66 @@ struct TelepatTests {
             let (_, counted) = try await peer.http("POST", "/object/count", headers: headers, body: .object(["channel": channel]))
             #expect(counted["content"]?["count"] == .integer(1))
         }
+    }
+
+    /// Swift-side HTTP (the test client of the in-process server), for many requests at once.
+    private func post(_ server: RunningServer, _ path: String, headers: [String: String], body: JSONValue) async throws -> (Int, JSONValue) {
+        var fields = HTTPFields()
+        for (name, value) in headers { fields[HTTPField.Name(name)!] = value }
+        let response = try await server.client.execute(
+            uri: path, method: .post, headers: fields, body: ByteBuffer(bytes: body.compactRenderedBytes()))
+        return (Int(response.status.code), try JSONValue(parsing: Array(response.body.readableBytesView)))
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func concurrentUpdatesOfDifferentKeysAllSurvive(store: StoreKind) async throws {
+        try await withServer(store: store, configure: Self.configure) { server in
+            _ = try await makeUser(server, "ann")
+            let (peer, headers) = try await telepatClient(server, connected: false)
+            await peer.close()
+            let (created, _) = try await post(server, "/object/create", headers: headers, body: .object([
+                "context": "c1", "model": "task", "content": .object(["title": "shared"]),
+            ]))
+            #expect(created == 202)
+            let (_, listed) = try await post(server, "/object/subscribe", headers: headers, body: .object([
+                "channel": .object(["context": "c1", "model": "task"]), "no_subscribe": true,
+            ]))
+            let id = try #require(listed["content"]?.arrayValue?.first?["id"]?.stringValue)
+            // Every update reads the object, then commits against that version: the ones that
+            // lose the race are rebased over the others, so each key keeps its last write.
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for n in 0..<16 {
+                    group.addTask {
+                        try await post(server, "/object/update", headers: headers, body: .object([
+                            "context": "c1", "model": "task", "id": .string(id), "patches": .array([
+                                .object(["op": "replace", "path": .string("task/\(id)/k\(n)"), "value": .integer(Int64(n))]),
+                            ]),
+                        ])).0
+                    }
+                }
+                for try await status in group { #expect(status == 202) }
+            }
+            let (_, after) = try await post(server, "/object/subscribe", headers: headers, body: .object([
+                "channel": .object(["context": "c1", "model": "task", "id": .string(id)]), "no_subscribe": true,
+            ]))
+            let object = try #require(after["content"]?.arrayValue?.first?.objectValue)
+            for n in 0..<16 { #expect(object[JSONKey("k\(n)")] == .integer(Int64(n)), "k\(n)") }
+            #expect(object["title"] == "shared")
+        }
+    }
+
+    @Test func devicesAreKeptAcrossRestarts() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path + "/telepat-devices.json"
+        let logger = Logger(label: "test")
+        let first = TelepatDevices(path: path, logger: logger)
+        let fresh = first.register(existing: nil, registration: DeviceRegistration(info: ["os": "linux"]))
+        let own = first.register(existing: nil, registration: DeviceRegistration(info: ["udid": "phone-1"]))
+        #expect(own == "phone-1")
+        let again = TelepatDevices(path: path, logger: logger)
+        #expect(again.register(existing: fresh, registration: DeviceRegistration(info: ["os": "linux", "version": "2"])) == fresh)
+        #expect(again.register(existing: nil, registration: DeviceRegistration(info: ["udid": "phone-1"])) == "phone-1")
+        #expect(again.register(existing: "unknown", registration: DeviceRegistration(info: [:])) != fresh)
     }
 }
