@@ -277,14 +277,16 @@ final class TelepatFrontEnd: Sendable {
 
     private func subscribe(_ caller: Caller, _ body: [UInt8]) async throws -> TelepatResponse {
         let request = try SubscribeRequest(parsing: body)
-        var objects = try await objects(caller, request.channel)
-        if let offset = request.offset { objects = Array(objects.dropFirst(offset)) }
-        if let limit = request.limit { objects = Array(objects.prefix(limit)) }
         if !request.noSubscribe {
+            // Subscribed before the read: a change committed meanwhile is notified (and may be
+            // in the answer too) rather than lost between the two.
             guard let device = caller.device else { throw TelepatErrorResponse(.deviceIDMissing, "Device id missing") }
             let bucket = try await bucket(caller, context: request.channel.context, model: request.channel.model)
             devices.subscribe(device: device, .init(applicationID: caller.application.id, channel: request.channel, bucket: bucket))
         }
+        var objects = try await objects(caller, request.channel)
+        if let offset = request.offset { objects = Array(objects.dropFirst(offset)) }
+        if let limit = request.limit { objects = Array(objects.prefix(limit)) }
         return TelepatResponse(content: .array(objects.map { .object($0) }))
     }
 
