@@ -273,4 +273,40 @@ struct TelepatTests {
         #expect(again.register(existing: nil, registration: DeviceRegistration(info: ["udid": "phone-1"])) == "phone-1")
         #expect(again.register(existing: "unknown", registration: DeviceRegistration(info: [:])) != fresh)
     }
+
+    @Test func theSocketAnswersPingsBindsDevicesAndClosesSilentOrMalformedPeers() async throws {
+        try await withServer(store: .sqlite, configure: Self.configure) { server in
+            let path = "/socket.io/?EIO=3&transport=websocket"
+            let socket = try await TestSocket.connect(port: server.port, appID: "", path: path)
+            guard case .open(let handshake) = try EngineIOPacket.parse(try await socket.receive()) else {
+                throw TestFailure("expected the Engine.IO open packet first")
+            }
+            #expect(handshake.pingInterval == 1000 && !handshake.sessionID.isEmpty)
+            #expect(try await socket.receive() == "40")
+            #expect(try await socket.request("2") == "3")
+            #expect(try await socket.request("2probe") == "3probe")
+            let refused = try TelepatSocketEvent.parse(frame: try await socket.request(
+                TelepatSocketEvent.bindDevice(deviceID: "d1", applicationID: "other-app").frame))
+            guard case .other("error", let arguments) = refused else { throw TestFailure("expected an error event, got \(refused)") }
+            #expect(arguments.first?["code"] == "006")
+            #expect(try TelepatSocketEvent.parse(frame: try await socket.request(
+                TelepatSocketEvent.bindDevice(deviceID: "d1", applicationID: Self.appID).frame)) == .ready)
+            // A malformed Socket.IO packet is answered with an error packet; the socket stays.
+            #expect(try await socket.request("42{not an event").hasPrefix("44"))
+            #expect(try await socket.request("2") == "3")
+            // Silent past pingInterval + pingTimeout (1 s + 1 s here): closed, not before.
+            try await Task.sleep(for: .milliseconds(700))
+            #expect(await !socket.isEnded)
+            _ = try await socket.waitForClose(timeout: .seconds(10))
+            await socket.close()
+
+            // A packet that is not Engine.IO at all ends the connection.
+            let garbage = try await TestSocket.connect(port: server.port, appID: "", path: path)
+            _ = try await garbage.receive()
+            _ = try await garbage.receive()
+            garbage.send("x")
+            _ = try await garbage.waitForClose(timeout: .seconds(5))
+            await garbage.close()
+        }
+    }
 }

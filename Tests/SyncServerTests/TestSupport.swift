@@ -149,11 +149,13 @@ actor TestSocket {
     /// - Parameter messageLimit: the largest message this client accepts (it closes the
     ///   connection with 1009 past it), as a real client with a limit would.
     static func connect(
-        host: String = "127.0.0.1", port: Int, appID: String, tls: TLSConfiguration? = nil, messageLimit: Int = 1 << 26
+        host: String = "127.0.0.1", port: Int, appID: String, tls: TLSConfiguration? = nil, messageLimit: Int = 1 << 26,
+        path: String? = nil
     ) async throws -> TestSocket {
         let socket = TestSocket()
         let scheme = tls == nil ? "ws" : "wss"
-        await socket.start(url: "\(scheme)://\(host):\(port)/sock/1/\(appID)/websocket", tls: tls, messageLimit: messageLimit)
+        let path = path ?? "/sock/1/\(appID)/websocket"
+        await socket.start(url: "\(scheme)://\(host):\(port)\(path)", tls: tls, messageLimit: messageLimit)
         try await socket.waitUntilConnected()
         return socket
     }
