@@ -309,4 +309,46 @@ struct TelepatTests {
             await garbage.close()
         }
     }
+
+    @Test func theServeCommandKeepsDevicesTokensAndObjectsAcrossARestart() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let settings = directory.path + "/telepat.json"
+        try Data(#"""
+            {"applications": [{"id": "tp-app", "api_key": "tp-key", "contexts": [{"id": "c1", "name": "Tasks", "models": ["task"]}]}],
+             "jwt_secret": "restart-secret"}
+            """#.utf8).write(to: URL(fileURLWithPath: settings))
+        let arguments = ["--telepat", settings]
+        var server = try await ServeBinary(data: directory.path, extraArguments: arguments)
+        defer { server.stop() }
+        var peer = try TelepatPeer(port: server.port)
+        let (registeredUser, _) = try await peer.http("POST", "/user/register-username", headers: Self.headers, body: .object(["username": "bob", "password": "pw-bob-1"]))
+        #expect(registeredUser == 202)
+        let (_, registered) = try await peer.http("POST", "/device/register", headers: Self.headers, body: .object(["info": .object([:])]))
+        let device = try #require(registered["content"]?["identifier"]?.stringValue)
+        let (_, login) = try await peer.http("POST", "/user/login-password", headers: Self.headers, body: .object(["username": "bob", "password": "pw-bob-1"]))
+        var headers = Self.headers
+        headers["X-BLGREQ-UDID"] = device
+        headers["Authorization"] = "Bearer " + (try #require(login["content"]?["token"]?.stringValue))
+        let (created, _) = try await peer.http("POST", "/object/create", headers: headers, body: .object([
+            "context": "c1", "model": "task", "content": .object(["title": "survives"]),
+        ]))
+        #expect(created == 202)
+        await peer.close()
+
+        #expect(await server.signal(SIGTERM, within: .seconds(20)) != nil)
+        server = try await ServeBinary(data: directory.path, extraArguments: arguments)
+        peer = try TelepatPeer(port: server.port)
+        defer { Task { [peer] in await peer.close() } }
+        // The same device is recognised, the token (same secret) still works, the object is there.
+        var again = Self.headers
+        again["X-BLGREQ-UDID"] = device
+        let (_, reregistered) = try await peer.http("POST", "/device/register", headers: again, body: .object(["info": .object(["os": "linux"])]))
+        #expect(reregistered["content"]?["identifier"]?.stringValue == device)
+        let (status, listed) = try await peer.http("POST", "/object/subscribe", headers: headers, body: .object([
+            "channel": .object(["context": "c1", "model": "task"]),
+        ]))
+        #expect(status == 200)
+        #expect(listed["content"]?.arrayValue?.compactMap { $0["title"] } == ["survives"])
+    }
 }
