@@ -51,7 +51,7 @@ def connect(command):
     client.on("ready", lambda data=None: ready.put(True))
     client.connect("http://127.0.0.1:%d" % command["port"], transports=["websocket"])
     client.emit("bind_device", {"device_id": command["device_id"], "application_id": command["application_id"]})
-    ready.get(timeout=command.get("timeout", 10))
+    ready.get(timeout=command.get("timeout", 30))
     return {"ready": True, "sid": client.eio.sid}
 
 

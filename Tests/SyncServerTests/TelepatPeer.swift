@@ -78,7 +78,7 @@ final class TelepatPeer: Sendable {
     }
 
     /// The next `message` event's data, or nil when none comes within `seconds`.
-    func nextMessage(seconds: Int = 10) async throws -> JSONValue? {
+    func nextMessage(seconds: Int = 30) async throws -> JSONValue? {
         let answer = try await send(["op": "next", "timeout": .integer(Int64(seconds))], timeout: .seconds(seconds + 20))
         return answer["message"]
     }
