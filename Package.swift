@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Module plan: ../shared/DESIGN.md ("Layout"). Dependencies point one way:
-// DiffMatchPatch <- JSONDiff <- SyncProtocol <- SyncStore / SyncServer <- SyncClient <- BucketFS <- bucketfs.
+// DiffMatchPatch <- JSONDiff <- SyncProtocol <- SyncStore / SyncServer <- SyncEngine <- SyncClient <- BucketFS <- bucketfs.
 let package = Package(
     name: "bucketfs",
     platforms: [.macOS(.v14)],
@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "TelepatProtocol", targets: ["TelepatProtocol"]),
         .library(name: "SyncServer", targets: ["SyncServer"]),
         .library(name: "SyncStore", targets: ["SyncStore"]),
+        .library(name: "SyncEngine", targets: ["SyncEngine"]),
         .library(name: "SyncClient", targets: ["SyncClient"]),
     ],
     dependencies: [
@@ -60,10 +61,12 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // The seam every sync engine implements for the mount (one engine per protocol).
+        .target(name: "SyncEngine", dependencies: ["SyncStore"]),
         .target(
             name: "SyncClient",
             dependencies: [
-                "JSONDiff", "SyncProtocol", "SyncStore",
+                "JSONDiff", "SyncProtocol", "SyncStore", "SyncEngine",
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -76,7 +79,7 @@ let package = Package(
         .executableTarget(
             name: "bucketfs",
             dependencies: [
-                "JSONDiff", "SyncProtocol", "SyncServer", "SyncStore", "SyncClient", "BucketFS", "DiffMatchPatch",
+                "JSONDiff", "SyncProtocol", "SyncServer", "SyncStore", "SyncEngine", "SyncClient", "BucketFS", "DiffMatchPatch",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -123,7 +126,7 @@ let package = Package(
         .testTarget(
             name: "SyncClientTests",
             dependencies: [
-                "SyncClient", "SyncStore", "SyncServer", "SyncProtocol", "JSONDiff", "PostgresTestSupport",
+                "SyncClient", "SyncEngine", "SyncStore", "SyncServer", "SyncProtocol", "JSONDiff", "PostgresTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),

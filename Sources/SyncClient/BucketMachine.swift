@@ -1,3 +1,4 @@
+import SyncEngine
 import SyncProtocol
 import SyncStore
 

@@ -1,6 +1,7 @@
 import Foundation
 import HummingbirdWSClient
 import Logging
+import SyncEngine
 import SyncProtocol
 import SyncStore
 

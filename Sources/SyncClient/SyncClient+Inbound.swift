@@ -1,6 +1,7 @@
 import Foundation
 import JSONDiff
 import Logging
+import SyncEngine
 import SyncProtocol
 import SyncStore
 

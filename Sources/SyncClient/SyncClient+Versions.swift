@@ -1,9 +1,13 @@
 import Foundation
 import JSONDiff
+import SyncEngine
 import SyncProtocol
 import SyncStore
 
-extension SyncClient {
+extension SyncClient: EntityVersionFetching {
+    /// Simperium keeps versions: `bucketfs history` and the `.history` view fetch them here.
+    public nonisolated var versionHistory: (any EntityVersionFetching)? { self }
+
     /// Asks the server for kept versions of an entity (`e:key.version`, as `bucketfs history`
     /// does) on the bucket's live channel. The replies are history: the store is not changed.
     /// - Throws: `serverUnavailable` when offline, when the bucket is not in sync yet, or when

@@ -1,13 +1,14 @@
 import Foundation
 import JSONDiff
 import Logging
+import SyncEngine
 import SyncProtocol
 import SyncStore
 
 /// The sync engine: one WebSocket, one channel per bucket, the store as the source of truth.
 /// Local saves are durable before they return and are sent when the channel is in sync;
 /// remote changes are applied to the store and published as events. Works fully offline.
-public actor SyncClient {
+public actor SyncClient: SyncEngine {
     let configuration: SyncClientConfiguration
     /// The local store (reads for the file system go straight to it: no actor hop).
     public nonisolated let store: SyncStore
@@ -44,12 +45,6 @@ public actor SyncClient {
     let progressBroadcaster = Broadcaster<SyncProgress>()
     let authFailureBroadcaster = Broadcaster<BucketAuthFailure>()
     let acknowledgementBroadcaster = Broadcaster<ChangeAcknowledgement>(replaysLatest: false)
-
-    /// A channel the server refused to authorize.
-    public struct BucketAuthFailure: Sendable, Hashable {
-        public let bucket: String
-        public let failure: AuthFailure
-    }
 
     /// An open WebSocket: its writer and heartbeat state.
     struct OpenConnection {
@@ -226,16 +221,6 @@ public actor SyncClient {
             else { return false }
         }
         return true
-    }
-
-    /// Waits until `isIdle()` (or the timeout); true if idle.
-    public func waitUntilIdle(timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if isIdle() { return true }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return isIdle()
     }
 
     /// Waits until the server has acknowledged the entity's current local value (the mount

@@ -1,4 +1,4 @@
-import SyncClient
+import SyncEngine
 import SyncStore
 
 /// The mount's side of `bucketfs history`: fetches the versions the server keeps of an entity
@@ -8,7 +8,8 @@ struct HistoryFetcher: Sendable {
     /// How many versions of an entity the server keeps (bucketfs's server: the last 60).
     static let keptVersions = 60
 
-    let client: SyncClient
+    /// The engine's capability of asking the server (Simperium's SyncClient).
+    let client: any EntityVersionFetching
     let store: SyncStore
 
     func handle(_ request: ControlRequest) async -> ControlReply {

@@ -4,6 +4,7 @@ import Foundation
 import JSONDiff
 import Logging
 import SyncClient
+import SyncEngine
 import SyncProtocol
 import SyncStore
 
@@ -27,6 +28,9 @@ struct Mount: AsyncParsableCommand {
 
     @Argument(help: "An existing, empty directory to mount at.")
     var mountpoint: String
+
+    @Option(name: .customLong("protocol"), help: "The sync protocol of --server: simperium or telepat.")
+    var syncProtocol: SyncProtocolName = .simperium
 
     @Option(help: "A remote saved by `bucketfs login NAME` (server, app id and token).")
     var remote: String?
@@ -218,14 +222,25 @@ private struct MountSession {
             }
         }
 
-        let configuration = SyncClientConfiguration(
-            servers: servers, appID: appID, buckets: buckets,
-            clientID: "bucketfs-\(Paths.mountName(for: mountpoint))", token: token)
-        let client = try SyncClient(configuration: configuration, store: store, logger: logger)
-        if let server, server.isNew, buckets.contains("notes") {
-            for (key, note) in SampleNotes.all {
-                _ = try await client.save(bucket: "notes", key: key, value: note)
+        let client: any SyncEngine
+        switch command.syncProtocol {
+        case .simperium:
+            let configuration = SyncClientConfiguration(
+                servers: servers, appID: appID, buckets: buckets,
+                clientID: "bucketfs-\(Paths.mountName(for: mountpoint))", token: token)
+            let simperium = try SyncClient(configuration: configuration, store: store, logger: logger)
+            if let server, server.isNew, buckets.contains("notes") {
+                for (key, note) in SampleNotes.all {
+                    _ = try await simperium.save(bucket: "notes", key: key, value: note)
+                }
             }
+            client = simperium
+        case .telepat:
+            throw CommandError("--protocol telepat is not available yet")
+        }
+        let wantsHistory = command.history || settings?.history == true
+        if wantsHistory, client.versionHistory == nil {
+            throw CommandError("--history needs a protocol that keeps versions (\(command.syncProtocol.rawValue) keeps none)")
         }
         try? Paths.createDirectory(Paths.stateDirectory)
         let record = MountRecord(
@@ -265,8 +280,8 @@ private struct MountSession {
         do {
             var options = MountOptions(handleSignals: true, fuseOptions: fuseOptions, serverAcknowledgement: acknowledgements)
             if let seconds = command.fsyncWaitsForServer { options.acknowledgementTimeout = seconds }
-            if command.history || settings?.history == true {
-                options.history = StoreHistory(fetcher: HistoryFetcher(client: client, store: store), timeout: .seconds(10))
+            if wantsHistory, let versions = client.versionHistory {
+                options.history = StoreHistory(fetcher: HistoryFetcher(client: versions, store: store), timeout: .seconds(10))
             }
             try fileSystem.mount(at: mountpoint, options: options)
         } catch {
@@ -306,9 +321,11 @@ private struct MountSession {
         return { token }
     }
 
-    /// The door for `bucketfs history` (ControlSocket.swift); the mount works without it.
-    private func startControlSocket(client: SyncClient, store: SyncStore) -> ControlServer? {
-        let fetcher = HistoryFetcher(client: client, store: store)
+    /// The door for `bucketfs history` (ControlSocket.swift); the mount works without it, and
+    /// an engine whose protocol keeps no versions opens none.
+    private func startControlSocket(client: any SyncEngine, store: SyncStore) -> ControlServer? {
+        guard let versions = client.versionHistory else { return nil }
+        let fetcher = HistoryFetcher(client: versions, store: store)
         do {
             return try ControlServer(mountpoint: mountpoint) { await fetcher.handle($0) }
         } catch {
@@ -318,7 +335,7 @@ private struct MountSession {
     }
 
     /// Logs connection changes and keeps the mount record (for `bucketfs status`) current.
-    private func reportConnection(_ client: SyncClient, record: MountRecord, acknowledgements: StoreAcknowledgements?) async {
+    private func reportConnection(_ client: any SyncEngine, record: MountRecord, acknowledgements: StoreAcknowledgements?) async {
         var record = record
         for await state in client.connectionStates() {
             switch state {
@@ -348,7 +365,7 @@ private struct MountSession {
     }
 
     /// A refused token is the one failure that needs the user: say what to do, in the log and status.
-    private func reportAuthFailures(_ client: SyncClient, record: MountRecord) async {
+    private func reportAuthFailures(_ client: any SyncEngine, record: MountRecord) async {
         var record = record
         for await failure in client.authFailures() {
             let message = "the server refused access to bucket \(failure.bucket): \(failure.failure); "
@@ -361,7 +378,7 @@ private struct MountSession {
 
     /// A bucket made with mkdir starts syncing; one removed with rmdir (the store has forgotten
     /// it already) stops.
-    private func applyBucketEdits(_ edits: AsyncStream<BucketEdit>, to client: SyncClient, logger: Logger) async {
+    private func applyBucketEdits(_ edits: AsyncStream<BucketEdit>, to client: any SyncEngine, logger: Logger) async {
         for await edit in edits {
             switch edit {
             case .created(let bucket):
@@ -374,7 +391,7 @@ private struct MountSession {
 
     /// Hands the mount's saves to the engine (and to `bucketfs watch`), a batch at a time.
     /// `titled`: the buckets shown as plain text, whose events carry the note's title.
-    private func sendLocalSaves(_ saves: LocalSaveQueue, to client: SyncClient, feed: FeedWriter, store: SyncStore, titled: Set<String>) async {
+    private func sendLocalSaves(_ saves: LocalSaveQueue, to client: any SyncEngine, feed: FeedWriter, store: SyncStore, titled: Set<String>) async {
         var names = EntityNames(store: store)
         await saves.forEachBatch { changes in
             for change in changes {
@@ -406,7 +423,7 @@ private struct MountSession {
     }
 
     /// First-sync progress: a live line on a terminal, a log line per bucket otherwise.
-    private func reportProgress(_ client: SyncClient) async {
+    private func reportProgress(_ client: any SyncEngine) async {
         let bar = ProgressBar(enabled: isatty(STDERR_FILENO) == 1)
         for await progress in client.progress() {
             if progress.isReady {
@@ -439,6 +456,12 @@ enum SampleNotes {
             ("ideas", note("Ideas\n\ngrep -r across every note, rsync them for backups, and watch changes arrive from other machines.\n", tags: ["work", "ideas"])),
         ]
     }
+}
+
+/// The sync protocol a mount speaks: one engine each, behind the SyncEngine seam.
+enum SyncProtocolName: String, ExpressibleByArgument, CaseIterable, Sendable {
+    case simperium
+    case telepat
 }
 
 /// mkdir or rmdir of a bucket at the mount root.

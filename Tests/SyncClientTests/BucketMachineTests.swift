@@ -1,5 +1,6 @@
 import JSONDiff
 import SyncProtocol
+import SyncEngine
 import SyncStore
 import Testing
 @testable import SyncClient

@@ -6,6 +6,7 @@ import PostgresTestSupport
 import SyncStore
 import Testing
 @testable import SyncClient
+import SyncEngine
 
 /// A client given two servers, two nodes on one PostgreSQL database: when the one it is on
 /// stops, it goes on at the other, resumes from its stored change versions and loses nothing.

@@ -1,5 +1,6 @@
 import Foundation
 import JSONDiff
+import SyncEngine
 import SyncStore
 import Testing
 @testable import SyncClient

@@ -1,16 +1,16 @@
 /// Exponential reconnect delay with jitter, so many clients do not reconnect in lockstep.
-struct Backoff: Sendable {
-    let initial: Duration
-    let maximum: Duration
-    private(set) var failures = 0
+public struct Backoff: Sendable {
+    public let initial: Duration
+    public let maximum: Duration
+    public private(set) var failures = 0
 
-    init(initial: Duration, maximum: Duration) {
+    public init(initial: Duration, maximum: Duration) {
         self.initial = initial
         self.maximum = maximum
     }
 
     /// The delay before the next attempt: initial * 2^failures, capped, times a random 0.5-1.0.
-    mutating func nextDelay(using generator: inout some RandomNumberGenerator) -> Duration {
+    public mutating func nextDelay(using generator: inout some RandomNumberGenerator) -> Duration {
         let exponent = min(failures, 30)
         failures += 1
         var delay = initial * (1 << exponent)
@@ -20,5 +20,5 @@ struct Backoff: Sendable {
     }
 
     /// A connection that was authorized and lasted resets the delay.
-    mutating func reset() { failures = 0 }
+    public mutating func reset() { failures = 0 }
 }
