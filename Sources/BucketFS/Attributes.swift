@@ -16,7 +16,7 @@ struct Attributes: Sendable {
         var attributes = Glibc.stat()
         attributes.st_ino = ino_t(node.ino)
         switch node.kind {
-        case .root, .bucket:
+        case .root, .bucket, .group:
             attributes.st_mode = Self.directoryMode
             attributes.st_nlink = 2
         case .file:

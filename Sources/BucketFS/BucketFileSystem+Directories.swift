@@ -9,9 +9,9 @@ extension BucketFileSystem {
     }
 
     private func openDirectory(_ request: FuseRequest, ino: UInt64, info: FileInfo) {
-        // The root and the `.history` view are listed again at each opendir: another client may
-        // have added a bucket, a note or a version.
-        let refresh = ino == InodeTable.rootInode || historyPath(ino) != nil
+        // The root, group directories and the `.history` view are listed again at each opendir:
+        // another client may have added a bucket, a note or a version.
+        let refresh = bucketParent(ino) != nil || historyPath(ino) != nil
         perform(request, inlineIf: !refresh && isLoaded(ino), else: writeQueue) { [self] () throws(FSError) in
             try loadDirectory(ino, refresh: refresh)
             let handle = try state.withLock { state throws(FSError) -> UInt64 in
@@ -116,28 +116,33 @@ extension BucketFileSystem {
         }
     }
 
-    /// mkdir at the root adds a bucket; buckets hold no subdirectories.
+    /// mkdir at the root adds a bucket, in a group directory a bucket of that group
+    /// (`BucketGroups`); buckets hold no subdirectories.
     func mkdir(_ request: FuseRequest, parent: UInt64, name: String) {
-        guard parent == InodeTable.rootInode else { return fail(request, refusal(in: parent, else: .notPermitted)) }
-        guard let bucketName = FileNameCodec.decode(name) else { return fail(request, .invalidArgument) }
+        guard let place = bucketParent(parent) else { return fail(request, refusal(in: parent, else: .notPermitted)) }
+        // A `/` in the name would put the bucket a level deeper than the directory it is made in.
+        guard let leaf = FileNameCodec.decode(name), BucketGroups.group(of: leaf) == nil else {
+            return fail(request, .invalidArgument)
+        }
+        let bucketName = BucketGroups.bucket(group: place.group, leaf: leaf)
         perform(request, on: writeQueue) { [self] () throws(FSError) in
             try loadDirectory(parent)
             if state.withLock({ $0.table.child(of: parent, named: name) }) != nil { throw FSError.exists }
             let bucket = try backend.createBucket(named: bucketName)
             state.withLock { state in
-                state.table.upsert(Self.node(for: bucket))
-                state.touchDirectory(InodeTable.rootInode)
+                state.table.upsert(Self.node(for: bucket, parent: parent))
+                state.touchDirectory(parent)
             }
             request.reply(entry: try rememberedEntry(bucket.id))
         }
     }
 
     func rmdir(_ request: FuseRequest, parent: UInt64, name: String) {
-        guard parent == InodeTable.rootInode else {
+        guard bucketParent(parent) != nil else {
             let missing = state.withLock { $0.table.child(of: parent, named: name) } == nil
             return fail(request, refusal(in: parent, else: missing ? .notFound : .notDirectory))
         }
-        removeBucket(request, name: name, until: .now() + Self.removalConfirmationWait)
+        removeBucket(request, parent: parent, name: name, until: .now() + Self.removalConfirmationWait)
     }
 
     /// How long rmdir of a bucket waits for the server to confirm the removals made in it
@@ -146,25 +151,31 @@ extension BucketFileSystem {
 
     /// On `writeQueue`; while the bucket holds only removals the server has not confirmed, tries
     /// again a little later (the request waits, as on a network file system) until `deadline`.
-    private func removeBucket(_ request: FuseRequest, name: String, until deadline: DispatchTime) {
-        let root = InodeTable.rootInode
+    private func removeBucket(_ request: FuseRequest, parent: UInt64, name: String, until deadline: DispatchTime) {
         writeQueue.async { [self] in
             do throws(FSError) {
-                guard let node = state.withLock({ $0.table.child(of: root, named: name) }) else { throw FSError.notFound }
+                guard let node = state.withLock({ $0.table.child(of: parent, named: name) }) else { throw FSError.notFound }
+                // A group directory exists only while it holds buckets.
+                if case .group = node.kind { throw FSError.notEmpty }
                 guard case .bucket(let bucketName) = node.kind else { throw node.isDirectory ? FSError.readOnly : FSError.notDirectory }
                 try loadDirectory(node.ino)
                 if !state.withLock({ $0.table.childInodes(of: node.ino).isEmpty }) { throw FSError.notEmpty }
                 try backend.removeBucket(named: bucketName)
                 state.withLock { state in
-                    state.table.unlink(parent: root, name: name)
-                    state.touchDirectory(root)
+                    state.table.unlink(parent: parent, name: name)
+                    state.touchDirectory(parent)
+                    if case .group(let group)? = state.table.node(parent)?.kind, state.table.childInodes(of: parent).isEmpty {
+                        // Its last bucket went: the group directory goes with it.
+                        state.table.unlink(parent: InodeTable.rootInode, name: FileNameCodec.encode(group))
+                        state.touchDirectory(InodeTable.rootInode)
+                    }
                 }
                 request.replyOK()
             } catch .busy where DispatchTime.now() < deadline {
                 DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) { [self] in
                     // Unmounted meanwhile: the session that would take the answer is gone.
                     guard session != nil else { return }
-                    removeBucket(request, name: name, until: deadline)
+                    removeBucket(request, parent: parent, name: name, until: deadline)
                 }
             } catch {
                 fail(request, error == .busy ? .notEmpty : error)

@@ -8,8 +8,8 @@ extension BucketFileSystem {
             let child = state.withLock { $0.table.child(of: parent, named: name) }
             guard let child else {
                 if historyPath(parent) != nil { return lookupInHistory(request, parent: parent, name: name) }
-                // A bucket made by another client since the root was listed.
-                if parent == InodeTable.rootInode, FileNameCodec.decode(name) != nil {
+                // A bucket made by another client since the root (or its group) was listed.
+                if bucketParent(parent) != nil, FileNameCodec.decode(name) != nil {
                     perform(request, on: writeQueue) { [self] () throws(FSError) in
                         try loadDirectory(parent, refresh: true)
                         guard let found = state.withLock({ $0.table.child(of: parent, named: name) }) else {

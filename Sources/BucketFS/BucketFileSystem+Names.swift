@@ -7,7 +7,7 @@ extension BucketFileSystem {
         withLoadedDirectory(request, parent) { [self] () throws(FSError) in
             guard let node = state.withLock({ $0.table.child(of: parent, named: name) }) else { throw FSError.notFound }
             switch node.kind {
-            case .root, .bucket:
+            case .root, .bucket, .group:
                 throw FSError.isDirectory
             case .history:
                 throw FSError.readOnly
@@ -62,7 +62,7 @@ extension BucketFileSystem {
                 if existing.ino == source.ino { return request.replyOK() }
             }
             switch source.kind {
-            case .root, .bucket:
+            case .root, .bucket, .group:
                 throw FSError.notPermitted
             case .history:
                 throw FSError.readOnly

@@ -6,8 +6,7 @@ extension BucketFileSystem {
             state.remoteEpoch += 1
             state.closedFiles.remove(change.id)
         }
-        let bucketFileName = FileNameCodec.encode(change.bucket)
-        guard let bucketNode = state.withLock({ $0.table.child(of: InodeTable.rootInode, named: bucketFileName) }),
+        guard let bucketNode = state.withLock({ $0.bucketNode(named: change.bucket) }),
             isLoaded(bucketNode.ino)
         else {
             // Nothing of this bucket is cached here, so there is nothing to invalidate.

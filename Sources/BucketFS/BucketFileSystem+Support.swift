@@ -83,13 +83,31 @@ extension BucketFileSystem {
         FileNameCodec.itemName(forFileName: fileName, extension: backend.fileExtension(bucket: bucket))
     }
 
+    /// Where bucket directories live: the root, or a group directory (`BucketGroups`).
+    enum BucketParent {
+        case root
+        case group(String)
+
+        var group: String? {
+            if case .group(let name) = self { return name }
+            return nil
+        }
+    }
+
+    /// What `directory` is as a place for bucket directories; nil for any other directory.
+    func bucketParent(_ directory: UInt64) -> BucketParent? {
+        if directory == InodeTable.rootInode { return .root }
+        guard case .group(let name)? = state.withLock({ $0.table.node(directory)?.kind }) else { return nil }
+        return .group(name)
+    }
+
     /// The bucket a directory inode stands for (files live only in buckets).
     func bucket(of directory: UInt64) throws(FSError) -> String {
         let node = state.withLock { $0.table.node(directory) }
         guard let node else { throw FSError.notFound }
         switch node.kind {
         case .bucket(let name): return name
-        case .root: throw FSError.notPermitted
+        case .root, .group: throw FSError.notPermitted
         case .file, .symlink: throw FSError.notDirectory
         case .history: throw FSError.readOnly
         }
@@ -107,9 +125,13 @@ extension BucketFileSystem {
         guard let node else { throw FSError.notFound }
         switch node.kind {
         case .root:
-            let listing = try backend.buckets().map(Self.node(for:))
+            let buckets = try backend.buckets()
             let shown = history != nil
-            state.withLock { $0.table.replaceListing(of: directory, with: listing + $0.historyRoot(shown: shown)) }
+            state.withLock { $0.table.replaceListing(of: directory, with: $0.rootListing(buckets) + $0.historyRoot(shown: shown)) }
+        case .group(let group):
+            let listing = try backend.buckets().filter { BucketGroups.group(of: $0.name) == group }
+                .map { Self.node(for: $0, parent: directory) }
+            state.withLock { $0.table.replaceListing(of: directory, with: listing) }
         case .bucket(let name):
             let listing = try adoptingRenamedNames(in: name, try backend.entries(bucket: name))
                 .map { self.node(for: $0, parent: directory) }

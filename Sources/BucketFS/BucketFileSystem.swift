@@ -150,7 +150,7 @@ public final class BucketFileSystem: Sendable {
         try backend.prepareForMount()
         let buckets = try backend.buckets()
         state.withLock { state in
-            let listing = buckets.map(Self.node(for:)) + state.historyRoot(shown: options.history != nil)
+            let listing = state.rootListing(buckets) + state.historyRoot(shown: options.history != nil)
             state.table.replaceListing(of: InodeTable.rootInode, with: listing)
         }
         var arguments = ["bucketfs"]
@@ -346,9 +346,10 @@ public final class BucketFileSystem: Sendable {
         lifecycle.withLock { $0.notifier }?.enqueue(items)
     }
 
-    static func node(for bucket: MountBucket) -> Node {
+    /// A bucket's directory: at the root, or inside its group's (`BucketGroups`).
+    static func node(for bucket: MountBucket, parent: UInt64) -> Node {
         Node(
-            ino: bucket.id, parent: InodeTable.rootInode, fileName: FileNameCodec.encode(bucket.name),
+            ino: bucket.id, parent: parent, fileName: FileNameCodec.encode(BucketGroups.leaf(of: bucket.name)),
             kind: .bucket(name: bucket.name), size: 0, mtime: bucket.ctime, ctime: bucket.ctime)
     }
 

@@ -152,6 +152,8 @@ struct FileSystemState: Sendable {
     var nextSymlinkInode: UInt64 = 1 << 62
     /// Numbers of the `.history` view's nodes, stable for the mount's life.
     var historyInodes = HistoryInodes()
+    /// Numbers of group directories (`BucketGroups`), stable for the mount's life.
+    var groupInodes = GroupInodes()
     /// Numbers the store set aside for files created in memory (`MountBackend.reserveIDs`).
     var reservedIDs: Range<UInt64> = 0..<0
     /// Entity files created in memory that have not reached the store yet (`makeFile`): their

@@ -4,6 +4,8 @@ import Glibc
 enum NodeKind: Hashable, Sendable {
     case root
     case bucket(name: String)
+    /// A directory of buckets named `<name>/...` (`BucketGroups`); its inode lives in memory.
+    case group(name: String)
     case file(bucket: String, item: MountItemName)
     /// Kept in memory only: emacs lock links (`.#name`) describe a live editing session.
     case symlink(bucket: String, name: String, target: String)
@@ -36,7 +38,7 @@ struct Node: Hashable, Sendable {
 
     var isDirectory: Bool {
         switch kind {
-        case .root, .bucket: return true
+        case .root, .bucket, .group: return true
         case .file, .symlink: return false
         case .history(let path): return path.isDirectory
         }
@@ -51,7 +53,7 @@ struct Node: Hashable, Sendable {
 
     var bucketName: String? {
         switch kind {
-        case .root, .history: return nil
+        case .root, .group, .history: return nil
         case .bucket(let name): return name
         case .file(let bucket, _), .symlink(let bucket, _, _): return bucket
         }

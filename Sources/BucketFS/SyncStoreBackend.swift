@@ -42,8 +42,10 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     public func createBucket(named name: String) throws(FSError) -> MountBucket {
-        // Bucket names on the wire: [A-Za-z0-9._%-]{1,64} (DESIGN.md, protocol facts).
-        guard (1...64).contains(name.utf8.count), name.utf8.allSatisfy(Self.isBucketNameByte) else {
+        // Bucket names on the wire: [A-Za-z0-9._%-]{1,64} (DESIGN.md, protocol facts); a
+        // grouped bucket's (`BucketGroups`) group and leaf each.
+        let parts = BucketGroups.parts(of: name)
+        guard parts.allSatisfy({ (1...64).contains($0.utf8.count) && $0.utf8.allSatisfy(Self.isBucketNameByte) }) else {
             throw FSError.invalidArgument
         }
         let bucket = try mapped { () throws(StoreError) in Self.bucket(try store.ensureBucket(name)) }
