@@ -150,6 +150,13 @@ enum Schema {
                 table.column("format", .text).notNull()
             }
         }
+        migrator.registerMigration("v7 engine settings") { db in
+            // What a sync engine keeps of its own across mounts (Telepat's device id).
+            try db.create(table: "engine_setting") { table in
+                table.primaryKey("name", .text)
+                table.column("value", .text).notNull()
+            }
+        }
         return migrator
     }
 
