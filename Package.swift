@@ -71,6 +71,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The Telepat engine (behind the SyncEngine seam, as SyncClient is for Simperium).
+        .target(
+            name: "TelepatClient",
+            dependencies: [
+                "JSONDiff", "TelepatProtocol", "SyncStore", "SyncEngine",
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
         .target(
             name: "BucketFS",
@@ -79,7 +89,8 @@ let package = Package(
         .executableTarget(
             name: "bucketfs",
             dependencies: [
-                "JSONDiff", "SyncProtocol", "SyncServer", "SyncStore", "SyncEngine", "SyncClient", "BucketFS", "DiffMatchPatch",
+                "JSONDiff", "SyncProtocol", "SyncServer", "SyncStore", "SyncEngine", "SyncClient", "TelepatClient", "BucketFS",
+                "DiffMatchPatch",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -133,6 +144,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .testTarget(name: "TelepatClientTests", dependencies: ["TelepatClient", "TelepatProtocol", "SyncStore", "JSONDiff"]),
         .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "SyncStore", "JSONDiff"]),
         // Drives the real `bucketfs` binary; depending on it makes `swift build --build-tests` build it.
         .testTarget(name: "CLITests", dependencies: ["bucketfs"]),

@@ -7,6 +7,7 @@ import SyncClient
 import SyncEngine
 import SyncProtocol
 import SyncStore
+import TelepatClient
 
 /// `bucketfs mount`: buckets as directories, entities as JSON files.
 struct Mount: AsyncParsableCommand {
@@ -29,7 +30,9 @@ struct Mount: AsyncParsableCommand {
     @Argument(help: "An existing, empty directory to mount at.")
     var mountpoint: String
 
-    @Option(name: .customLong("protocol"), help: "The sync protocol of --server: simperium or telepat.")
+    @Option(
+        name: .customLong("protocol"),
+        help: "The sync protocol of --server: simperium, or telepat (--server http(s)://HOST[:PORT] --app-id ID --api-key KEY, --user or --token, --bucket CONTEXT/MODEL).")
     var syncProtocol: SyncProtocolName = .simperium
 
     @Option(help: "A remote saved by `bucketfs login NAME` (server, app id and token).")
@@ -111,6 +114,13 @@ struct Mount: AsyncParsableCommand {
     }
 
     func validate() throws {
+        if syncProtocol == .telepat {
+            guard !server.isEmpty, remote == nil else { throw ValidationError("--protocol telepat needs --server (a saved --remote is Simperium's)") }
+            guard server.count == 1 else { throw ValidationError("--protocol telepat takes one --server") }
+            guard apiKey != nil else { throw ValidationError("--protocol telepat needs --api-key (the application's API key)") }
+            guard server.allSatisfy(AuthEndpoint.isHTTP) else { throw ValidationError("a Telepat --server starts with http:// or https://") }
+            guard authURL == nil else { throw ValidationError("--auth-url is for Simperium; Telepat logs in on --server") }
+        }
         if let fsyncWaitsForServer, !(fsyncWaitsForServer > 0) {
             throw ValidationError("--fsync-waits-for-server takes a number of seconds above 0")
         }
@@ -192,7 +202,12 @@ private struct MountSession {
         } else if !command.server.isEmpty, let app = command.appID {
             server = nil
             (servers, appID) = (command.server, app)
-            token = try await remoteToken(servers: servers, appID: app)
+            // Telepat's engine logs in itself (and again when the server refuses its token).
+            if command.syncProtocol == .simperium {
+                token = try await remoteToken(servers: servers, appID: app)
+            } else {
+                token = { @Sendable in throw CommandError("not a Simperium mount") }
+            }
         } else {
             let started = try await EmbeddedServer.start(dataDirectory: Paths.dataDirectory + "/demo-server", logger: logger)
             server = started
@@ -236,7 +251,7 @@ private struct MountSession {
             }
             client = simperium
         case .telepat:
-            throw CommandError("--protocol telepat is not available yet")
+            client = try telepatEngine(serverURL: servers[0], appID: appID, buckets: buckets, store: store)
         }
         let wantsHistory = command.history || settings?.history == true
         if wantsHistory, client.versionHistory == nil {
@@ -309,6 +324,22 @@ private struct MountSession {
         var stopped = record
         stopped.connection = .init(state: "unmounted", since: Date())
         stopped.save()
+    }
+
+    private func telepatEngine(serverURL: String, appID: String, buckets: [String], store: SyncStore) throws -> TelepatClient {
+        let login: TelepatConfiguration.Login
+        if let token = command.token {
+            login = .token(token)
+        } else if let user = command.user {
+            login = .password(username: user, password: try Credentials.readPassword(prompt: "Password for \(user): "))
+        } else {
+            throw CommandError("--protocol telepat needs --user or --token")
+        }
+        let configuration = TelepatConfiguration(
+            serverURL: serverURL, appID: appID, apiKey: command.apiKey ?? "", login: login, buckets: buckets)
+        do { return try TelepatClient(configuration: configuration, store: store, logger: logger) } catch {
+            throw CommandError("cannot start the Telepat engine: \(error)")
+        }
     }
 
     /// One token for all `servers` (the nodes of one cluster share their accounts).

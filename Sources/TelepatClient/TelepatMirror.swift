@@ -1,0 +1,131 @@
+import JSONDiff
+import SyncStore
+import TelepatProtocol
+
+/// Telepat's objects in the store. Telepat keeps no versions, so the store's versions of a
+/// Telepat bucket are the engine's own count of server states per object: each server state the
+/// engine sees becomes the next version, as a change from the last one (the ghost). Local edits
+/// made meanwhile are rebased over it by the store, so both survive; per key the server's last
+/// write wins, as on Telepat.
+struct TelepatMirror: Sendable {
+    let store: SyncStore
+
+    /// The server's object as it is now (subscribe answer, `new` notification).
+    func apply(object: JSONObject, bucket: String) throws(StoreError) {
+        guard let id = object["id"]?.stringValue else { return }
+        try applyState(key: id, bucket: bucket) { _ in object }
+    }
+
+    /// An `updated` patch: the known object with it applied.
+    func apply(patch: TelepatPatch, bucket: String) throws(StoreError) {
+        try applyState(key: patch.path.id, bucket: bucket) { ghost in
+            // A patch of an object this mount never saw: nothing to patch; a fresh subscribe brings it.
+            guard let ghost else { return nil }
+            var next = ghost
+            switch patch.operation {
+            case .replace: next[JSONKey(patch.path.key)] = patch.value ?? .null
+            case .remove: next[JSONKey(patch.path.key)] = nil
+            case .increment, .append:
+                // What the server made of them arrives whole at the next subscribe; apply what
+                // it can be known to be.
+                guard let applied = try? TelepatObject.applying(
+                    [TelepatPatch(.replace, path: patch.path, value: patch.value)], to: ghost, model: patch.path.model,
+                    id: patch.path.id, now: 0)
+                else { return nil }
+                next = applied
+            }
+            return next
+        }
+    }
+
+    /// The object is gone from the server.
+    func remove(key: String, bucket: String) throws(StoreError) {
+        guard let entity = try store.entity(bucket: bucket, key: key), let version = entity.version else { return }
+        let change = RemoteChange(key: key, operation: .remove, sourceVersion: version, endVersion: version + 1, cv: nil)
+        _ = try store.applyRemote(bucket: bucket, changes: [change])
+    }
+
+    /// A fresh subscribe's answer: every object applied, and every object the store had from the
+    /// server that is not among them removed (it was deleted while this mount was offline).
+    func reconcile(objects: [JSONObject], bucket: String) throws(StoreError) {
+        var present = Set<String>()
+        for object in objects {
+            guard let id = object["id"]?.stringValue else { continue }
+            present.insert(id)
+            try apply(object: object, bucket: bucket)
+        }
+        for item in try store.localIndex(bucket: bucket).index where !present.contains(item.key) {
+            try remove(key: item.key, bucket: bucket)
+        }
+    }
+
+    /// The server took a local change (its 202): the store records it as the entity's next version.
+    func acknowledge(_ change: OutgoingChange) throws(StoreError) {
+        let version = change.sourceVersion ?? 0
+        let operation: RemoteChange.Operation
+        switch change.operation {
+        case .modify(let diff): operation = .modify(diff: diff)
+        case .remove: operation = .remove
+        }
+        let remote = RemoteChange(
+            key: change.key, operation: operation, sourceVersion: change.sourceVersion, endVersion: version + 1, cv: nil,
+            ccids: [change.ccid])
+        _ = try store.applyRemote(bucket: change.bucket, changes: [remote])
+    }
+
+    /// A created object arrived under its server id: it takes the local file's place (the
+    /// local name, acknowledged, goes away; the object shows as `<id>.json`).
+    func adopt(created change: OutgoingChange, object: JSONObject) throws(StoreError) {
+        try acknowledge(change)
+        try apply(object: object, bucket: change.bucket)
+        let removal = RemoteChange(key: change.key, operation: .remove, sourceVersion: 1, endVersion: 2, cv: nil)
+        _ = try store.applyRemote(bucket: change.bucket, changes: [removal])
+    }
+
+    private func applyState(key: String, bucket: String, _ next: (JSONObject?) -> JSONObject?) throws(StoreError) {
+        let entity = try store.entity(bucket: bucket, key: key)
+        let ghost = entity?.version == nil ? nil : entity?.ghost
+        guard let object = next(ghost) else { return }
+        if let ghost, ghost == object { return }
+        let diff = JSONDiffing.encode(JSONDiffing.diff(from: ghost ?? [:], to: object)).objectValue ?? [:]
+        let version = entity?.version
+        let change = RemoteChange(
+            key: key, operation: .modify(diff: diff), sourceVersion: version, endVersion: (version ?? 0) + 1, cv: nil, data: object)
+        _ = try store.applyRemote(bucket: bucket, changes: [change])
+    }
+}
+
+/// What a save asks of the server, decided from the store's change and the entity.
+enum TelepatSave: Equatable {
+    /// `/object/create` of the local file's object.
+    case create(content: JSONObject)
+    /// `/object/update` with these patches (none: nothing changed for the server).
+    case update(id: String, patches: [TelepatPatch])
+    /// `DELETE /object/delete`.
+    case delete(id: String)
+    /// Not sent: kept locally, marked rejected with this reason.
+    case refused(reason: String)
+
+    /// `ghost`: the object as the server has it (empty for one it never had); `value`: the
+    /// local one (nil: removed).
+    static func plan(key: String, model: String, onServer: Bool, ghost: JSONObject, value: JSONObject?) -> TelepatSave {
+        guard let value else { return .delete(id: key) }
+        if !onServer {
+            if let field = TelepatObject.immutableField(in: value.keys.map(\.string)) {
+                return .refused(reason: "a new object cannot set `\(field)`: Telepat assigns it (remove the field and save again)")
+            }
+            return .create(content: value)
+        }
+        let changed = Set(ghost.keys).union(value.keys).filter { ghost[$0] != value[$0] }.map(\.string)
+        if let field = TelepatObject.immutableField(in: changed) {
+            return .refused(reason: "`\(field)` cannot be changed: Telepat's immutable fields are \(TelepatObject.immutableFields.sorted().joined(separator: ", ")); nothing was sent")
+        }
+        return .update(id: key, patches: TelepatObject.patches(from: ghost, to: value, model: model, id: key))
+    }
+
+    /// Whether `object` (from the server) is what a create of `content` made: every field sent
+    /// is there, unchanged.
+    static func created(_ object: JSONObject, matches content: JSONObject) -> Bool {
+        content.allSatisfy { object[$0.key] == $0.value }
+    }
+}

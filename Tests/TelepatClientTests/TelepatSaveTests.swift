@@ -1,0 +1,62 @@
+import JSONDiff
+import Testing
+import TelepatProtocol
+@testable import TelepatClient
+
+/// What a save in a Telepat mount asks of the server.
+@Suite("Telepat saves", .timeLimit(.minutes(1)))
+struct TelepatSaveTests {
+    let object: JSONObject = [
+        "id": "u1", "type": "posts", "context_id": "c1", "application_id": "a1", "created": 1, "modified": 2,
+        "title": "old", "tags": ["x"],
+    ]
+
+    @Test func changedKeysBecomeReplaceAndRemovePatches() {
+        var edited = object
+        edited["title"] = "new"
+        edited["tags"] = nil
+        edited["extra"] = 5
+        let plan = TelepatSave.plan(key: "u1", model: "posts", onServer: true, ghost: object, value: edited)
+        let path = { (key: String) in TelepatPatchPath(model: "posts", id: "u1", key: key) }
+        #expect(plan == .update(id: "u1", patches: [
+            TelepatPatch(.replace, path: path("extra"), value: 5), TelepatPatch(.remove, path: path("tags")),
+            TelepatPatch(.replace, path: path("title"), value: "new"),
+        ]))
+    }
+
+    @Test func anImmutableFieldEditedIsRefusedWithItsName() {
+        for field in ["id", "type", "created", "modified", "application_id", "context_id"] {
+            var edited = object
+            edited[JSONKey(field)] = "changed"
+            guard case .refused(let reason) = TelepatSave.plan(key: "u1", model: "posts", onServer: true, ghost: object, value: edited)
+            else {
+                Issue.record("an edit of \(field) was not refused")
+                continue
+            }
+            #expect(reason.contains("`\(field)`"))
+        }
+        var removed = object
+        removed["created"] = nil
+        #expect({ if case .refused = TelepatSave.plan(key: "u1", model: "posts", onServer: true, ghost: object, value: removed) { true } else { false } }())
+    }
+
+    @Test func aNewFileIsACreateUnlessItSetsAServerField() {
+        let content: JSONObject = ["title": "hello"]
+        #expect(TelepatSave.plan(key: "draft", model: "posts", onServer: false, ghost: [:], value: content) == .create(content: content))
+        guard case .refused = TelepatSave.plan(key: "draft", model: "posts", onServer: false, ghost: [:], value: object) else {
+            Issue.record("a new object carrying an id was not refused")
+            return
+        }
+        #expect(TelepatSave.plan(key: "u1", model: "posts", onServer: true, ghost: object, value: nil) == .delete(id: "u1"))
+        // The server's object for a create holds every field sent, plus its own.
+        #expect(TelepatSave.created(object, matches: ["title": "old", "tags": ["x"]]))
+        #expect(!TelepatSave.created(object, matches: ["title": "other"]))
+    }
+
+    @Test func theSocketURLFollowsTheAPIsScheme() {
+        let plain = TelepatConfiguration(serverURL: "http://h:3000/", appID: "a", apiKey: "k", login: .token("t"), buckets: [])
+        #expect(plain.socketURL == "ws://h:3000/socket.io/?EIO=3&transport=websocket")
+        let secure = TelepatConfiguration(serverURL: "https://h", appID: "a", apiKey: "k", login: .token("t"), buckets: [])
+        #expect(secure.socketURL == "wss://h/socket.io/?EIO=3&transport=websocket")
+    }
+}
