@@ -71,7 +71,7 @@ extension TelepatClient {
                         try await http.call("/object/update", body: request.json, device: device, token: token)
                     }
                 }
-                try mirror.acknowledge(change)
+                if try mirror.acknowledge(change) { flushAgain = true }
             case .delete(let id):
                 let request = DeleteRequest(context: context, model: bucket.model, id: id)
                 do {
@@ -82,7 +82,7 @@ extension TelepatClient {
                     // Gone already (404): what the removal wanted.
                     guard (error as? TelepatCallError)?.status == 404 else { throw error }
                 }
-                try mirror.acknowledge(change)
+                if try mirror.acknowledge(change) { flushAgain = true }
             }
             return true
         } catch let error as TelepatCallError {

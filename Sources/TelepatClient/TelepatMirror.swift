@@ -59,8 +59,10 @@ struct TelepatMirror: Sendable {
         }
     }
 
-    /// The server took a local change (its 202): the store records it as the entity's next version.
-    func acknowledge(_ change: OutgoingChange) throws(StoreError) {
+    /// The server took a local change (its 202): the store records it as the entity's next
+    /// version. True when the store has a next change of it ready (an edit made meanwhile).
+    @discardableResult
+    func acknowledge(_ change: OutgoingChange) throws(StoreError) -> Bool {
         let version = change.sourceVersion ?? 0
         let operation: RemoteChange.Operation
         switch change.operation {
@@ -70,7 +72,7 @@ struct TelepatMirror: Sendable {
         let remote = RemoteChange(
             key: change.key, operation: operation, sourceVersion: change.sourceVersion, endVersion: version + 1, cv: nil,
             ccids: [change.ccid])
-        _ = try store.applyRemote(bucket: change.bucket, changes: [remote])
+        return !(try store.applyRemote(bucket: change.bucket, changes: [remote]).readyToSend.isEmpty)
     }
 
     /// A created object arrived under its server id: it takes the local file's place (the
@@ -87,10 +89,15 @@ struct TelepatMirror: Sendable {
         let ghost = entity?.version == nil ? nil : entity?.ghost
         guard let object = next(ghost) else { return }
         if let ghost, ghost == object { return }
-        let diff = JSONDiffing.encode(JSONDiffing.diff(from: ghost ?? [:], to: object)).objectValue ?? [:]
-        let version = entity?.version
-        let change = RemoteChange(
-            key: key, operation: .modify(diff: diff), sourceVersion: version, endVersion: (version ?? 0) + 1, cv: nil, data: object)
+        let version = (entity?.version ?? 0) + 1
+        if entity != nil {
+            // The whole new state, as a reload brings it: local edits are rebased over it, and an
+            // entity waiting for a reload (a version missed) takes it too (Telepat has no `e`).
+            _ = try store.applyEntity(bucket: bucket, key: key, version: version, data: object)
+            return
+        }
+        let diff = JSONDiffing.encode(JSONDiffing.diff(from: [:], to: object)).objectValue ?? [:]
+        let change = RemoteChange(key: key, operation: .modify(diff: diff), sourceVersion: nil, endVersion: version, cv: nil, data: object)
         _ = try store.applyRemote(bucket: bucket, changes: [change])
     }
 }
