@@ -73,6 +73,21 @@ extension TelepatClient {
             if let name = context["name"]?.stringValue, ids[name] == nil { ids[name] = id }
         }
         contextIDs = ids
+        if configuration.buckets.isEmpty { try mirrorEveryDeclaredModel(contexts) }
+    }
+
+    /// No model named: every model of every context the application declares (a server that
+    /// lists a context's `models`, as bucketfs's does) becomes a bucket.
+    func mirrorEveryDeclaredModel(_ contexts: JSONValue) throws {
+        for context in contexts.arrayValue ?? [] {
+            guard let name = context["name"]?.stringValue ?? context["id"]?.stringValue else { continue }
+            for model in (context["models"]?.arrayValue ?? []).compactMap(\.stringValue) {
+                guard let bucket = TelepatBucket("\(name)/\(model)"), buckets[bucket.name] == nil else { continue }
+                _ = try store.ensureBucket(bucket.name)
+                buckets[bucket.name] = bucket
+            }
+        }
+        if buckets.isEmpty { logger.warning("telepat: the server declares no models: name them with --bucket CONTEXT/MODEL") }
     }
 
     /// Logs in when there is no token, or renews one that expires within the margin.

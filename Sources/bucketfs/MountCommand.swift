@@ -225,7 +225,10 @@ private struct MountSession {
         if buckets.isEmpty { buckets = settings?.buckets ?? [] }
         if buckets.isEmpty { buckets = (try? store.buckets().map(\.name)) ?? [] }
         if buckets.isEmpty && server != nil { buckets = ["notes"] }
-        guard !buckets.isEmpty else { throw CommandError("name the buckets to mount with --bucket NAME") }
+        // A Telepat mount with none named mirrors every model the application declares.
+        guard !buckets.isEmpty || command.syncProtocol == .telepat else {
+            throw CommandError("name the buckets to mount with --bucket NAME")
+        }
         let textViews = try TextViewSettings.resolve(
             buckets: buckets,
             configured: (remoteName.flatMap { config.remotes[$0]?.text } ?? [:]).merging(settings?.text ?? [:]) { $1 },
