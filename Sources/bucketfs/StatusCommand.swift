@@ -128,7 +128,8 @@ struct MountReport: Codable {
                 advice = "the server takes no key with characters other than letters, digits and . _ % @ -: "
                     + "rename the file, e.g. to \(FileNameCodec.plainFileName(forKey: entity.key, extension: fileExtension)) (any other "
                     + "characters are sent escaped)"
-            case 400: advice = "the server refused the change as invalid; edit the file to retry"
+            // Refused by the server, or by the engine before sending (a Telepat immutable field): the reason says which.
+            case 400: advice = "the change was refused as invalid (the reason above says why); edit the file to retry"
             case 401: advice = "the token was refused: mount again with a fresh --token or --user"
             default: advice = "the server refused the change (\(code)); edit the file to retry"
             }
