@@ -1,0 +1,159 @@
+import Foundation
+import Testing
+
+/// Telepat mounts (`--protocol telepat`) against the real `bucketfs serve --telepat`: two
+/// mounts of one user, each with its own store and device, see each other's creates, updates
+/// and deletes; immutable fields are refused locally; offline saves and kill -9 lose nothing.
+@Suite(.serialized, .timeLimit(.minutes(5)))
+struct TelepatMountEndToEndTests {
+    static let appID = "tp-app"
+    static let apiKey = "tp-secret"
+
+    /// `bucketfs serve --telepat` with application `tp-app`, context `Tasks` (id `c1`) holding
+    /// models `task` and `note`, and the user `alice` registered through the API.
+    struct TelepatServer {
+        let process: Background
+        let port: Int
+        let token: String
+        var url: String { "http://127.0.0.1:\(port)" }
+
+        static func start(in sandbox: Sandbox, port: Int = 0, data: String? = nil) throws -> TelepatServer {
+            let data = try data ?? sandbox.directory("server")
+            let settings = sandbox.root + "/telepat.json"
+            try Data("""
+                {"applications": [{"id": "\(appID)", "api_key": "\(apiKey)",
+                  "contexts": [{"id": "c1", "name": "Tasks", "models": ["task", "note"]}]}],
+                 "jwt_secret": "an end-to-end test's fixed secret, 32+ bytes long"}
+                """.utf8).write(to: URL(fileURLWithPath: settings))
+            let process = try sandbox.start(["serve", "--data", data, "--port", "\(port)", "--telepat", settings], log: "server-\(UUID().uuidString.prefix(4)).log")
+            var found: Int?
+            _ = eventually(60) {
+                found = ServerProcess.port(in: process.log)
+                return found != nil || !process.isRunning
+            }
+            guard let found else { throw SandboxError("bucketfs serve --telepat printed no port:\n\(process.logTail)") }
+            let base = "http://127.0.0.1:\(found)"
+            _ = try call(base, "/user/register-username", ["username": "alice", "password": "alice's password"])
+            let login = try call(base, "/user/login-password", ["username": "alice", "password": "alice's password"])
+            guard let content = login["content"] as? [String: Any], let token = content["token"] as? String else {
+                throw SandboxError("login answered no token: \(login)")
+            }
+            return TelepatServer(process: process, port: found, token: token)
+        }
+
+        /// A Telepat API call as any client makes it (plain HTTP, Telepat's headers).
+        static func call(_ base: String, _ path: String, _ body: [String: Any], token: String? = nil) throws -> [String: Any] {
+            let digest = try Command.run(
+                "/usr/bin/env", ["python3", "-c", "import hashlib, sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())", apiKey],
+                timeout: 30)
+            let sign = digest.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            var arguments = [
+                "-s", "-X", "POST", base + path, "-H", "Content-Type: application/json", "-H", "X-BLGREQ-APPID: \(appID)",
+                "-H", "X-BLGREQ-SIGN: \(sign)", "-H", "X-BLGREQ-UDID: TP_EMPTY_UDID",
+                "--data-binary", String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self),
+            ]
+            if let token { arguments += ["-H", "Authorization: Bearer \(token)"] }
+            let answer = try Command.run("/usr/bin/curl", arguments, timeout: 30)
+            return (try? JSONSerialization.jsonObject(with: Data(answer.stdout.utf8)) as? [String: Any]) ?? [:]
+        }
+    }
+
+    func mount(_ sandbox: Sandbox, _ name: String, _ server: TelepatServer, buckets: [String] = ["Tasks/task"]) throws -> MountProcess {
+        var arguments = [
+            "--protocol", "telepat", "--server", server.url, "--app-id", Self.appID, "--api-key", Self.apiKey,
+            "--token", server.token, "--store", sandbox.root + "/\(name).sqlite",
+        ]
+        for bucket in buckets { arguments += ["--bucket", bucket] }
+        return try MountProcess(sandbox, at: name, arguments: arguments)
+    }
+
+    func objects(_ mount: MountProcess) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: mount.path("Tasks/task"))) ?? []).sorted()
+    }
+
+    func object(_ mount: MountProcess, _ file: String) throws -> [String: Any] {
+        let data = try Data(contentsOf: URL(fileURLWithPath: mount.path("Tasks/task/" + file)))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    /// Rewrites an object file with `edit` applied (pretty, sorted: as the mount renders it).
+    func edit(_ mount: MountProcess, _ file: String, _ edit: (inout [String: Any]) -> Void) throws {
+        var value = try object(mount, file)
+        edit(&value)
+        let data = try JSONSerialization.data(withJSONObject: value, options: [.prettyPrinted, .sortedKeys])
+        try Files.write(mount.path("Tasks/task/" + file), String(decoding: data, as: UTF8.self) + "\n")
+    }
+
+    @Test func createsUpdatesDeletesAndRefusedEditsBetweenTwoTelepatMounts() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.close() }
+        let server = try TelepatServer.start(in: sandbox)
+        let a = try mount(sandbox, "a", server)
+        let b = try mount(sandbox, "b", server)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: a.mountPoint) == ["Tasks"])
+
+        // A new file is a create: it comes back as <id>.json, the name given goes away.
+        try Files.write(a.path("Tasks/task/new.json"), "{\"title\": \"buy milk\", \"done\": false}")
+        #expect(eventually(60) { objects(a).count == 1 && !objects(a).contains("new.json") })
+        let file = try #require(objects(a).first)
+        let created = try object(a, file)
+        #expect(created["title"] as? String == "buy milk")
+        #expect(file == "\(created["id"] as? String ?? "?").json")
+        #expect(created["type"] as? String == "task" && created["context_id"] as? String == "c1")
+        #expect(eventually(60) { objects(b) == [file] })
+
+        // An edit in b: replace and remove reach a.
+        try edit(b, file) { value in
+            value["done"] = true
+            value["title"] = nil
+        }
+        #expect(eventually(60) { (try? object(a, file)).map { $0["done"] as? Bool == true && $0["title"] == nil } == true })
+
+        // An immutable field edited in a: refused, nothing sent, the bytes kept, status says why.
+        try edit(a, file) { value in
+            value["created"] = 1
+            value["note"] = "sent with a bad created"
+        }
+        let kept = try Files.read(a.path("Tasks/task/" + file))
+        #expect(eventually(30) {
+            (try? sandbox.bucketfs(["status", a.mountPoint]).stdout.contains("rejected:400: `created` cannot be changed")) == true
+        })
+        #expect(try Files.read(a.path("Tasks/task/" + file)) == kept)
+        Thread.sleep(forTimeInterval: 1)
+        #expect(try object(b, file)["note"] == nil)
+
+        // A delete in b: the object leaves a's directory (a's refused edit of it is kept).
+        try Files.write(b.path("Tasks/task/second.json"), "{\"title\": \"second\"}")
+        #expect(eventually(60) { objects(a).count == 2 })
+        let second = try #require(objects(b).first { $0 != file })
+        try Command.shell("rm Tasks/task/\(second)", in: b.mountPoint)
+        #expect(eventually(60) { objects(a) == [file] })
+    }
+
+    @Test func offlineSavesAndKillNineReachTheServerWhenItIsBack() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.close() }
+        var server = try TelepatServer.start(in: sandbox)
+        let a = try mount(sandbox, "a", server)
+        let b = try mount(sandbox, "b", server)
+        try Files.write(a.path("Tasks/task/first.json"), "{\"title\": \"first\"}")
+        #expect(eventually(60) { objects(b).count == 1 && objects(a).count == 1 && !objects(a).contains("first.json") })
+        let file = try #require(objects(a).first)
+
+        // The server goes away; a edits, creates, and is killed; b removes nothing meanwhile.
+        server.process.signal(SIGTERM)
+        #expect(server.process.waitForExit(timeout: 30))
+        try edit(a, file) { $0["title"] = "edited offline" }
+        try Files.write(a.path("Tasks/task/offline.json"), "{\"title\": \"made offline\"}")
+        a.process.signal(SIGKILL)
+        #expect(a.process.waitForExit(timeout: 30))
+        try a.remount()
+        #expect(try object(a, file)["title"] as? String == "edited offline")
+
+        // Back on the same port and data: a sends both; b sees them (its reconnect subscribes anew).
+        server = try TelepatServer.start(in: sandbox, port: server.port, data: sandbox.root + "/server")
+        #expect(eventually(90) { objects(b).count == 2 })
+        #expect(eventually(60) { (try? object(b, file)["title"] as? String) == "edited offline" })
+        #expect(eventually(60) { !objects(a).contains("offline.json") && objects(a).count == 2 })
+    }
+}
