@@ -58,12 +58,23 @@ extension TelepatClient {
                 logger.error("telepat: not sent, \(change.bucket)/\(change.key): \(reason)")
                 try store.refuse(ccid: change.ccid, code: 400, reason: reason)
             case .create(let content):
-                let request = CreateRequest(context: context, model: bucket.model, content: content)
-                _ = try await authorized { http, device, token in
-                    try await http.call("/object/create", body: request.json, device: device, token: token)
-                }
-                try store.markSent(ccids: [change.ccid])
+                // Waiting before the request goes: its object's `new` notification may come on
+                // the socket before the request's answer does.
                 pendingCreates[change.bucket, default: []].append(PendingCreate(change: change, content: content))
+                let request = CreateRequest(context: context, model: bucket.model, content: content)
+                do {
+                    _ = try await authorized { http, device, token in
+                        try await http.call("/object/create", body: request.json, device: device, token: token)
+                    }
+                } catch {
+                    pendingCreates[change.bucket]?.removeAll { $0.change.ccid == change.ccid }
+                    throw error
+                }
+                // Unless its object came first and took its place, it is sent: a later mount
+                // adopts the object rather than creating it again.
+                if pendingCreates[change.bucket]?.contains(where: { $0.change.ccid == change.ccid }) == true {
+                    try store.markSent(ccids: [change.ccid])
+                }
             case .update(let id, let patches):
                 if !patches.isEmpty {
                     let request = UpdateRequest(context: context, model: bucket.model, id: id, patches: patches)

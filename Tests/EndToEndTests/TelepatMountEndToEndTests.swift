@@ -124,7 +124,8 @@ struct TelepatMountEndToEndTests {
 
         // A delete in b: the object leaves a's directory (a's refused edit of it is kept).
         try Files.write(b.path("Tasks/task/second.json"), "{\"title\": \"second\"}")
-        #expect(eventually(60) { objects(a).count == 2 })
+        // (b's own file has taken its id first: until then, rm would remove the local name.)
+        #expect(eventually(60) { objects(a).count == 2 && objects(b).count == 2 && !objects(b).contains("second.json") })
         let second = try #require(objects(b).first { $0 != file })
         try Command.shell("rm Tasks/task/\(second)", in: b.mountPoint)
         #expect(eventually(60) { objects(a) == [file] })
