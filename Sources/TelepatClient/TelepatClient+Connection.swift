@@ -90,14 +90,13 @@ extension TelepatClient {
         if buckets.isEmpty { logger.warning("telepat: the server declares no models: name them with --bucket CONTEXT/MODEL") }
     }
 
-    /// Logs in when there is no token, or renews one that expires within the margin.
+    /// Logs in when there is no token, or renews one that expires within the margin (a token
+    /// whose expiry cannot be read is used until the server refuses it).
     func ensureToken() async throws {
-        if let token, let expiry = JWTExpiry.of(token),
-            expiry.timeIntervalSinceNow > Double(configuration.tokenRenewalMargin.components.seconds)
-        {
-            return
-        }
         if let current = token {
+            guard let expiry = JWTExpiry.of(current),
+                expiry.timeIntervalSinceNow <= Double(configuration.tokenRenewalMargin.components.seconds)
+            else { return }
             if let renewed = try? await http.call("/user/refresh_token", method: "GET", device: deviceID, token: current)["token"]?.stringValue {
                 token = renewed
                 return
@@ -124,6 +123,7 @@ extension TelepatClient {
 
     /// Runs a call with the token; a 401 logs in again (when the engine can) and tries once more.
     func authorized<T: Sendable>(_ call: (TelepatHTTP, _ device: String?, _ token: String?) async throws -> T) async throws -> T {
+        try await ensureToken()
         do {
             return try await call(http, deviceID, token)
         } catch let error as TelepatCallError where error.status == 401 {

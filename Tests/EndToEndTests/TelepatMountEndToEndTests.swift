@@ -108,6 +108,10 @@ struct TelepatMountEndToEndTests {
             value["title"] = nil
         }
         #expect(eventually(60) { (try? object(a, file)).map { $0["done"] as? Bool == true && $0["title"] == nil } == true })
+        // An editor's save (a new file renamed over the object's) is an update of that object.
+        try Command.shell("sed -i 's/\"done\": true/\"done\": \"yes\"/' Tasks/task/\(file)", in: a.mountPoint)
+        #expect(eventually(60) { (try? object(b, file))?["done"] as? String == "yes" })
+        #expect(objects(a) == [file])
 
         // An immutable field edited in a: refused, nothing sent, the bytes kept, status says why.
         try edit(a, file) { value in

@@ -1,3 +1,4 @@
+import Foundation
 import JSONDiff
 import Testing
 import TelepatProtocol
@@ -58,5 +59,16 @@ struct TelepatSaveTests {
         #expect(plain.socketURL == "ws://h:3000/socket.io/?EIO=3&transport=websocket")
         let secure = TelepatConfiguration(serverURL: "https://h", appID: "a", apiKey: "k", login: .token("t"), buckets: [])
         #expect(secure.socketURL == "wss://h/socket.io/?EIO=3&transport=websocket")
+    }
+
+    @Test func aTokensExpiryIsReadFromItsClaims() {
+        func part(_ json: String) -> String {
+            Data(json.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+        }
+        let token = part(#"{"alg":"HS256","typ":"JWT"}"#) + "." + part(#"{"exp":1795628731,"id":"u?>"}"#) + ".signature"
+        #expect(JWTExpiry.of(token) == Date(timeIntervalSince1970: 1_795_628_731))
+        #expect(JWTExpiry.of("not a jwt") == nil)
+        #expect(JWTExpiry.of(part(#"{"alg":"HS256"}"#) + "." + part(#"{"id":1}"#) + ".s") == nil)
     }
 }
