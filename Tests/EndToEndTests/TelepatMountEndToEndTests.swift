@@ -160,5 +160,13 @@ struct TelepatMountEndToEndTests {
         #expect(eventually(90) { objects(b).count == 2 })
         #expect(eventually(60) { (try? object(b, file)["title"] as? String) == "edited offline" })
         #expect(eventually(60) { !objects(a).contains("offline.json") && objects(a).count == 2 })
+
+        // b unmounted (its store keeps both), a deletes one: b mounted again subscribes anew,
+        // and the object removed meanwhile leaves b's directory.
+        #expect(try b.unmount())
+        try Command.shell("rm Tasks/task/\(file)", in: a.mountPoint)
+        #expect(eventually(60) { (try? sandbox.bucketfs(["status", a.mountPoint]).stdout.contains("0 saves waiting")) == true })
+        try b.remount()
+        #expect(eventually(60) { objects(b).count == 1 && !objects(b).contains(file) })
     }
 }
