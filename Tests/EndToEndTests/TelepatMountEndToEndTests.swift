@@ -10,14 +10,26 @@ struct TelepatMountEndToEndTests {
     static let apiKey = "tp-secret"
 
     /// `bucketfs serve --telepat` with application `tp-app`, context `Tasks` (id `c1`) holding
-    /// models `task` and `note`, and the user `alice` registered through the API.
+    /// models `task` and `note`, and the user `alice@example.com` (made with `bucketfs user add`,
+    /// so she has a Simperium token too), logged in through the Telepat API.
     struct TelepatServer {
+        static let username = "alice@example.com"
+        static let password = "correct horse battery"
         let process: Background
         let port: Int
+        /// Her Telepat JWT.
         let token: String
+        /// Her Simperium token (`bucketfs user add`); nil when the server was started again.
+        let simperiumToken: String?
         var url: String { "http://127.0.0.1:\(port)" }
 
         static func start(in sandbox: Sandbox, port: Int = 0, data: String? = nil) throws -> TelepatServer {
+            var simperiumToken: String?
+            if data == nil {
+                let added = try sandbox.bucketfs(["user", "add", "--data", sandbox.directory("server"), username], input: password + "\n")
+                guard added.status == 0 else { throw SandboxError("bucketfs user add failed: \(added.stderr)") }
+                simperiumToken = added.stdout.split(separator: "\n").last.map(String.init)
+            }
             let data = try data ?? sandbox.directory("server")
             let settings = sandbox.root + "/telepat.json"
             try Data("""
@@ -33,12 +45,11 @@ struct TelepatMountEndToEndTests {
             }
             guard let found else { throw SandboxError("bucketfs serve --telepat printed no port:\n\(process.logTail)") }
             let base = "http://127.0.0.1:\(found)"
-            _ = try call(base, "/user/register-username", ["username": "alice", "password": "alice's password"])
-            let login = try call(base, "/user/login-password", ["username": "alice", "password": "alice's password"])
+            let login = try call(base, "/user/login-password", ["username": username, "password": password])
             guard let content = login["content"] as? [String: Any], let token = content["token"] as? String else {
                 throw SandboxError("login answered no token: \(login)")
             }
-            return TelepatServer(process: process, port: found, token: token)
+            return TelepatServer(process: process, port: found, token: token, simperiumToken: simperiumToken)
         }
 
         /// A Telepat API call as any client makes it (plain HTTP, Telepat's headers).
@@ -168,5 +179,30 @@ struct TelepatMountEndToEndTests {
         #expect(eventually(60) { (try? sandbox.bucketfs(["status", a.mountPoint]).stdout.contains("0 saves waiting")) == true })
         try b.remount()
         #expect(eventually(60) { objects(b).count == 1 && !objects(b).contains(file) })
+    }
+
+    @Test func aTelepatMountAndASimperiumMountOfTheSameDataSeeEachOther() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.close() }
+        let server = try TelepatServer.start(in: sandbox)
+        let telepat = try mount(sandbox, "t", server)
+        // Her Simperium bucket of context c1, model task: the same objects, as entities.
+        let simperium = try MountProcess(sandbox, at: "s", arguments: [
+            "--server", "ws://127.0.0.1:\(server.port)", "--app-id", Self.appID, "--token", try #require(server.simperiumToken),
+            "--bucket", "c1.task", "--store", sandbox.root + "/s.sqlite",
+        ])
+        try Files.write(telepat.path("Tasks/task/new.json"), "{\"title\": \"from telepat\"}")
+        #expect(eventually(60) { objects(telepat).count == 1 && !objects(telepat).contains("new.json") })
+        let file = try #require(objects(telepat).first)
+        let entity = simperium.path("c1.task/" + file)
+        #expect(eventually(60) { (try? Files.read(entity))??.contains("\"title\": \"from telepat\"") == true })
+
+        // A Simperium save (a jsondiff change) reaches the Telepat mount as an update.
+        let data = try #require(try Files.read(entity))
+        try Files.write(entity, data.replacingOccurrences(of: "from telepat", with: "from simperium"))
+        #expect(eventually(60) { (try? object(telepat, file))?["title"] as? String == "from simperium" })
+        // And a removal there removes the object here.
+        try Command.shell("rm c1.task/\(file)", in: simperium.mountPoint)
+        #expect(eventually(60) { objects(telepat).isEmpty })
     }
 }
