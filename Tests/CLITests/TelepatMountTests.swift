@@ -24,7 +24,7 @@ struct TelepatMountTests {
         #expect(!isMounted(mountpoint))
     }
 
-    @Test func offlineATelepatMountShowsContextAndModelAndKeepsSavesQueued() throws {
+    @Test func offlineATelepatMountShowsContextAndModelAndKeepsSavesQueued() async throws {
         let cli = try CLIHarness()
         let mountpoint = try cli.directory("tp")
         let store = cli.path("tp.sqlite")
@@ -37,7 +37,7 @@ struct TelepatMountTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: mountpoint) == ["blog"])
         #expect(try FileManager.default.contentsOfDirectory(atPath: mountpoint + "/blog").sorted() == ["comments", "posts"])
         try Data("{\"title\": \"offline\"}".utf8).write(to: URL(fileURLWithPath: mountpoint + "/blog/posts/draft.json"))
-        try eventually { try cli.bucketfs(["status", mountpoint]).stdout.contains("1 save waiting for the server") }
+        #expect(await waitUntil(30) { (try? cli.bucketfs(["status", mountpoint]).stdout.contains("1 save waiting for the server")) == true })
         let status = try cli.bucketfs(["status", mountpoint]).stdout
         #expect(status.contains("offline") || status.contains("connecting"), "\(status)")
 
@@ -46,7 +46,17 @@ struct TelepatMountTests {
         let again = try cli.bucketfs(arguments)
         #expect(again.status == 0, "\(again.stderr)")
         #expect(try String(contentsOfFile: mountpoint + "/blog/posts/draft.json", encoding: .utf8) == "{\"title\": \"offline\"}")
-        try eventually { try cli.bucketfs(["status", mountpoint]).stdout.contains("1 save waiting for the server") }
+        #expect(await waitUntil(30) { (try? cli.bucketfs(["status", mountpoint]).stdout.contains("1 save waiting for the server")) == true })
         #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+    }
+
+    /// Polls `condition` for up to `seconds` without holding a thread of the concurrency pool.
+    func waitUntil(_ seconds: Double, _ condition: () -> Bool) async -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return condition()
     }
 }

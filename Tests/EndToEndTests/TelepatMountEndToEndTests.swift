@@ -95,7 +95,7 @@ struct TelepatMountEndToEndTests {
         try Files.write(mount.path("Tasks/task/" + file), String(decoding: data, as: UTF8.self) + "\n")
     }
 
-    @Test func createsUpdatesDeletesAndRefusedEditsBetweenTwoTelepatMounts() throws {
+    @Test func createsUpdatesDeletesAndRefusedEditsBetweenTwoTelepatMounts() async throws {
         let sandbox = try Sandbox()
         defer { sandbox.close() }
         let server = try TelepatServer.start(in: sandbox)
@@ -105,23 +105,23 @@ struct TelepatMountEndToEndTests {
 
         // A new file is a create: it comes back as <id>.json, the name given goes away.
         try Files.write(a.path("Tasks/task/new.json"), "{\"title\": \"buy milk\", \"done\": false}")
-        #expect(eventually(60) { objects(a).count == 1 && !objects(a).contains("new.json") })
+        #expect(await waitUntil(60) { objects(a).count == 1 && !objects(a).contains("new.json") })
         let file = try #require(objects(a).first)
         let created = try object(a, file)
         #expect(created["title"] as? String == "buy milk")
         #expect(file == "\(created["id"] as? String ?? "?").json")
         #expect(created["type"] as? String == "task" && created["context_id"] as? String == "c1")
-        #expect(eventually(60) { objects(b) == [file] })
+        #expect(await waitUntil(60) { objects(b) == [file] })
 
         // An edit in b: replace and remove reach a.
         try edit(b, file) { value in
             value["done"] = true
             value["title"] = nil
         }
-        #expect(eventually(60) { (try? object(a, file)).map { $0["done"] as? Bool == true && $0["title"] == nil } == true })
+        #expect(await waitUntil(60) { (try? object(a, file)).map { $0["done"] as? Bool == true && $0["title"] == nil } == true })
         // An editor's save (a new file renamed over the object's) is an update of that object.
         try Command.shell("sed -i 's/\"done\": true/\"done\": \"yes\"/' Tasks/task/\(file)", in: a.mountPoint)
-        #expect(eventually(60) { (try? object(b, file))?["done"] as? String == "yes" })
+        #expect(await waitUntil(60) { (try? object(b, file))?["done"] as? String == "yes" })
         #expect(objects(a) == [file])
 
         // An immutable field edited in a: refused, nothing sent, the bytes kept, status says why.
@@ -130,30 +130,30 @@ struct TelepatMountEndToEndTests {
             value["note"] = "sent with a bad created"
         }
         let kept = try Files.read(a.path("Tasks/task/" + file))
-        #expect(eventually(30) {
+        #expect(await waitUntil(30) {
             (try? sandbox.bucketfs(["status", a.mountPoint]).stdout.contains("rejected:400: `created` cannot be changed")) == true
         })
         #expect(try Files.read(a.path("Tasks/task/" + file)) == kept)
-        Thread.sleep(forTimeInterval: 1)
+        try await Task.sleep(for: .seconds(1))
         #expect(try object(b, file)["note"] == nil)
 
         // A delete in b: the object leaves a's directory (a's refused edit of it is kept).
         try Files.write(b.path("Tasks/task/second.json"), "{\"title\": \"second\"}")
         // (b's own file has taken its id first: until then, rm would remove the local name.)
-        #expect(eventually(60) { objects(a).count == 2 && objects(b).count == 2 && !objects(b).contains("second.json") })
+        #expect(await waitUntil(60) { objects(a).count == 2 && objects(b).count == 2 && !objects(b).contains("second.json") })
         let second = try #require(objects(b).first { $0 != file })
         try Command.shell("rm Tasks/task/\(second)", in: b.mountPoint)
-        #expect(eventually(60) { objects(a) == [file] })
+        #expect(await waitUntil(60) { objects(a) == [file] })
     }
 
-    @Test func offlineSavesAndKillNineReachTheServerWhenItIsBack() throws {
+    @Test func offlineSavesAndKillNineReachTheServerWhenItIsBack() async throws {
         let sandbox = try Sandbox()
         defer { sandbox.close() }
         var server = try TelepatServer.start(in: sandbox)
         let a = try mount(sandbox, "a", server)
         let b = try mount(sandbox, "b", server)
         try Files.write(a.path("Tasks/task/first.json"), "{\"title\": \"first\"}")
-        #expect(eventually(60) { objects(b).count == 1 && objects(a).count == 1 && !objects(a).contains("first.json") })
+        #expect(await waitUntil(60) { objects(b).count == 1 && objects(a).count == 1 && !objects(a).contains("first.json") })
         let file = try #require(objects(a).first)
 
         // The server goes away; a edits, creates, and is killed; b removes nothing meanwhile.
@@ -168,20 +168,20 @@ struct TelepatMountEndToEndTests {
 
         // Back on the same port and data: a sends both; b sees them (its reconnect subscribes anew).
         server = try TelepatServer.start(in: sandbox, port: server.port, data: sandbox.root + "/server")
-        #expect(eventually(90) { objects(b).count == 2 })
-        #expect(eventually(60) { (try? object(b, file)["title"] as? String) == "edited offline" })
-        #expect(eventually(60) { !objects(a).contains("offline.json") && objects(a).count == 2 })
+        #expect(await waitUntil(90) { objects(b).count == 2 })
+        #expect(await waitUntil(60) { (try? object(b, file)["title"] as? String) == "edited offline" })
+        #expect(await waitUntil(60) { !objects(a).contains("offline.json") && objects(a).count == 2 })
 
         // b unmounted (its store keeps both), a deletes one: b mounted again subscribes anew,
         // and the object removed meanwhile leaves b's directory.
         #expect(try b.unmount())
         try Command.shell("rm Tasks/task/\(file)", in: a.mountPoint)
-        #expect(eventually(60) { (try? sandbox.bucketfs(["status", a.mountPoint]).stdout.contains("0 saves waiting")) == true })
+        #expect(await waitUntil(60) { (try? sandbox.bucketfs(["status", a.mountPoint]).stdout.contains("0 saves waiting")) == true })
         try b.remount()
-        #expect(eventually(60) { objects(b).count == 1 && !objects(b).contains(file) })
+        #expect(await waitUntil(60) { objects(b).count == 1 && !objects(b).contains(file) })
     }
 
-    @Test func aTelepatMountAndASimperiumMountOfTheSameDataSeeEachOther() throws {
+    @Test func aTelepatMountAndASimperiumMountOfTheSameDataSeeEachOther() async throws {
         let sandbox = try Sandbox()
         defer { sandbox.close() }
         let server = try TelepatServer.start(in: sandbox)
@@ -192,17 +192,28 @@ struct TelepatMountEndToEndTests {
             "--bucket", "c1.task", "--store", sandbox.root + "/s.sqlite",
         ])
         try Files.write(telepat.path("Tasks/task/new.json"), "{\"title\": \"from telepat\"}")
-        #expect(eventually(60) { objects(telepat).count == 1 && !objects(telepat).contains("new.json") })
+        #expect(await waitUntil(60) { objects(telepat).count == 1 && !objects(telepat).contains("new.json") })
         let file = try #require(objects(telepat).first)
         let entity = simperium.path("c1.task/" + file)
-        #expect(eventually(60) { (try? Files.read(entity))??.contains("\"title\": \"from telepat\"") == true })
+        #expect(await waitUntil(60) { (try? Files.read(entity))??.contains("\"title\": \"from telepat\"") == true })
 
         // A Simperium save (a jsondiff change) reaches the Telepat mount as an update.
         let data = try #require(try Files.read(entity))
         try Files.write(entity, data.replacingOccurrences(of: "from telepat", with: "from simperium"))
-        #expect(eventually(60) { (try? object(telepat, file))?["title"] as? String == "from simperium" })
+        #expect(await waitUntil(60) { (try? object(telepat, file))?["title"] as? String == "from simperium" })
         // And a removal there removes the object here.
         try Command.shell("rm c1.task/\(file)", in: simperium.mountPoint)
-        #expect(eventually(60) { objects(telepat).isEmpty })
+        #expect(await waitUntil(60) { objects(telepat).isEmpty })
+    }
+
+    /// Polls `condition` for up to `seconds`, sleeping without holding a thread of the
+    /// concurrency pool (the in-process suites of this run need them).
+    func waitUntil(_ seconds: Double, _ condition: () -> Bool) async -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return condition()
     }
 }
