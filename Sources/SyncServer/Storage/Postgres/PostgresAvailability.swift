@@ -22,7 +22,7 @@ enum PostgresAvailability {
     /// Whether `error` means the database could not be reached rather than a refused statement.
     static func isUnavailable(_ error: any Error) -> Bool {
         switch error {
-        case is ConnectionWaitExpired, is ConnectionPoolError:
+        case is ConnectionWaitExpired, is StatementDeadlineExpired, is ConnectionPoolError:
             return true
         case let error as SyncServerError:
             if case .databaseUnavailable = error { return true }
@@ -77,38 +77,55 @@ enum PostgresAvailability {
     struct ConnectionWaitExpired: Error, CustomStringConvertible {
         var description: String { "no connection within \(PostgresAvailability.connectionWait)" }
     }
+
+    struct StatementDeadlineExpired: Error, CustomStringConvertible {
+        var description: String { "no answer within \(PostgresAvailability.statementDeadline); the connection was closed" }
+    }
 }
 
 extension PostgresClient {
     /// Leases a connection for `body`, giving up after `PostgresAvailability.connectionWait`
-    /// without one (the wait bounds only the lease: a statement under way is never abandoned,
-    /// so a commit that went through is never reported as failed for lack of time). Errors
-    /// that mean the database is gone come out as `SyncServerError.databaseUnavailable`.
+    /// without one; a body that holds its connection past `statementDeadline` has it closed
+    /// under it and is no longer waited for. Errors that mean the database is gone come out as
+    /// `SyncServerError.databaseUnavailable`.
+    ///
+    /// The body runs in a task of its own, not a child: a task group waits for every child, so a
+    /// statement postgres-nio never answers (it can happen when the server drops the connection
+    /// at that instant) would hold the caller, and with it a node's change writer, for good.
     func withAvailableConnection<T: Sendable>(
         _ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        let leased = NIOLockedValueBox<PostgresConnection?>(nil)
+        let lease = ConnectionLease<T>()
         do {
-            return try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask {
-                    try await self.withConnection { connection in
-                        leased.withLockedValue { $0 = connection }
-                        return try await body(connection)
+            return try await withCheckedThrowingContinuation { continuation in
+                lease.waiting(continuation)
+                let work = Task {
+                    do {
+                        let value = try await self.withConnection { connection in
+                            // Given up on already: never start the body late (a batch of
+                            // changes committed after its clients were told it failed).
+                            guard lease.leased(connection) else { throw PostgresAvailability.ConnectionWaitExpired() }
+                            return try await body(connection)
+                        }
+                        lease.finish(.success(value))
+                    } catch {
+                        lease.finish(.failure(error))
                     }
                 }
-                group.addTask {
+                let watch = Task {
                     try await Task.sleep(for: PostgresAvailability.connectionWait)
-                    guard leased.withLockedValue({ $0 }) != nil else { throw PostgresAvailability.ConnectionWaitExpired() }
+                    guard let connection = lease.connectionOrGiveUp() else {
+                        work.cancel()
+                        return
+                    }
                     try await Task.sleep(for: PostgresAvailability.statementDeadline)
-                    // Closing fails what is pending on it, so the body ends and the lease returns.
-                    try? await leased.withLockedValue({ $0 })?.close()
-                    return nil
+                    // Closing fails what is pending on it, so the body usually ends on its own.
+                    try? await connection.close()
+                    try await Task.sleep(for: .seconds(1))
+                    lease.finish(.failure(PostgresAvailability.StatementDeadlineExpired()))
+                    work.cancel()
                 }
-                defer { group.cancelAll() }
-                while let next = try await group.next() {
-                    if let value = next { return value }
-                }
-                throw PostgresAvailability.ConnectionWaitExpired()
+                lease.onFinish { watch.cancel() }
             }
         } catch {
             throw PostgresAvailability.classified(error, what)
@@ -127,5 +144,63 @@ extension PostgresClient {
         try await withAvailableConnection(what) { connection in
             try await PostgresRows.one(connection.query(query, logger: logger), as: type)
         }
+    }
+}
+
+/// One `withAvailableConnection` call: its caller's continuation, resumed once, by the body's
+/// end or by the watch giving up, whichever comes first.
+private final class ConnectionLease<T: Sendable>: Sendable {
+    private struct State: Sendable {
+        var continuation: CheckedContinuation<T, any Error>?
+        var connection: PostgresConnection?
+        var finished = false
+        var onFinish: (@Sendable () -> Void)?
+    }
+    private let state = NIOLockedValueBox(State())
+
+    func waiting(_ continuation: CheckedContinuation<T, any Error>) {
+        state.withLockedValue { $0.continuation = continuation }
+    }
+
+    /// The body got `connection`; false when the call was given up already.
+    func leased(_ connection: PostgresConnection) -> Bool {
+        state.withLockedValue { state in
+            guard !state.finished else { return false }
+            state.connection = connection
+            return true
+        }
+    }
+
+    /// The leased connection, or nil after failing the call for want of one (in one step: a
+    /// body leasing at this instant either counts, or is refused by `leased`).
+    func connectionOrGiveUp() -> PostgresConnection? {
+        let (connection, continuation) = state.withLockedValue { state -> (PostgresConnection?, CheckedContinuation<T, any Error>?) in
+            guard !state.finished else { return (nil, nil) }
+            if let connection = state.connection { return (connection, nil) }
+            state.finished = true
+            defer { state.continuation = nil; state.onFinish = nil }
+            return (nil, state.continuation)
+        }
+        continuation?.resume(throwing: PostgresAvailability.ConnectionWaitExpired())
+        return connection
+    }
+
+    func onFinish(_ action: @escaping @Sendable () -> Void) {
+        let finished = state.withLockedValue { state in
+            if !state.finished { state.onFinish = action }
+            return state.finished
+        }
+        if finished { action() }
+    }
+
+    func finish(_ result: Result<T, any Error>) {
+        let (continuation, action) = state.withLockedValue { state -> (CheckedContinuation<T, any Error>?, (@Sendable () -> Void)?) in
+            guard !state.finished else { return (nil, nil) }
+            state.finished = true
+            defer { state.continuation = nil; state.onFinish = nil }
+            return (state.continuation, state.onFinish)
+        }
+        continuation?.resume(with: result)
+        action?()
     }
 }
