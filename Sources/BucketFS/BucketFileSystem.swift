@@ -95,6 +95,8 @@ public final class BucketFileSystem: Sendable {
         var notifier: InvalidationNotifier?
         var changeTask: Task<Void, Never>?
         var running = false
+        /// The session loop has returned (the connection is over); saves may still be flushing.
+        var loopEnded = false
         var stopped = false
         /// Detached by `unmount()` (`fusermount3 -uz`): there is nothing left for libfuse to unmount.
         var detached = false
@@ -208,6 +210,7 @@ public final class BucketFileSystem: Sendable {
     public func run() {
         guard let session else { return }
         let result = cfuse_session_loop_mt(session, 10)
+        lifecycle.withLock { $0.loopEnded = true }
         if result != 0 { logger.debug("fuse loop ended", metadata: ["result": "\(result)"]) }
         flushAll()
         let life = lifecycle.withLock { life -> Lifecycle in
@@ -255,7 +258,17 @@ public final class BucketFileSystem: Sendable {
     public func unmount(timeout: Double = 10) -> Bool {
         let (running, mountPoint) = lifecycle.withLock { ($0.running, $0.mountPoint) }
         guard running, let mountPoint else { return true }
-        if !Self.fusermount(["-u", mountPoint]) {
+        let mountedDevice = Self.fuseDevice(of: mountPoint)
+        if Self.fusermount(["-u", mountPoint]) {
+            // A copy of the mount in another mount namespace (`unshare -m` copies every mount
+            // there is) outlives our umount, and the loop ends only with the connection.
+            // Only while the loop still runs: a connection that ended may have lent its number
+            // to a new mount already.
+            if !waitUntilStopped(timeout: min(timeout, 2)), !lifecycle.withLock({ $0.loopEnded }), let mountedDevice {
+                logger.notice("the mount lives on elsewhere (another mount namespace); ending its connection", metadata: ["path": "\(mountPoint)"])
+                Self.abortConnection(device: mountedDevice)
+            }
+        } else {
             flushAll()
             let device = Self.fuseDevice(of: mountPoint)
             // Taken before the detach (the name is gone after it); O_PATH sends no open request.
