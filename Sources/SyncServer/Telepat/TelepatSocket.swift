@@ -8,7 +8,9 @@ import TelepatProtocol
 
 /// One Engine.IO 3 WebSocket of `/socket.io/?EIO=3&transport=websocket`: the handshake, the
 /// Socket.IO connect, pongs to the client's pings, `bind_device` answered `ready`, then the
-/// device's notifications. A client silent for pingInterval + pingTimeout is closed.
+/// device's notifications. A client silent for pingInterval + pingTimeout is closed: that, not
+/// the HTTP request timeout, is the socket's deadline (the client pings every pingInterval,
+/// longer than the request timeout, so that deadline cut every socket after 10 s).
 struct TelepatSocket: Sendable {
     let frontEnd: TelepatFrontEnd
     let pingInterval: Duration
@@ -21,9 +23,11 @@ struct TelepatSocket: Sendable {
             logger.warning("closing a Telepat socket whose client does not read (outbound buffer full)")
             channel.close(promise: nil)
         }
+        let activity = try? await channel.pipeline.handler(type: ConnectionActivity.self).get()
+        activity?.enterWebSocket(on: channel.eventLoop)
         let handshake = EngineIOHandshake(
             sessionID: UUID().uuidString.lowercased(),
-            pingInterval: Int(pingInterval.components.seconds * 1000), pingTimeout: Int(pingTimeout.components.seconds * 1000)
+            pingInterval: Int(pingInterval / .milliseconds(1)), pingTimeout: Int(pingTimeout / .milliseconds(1))
         )
         outbox.enqueue(EngineIOPacket.open(handshake).render())
         outbox.enqueue(EngineIOPacket.message(SocketIOPacket(kind: .connect).render()).render())
