@@ -22,12 +22,20 @@ struct Config: Codable {
         var authURL: String?
         /// Buckets shown as plain text, by bucket name (README, "Notes as plain text").
         var text: [String: TextViewSettings]?
+        /// The protocol the servers speak; saved as `protocol` when not Simperium, so a config
+        /// written before (which has none) reads as Simperium.
+        var syncProtocol: SyncProtocolName
 
         private enum CodingKeys: String, CodingKey {
             case server, servers, appID, apiKey, user, authURL, text
+            case syncProtocol = "protocol"
         }
 
-        init(servers: [String], appID: String, apiKey: String?, user: String?, authURL: String?, text: [String: TextViewSettings]? = nil) {
+        init(
+            servers: [String], appID: String, apiKey: String?, user: String?, authURL: String?,
+            text: [String: TextViewSettings]? = nil, syncProtocol: SyncProtocolName = .simperium
+        ) {
+            self.syncProtocol = syncProtocol
             self.servers = servers
             self.appID = appID
             self.apiKey = apiKey
@@ -46,6 +54,7 @@ struct Config: Codable {
             user = try container.decodeIfPresent(String.self, forKey: .user)
             authURL = try container.decodeIfPresent(String.self, forKey: .authURL)
             text = try container.decodeIfPresent([String: TextViewSettings].self, forKey: .text)
+            syncProtocol = try container.decodeIfPresent(SyncProtocolName.self, forKey: .syncProtocol) ?? .simperium
         }
 
         func encode(to encoder: any Encoder) throws {
@@ -57,6 +66,7 @@ struct Config: Codable {
             try container.encodeIfPresent(user, forKey: .user)
             try container.encodeIfPresent(authURL, forKey: .authURL)
             try container.encodeIfPresent(text, forKey: .text)
+            if syncProtocol != .simperium { try container.encode(syncProtocol, forKey: .syncProtocol) }
         }
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SyncProtocol
+import TelepatClient
 
 /// `bucketfs login`: get a token through the auth API and remember the remote by name.
 struct Login: AsyncParsableCommand {
@@ -10,11 +11,18 @@ struct Login: AsyncParsableCommand {
             The remote (server, app id, user) goes to $XDG_CONFIG_HOME/bucketfs/config.json; the \
             token to credentials.json beside it, readable only by you. The password is read from \
             $BUCKETFS_PASSWORD or asked for; it is not stored. Tokens are never printed.
+
+            A Telepat remote (--protocol telepat --server http(s)://HOST[:PORT] --app-id ID \
+            --api-key KEY --user U) saves the JWT the same way; mounts renew it while they run, \
+            and when the saved one has expired, mount asks for bucketfs login NAME again.
             """
     )
 
     @Argument(help: "A name for the remote, e.g. work.")
     var name: String
+
+    @Option(name: .customLong("protocol"), help: "The sync protocol of --server: simperium or telepat (default: the remote's saved one, else simperium).")
+    var syncProtocol: SyncProtocolName?
 
     @Option(help: "Server base URL, ws://host:port or wss://host (default: the remote's saved servers). Repeatable: the nodes of one cluster, tried in order.")
     var server: [String] = []
@@ -39,19 +47,37 @@ struct Login: AsyncParsableCommand {
         guard let servers = server.isEmpty ? saved?.servers : server, let appID = appID ?? saved?.appID, let user = user ?? saved?.user else {
             throw CommandError("a new remote needs --server, --app-id and --user")
         }
-        guard servers.allSatisfy({ $0.hasPrefix("ws://") || $0.hasPrefix("wss://") }) else {
-            throw CommandError("--server must start with ws:// or wss://")
-        }
+        let syncProtocol = syncProtocol ?? saved?.syncProtocol ?? .simperium
         let apiKey = apiKey ?? saved?.apiKey
         let authURL = authURL ?? (servers == saved?.servers ? saved?.authURL : nil)
-        if let authURL, !AuthEndpoint.isHTTP(authURL) {
-            throw CommandError("--auth-url must start with http:// or https://")
+        let token: String
+        switch syncProtocol {
+        case .simperium:
+            guard servers.allSatisfy({ $0.hasPrefix("ws://") || $0.hasPrefix("wss://") }) else {
+                throw CommandError("--server must start with ws:// or wss://")
+            }
+            if let authURL, !AuthEndpoint.isHTTP(authURL) {
+                throw CommandError("--auth-url must start with http:// or https://")
+            }
+            let password = try Credentials.readPassword(prompt: "Password for \(user): ")
+            token = try await AuthAPI.authorize(
+                servers: servers, authURL: authURL, appID: appID, apiKey: apiKey ?? appID, username: user, password: password)
+        case .telepat:
+            guard servers.count == 1, AuthEndpoint.isHTTP(servers[0]) else {
+                throw CommandError("a Telepat remote has one --server, starting with http:// or https://")
+            }
+            guard let apiKey else { throw CommandError("a Telepat remote needs --api-key (the application's API key)") }
+            guard authURL == nil else { throw CommandError("--auth-url is for Simperium; Telepat logs in on --server") }
+            let password = try Credentials.readPassword(prompt: "Password for \(user): ")
+            do {
+                token = try await TelepatLogin.token(serverURL: servers[0], appID: appID, apiKey: apiKey, username: user, password: password)
+            } catch {
+                throw CommandError("cannot log in to \(servers[0]) as \(user): \(error)")
+            }
         }
-        let password = try Credentials.readPassword(prompt: "Password for \(user): ")
-        let token = try await AuthAPI.authorize(
-            servers: servers, authURL: authURL, appID: appID, apiKey: apiKey ?? appID, username: user, password: password)
         try CredentialStore.store(token: token, forRemote: name)
-        config.remotes[name] = Config.Remote(servers: servers, appID: appID, apiKey: apiKey, user: user, authURL: authURL)
+        config.remotes[name] = Config.Remote(
+            servers: servers, appID: appID, apiKey: apiKey, user: user, authURL: authURL, text: saved?.text, syncProtocol: syncProtocol)
         try config.save()
         print("bucketfs: logged in to \(servers.joined(separator: ", ")) as \(user); mount with: bucketfs mount --remote \(name) DIR")
     }

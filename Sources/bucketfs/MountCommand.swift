@@ -32,8 +32,8 @@ struct Mount: AsyncParsableCommand {
 
     @Option(
         name: .customLong("protocol"),
-        help: "The sync protocol of --server: simperium, or telepat (--server http(s)://HOST[:PORT] --app-id ID --api-key KEY, --user or --token, --bucket CONTEXT/MODEL).")
-    var syncProtocol: SyncProtocolName = .simperium
+        help: "The sync protocol of --server: simperium, or telepat (--server http(s)://HOST[:PORT] --app-id ID --api-key KEY, --user or --token, --bucket CONTEXT/MODEL). Default: a --remote's saved protocol, else simperium.")
+    var syncProtocol: SyncProtocolName?
 
     @Option(help: "A remote saved by `bucketfs login NAME` (server, app id and token).")
     var remote: String?
@@ -114,8 +114,8 @@ struct Mount: AsyncParsableCommand {
     }
 
     func validate() throws {
-        if syncProtocol == .telepat {
-            guard !server.isEmpty, remote == nil else { throw ValidationError("--protocol telepat needs --server (a saved --remote is Simperium's)") }
+        if syncProtocol == .telepat, remote == nil {
+            guard !server.isEmpty else { throw ValidationError("--protocol telepat needs --server (or a --remote saved with bucketfs login --protocol telepat)") }
             guard server.count == 1 else { throw ValidationError("--protocol telepat takes one --server") }
             guard apiKey != nil else { throw ValidationError("--protocol telepat needs --api-key (the application's API key)") }
             guard server.allSatisfy(AuthEndpoint.isHTTP) else { throw ValidationError("a Telepat --server starts with http:// or https://") }
@@ -193,17 +193,31 @@ private struct MountSession {
         let servers: [String]
         let appID: String
         let token: @Sendable () async throws -> String
+        var syncProtocol = command.syncProtocol ?? .simperium
+        var telepatLogin: TelepatConfiguration.Login?
+        var apiKey = command.apiKey
         if let remoteName {
             let remote = try config.remote(named: remoteName)
+            if let asked = command.syncProtocol, asked != remote.syncProtocol {
+                throw CommandError("remote \(remoteName) speaks \(remote.syncProtocol.rawValue), not \(asked.rawValue)")
+            }
+            syncProtocol = remote.syncProtocol
             server = nil
-            (servers, appID) = (remote.servers, remote.appID)
+            (servers, appID, apiKey) = (remote.servers, remote.appID, remote.apiKey)
             let stored = try CredentialStore.token(forRemote: remoteName)
             token = { stored }
+            if syncProtocol == .telepat {
+                // A running mount renews its token; a saved one that has expired needs a login.
+                if let expiry = TelepatLogin.expiry(of: stored), expiry <= Date() {
+                    throw CommandError("the saved token of remote \(remoteName) expired at \(expiry): run bucketfs login \(remoteName)")
+                }
+                telepatLogin = .token(stored)
+            }
         } else if !command.server.isEmpty, let app = command.appID {
             server = nil
             (servers, appID) = (command.server, app)
             // Telepat's engine logs in itself (and again when the server refuses its token).
-            if command.syncProtocol == .simperium {
+            if syncProtocol == .simperium {
                 token = try await remoteToken(servers: servers, appID: app)
             } else {
                 token = { @Sendable in throw CommandError("not a Simperium mount") }
@@ -226,7 +240,7 @@ private struct MountSession {
         if buckets.isEmpty { buckets = (try? store.buckets().map(\.name)) ?? [] }
         if buckets.isEmpty && server != nil { buckets = ["notes"] }
         // A Telepat mount with none named mirrors every model the application declares.
-        guard !buckets.isEmpty || command.syncProtocol == .telepat else {
+        guard !buckets.isEmpty || syncProtocol == .telepat else {
             throw CommandError("name the buckets to mount with --bucket NAME")
         }
         let textViews = try TextViewSettings.resolve(
@@ -241,7 +255,7 @@ private struct MountSession {
         }
 
         let client: any SyncEngine
-        switch command.syncProtocol {
+        switch syncProtocol {
         case .simperium:
             let configuration = SyncClientConfiguration(
                 servers: servers, appID: appID, buckets: buckets,
@@ -254,11 +268,13 @@ private struct MountSession {
             }
             client = simperium
         case .telepat:
-            client = try telepatEngine(serverURL: servers[0], appID: appID, buckets: buckets, store: store)
+            client = try telepatEngine(
+                serverURL: servers[0], appID: appID, apiKey: apiKey ?? "", login: try telepatLogin ?? commandLineTelepatLogin(),
+                buckets: buckets, store: store)
         }
         let wantsHistory = command.history || settings?.history == true
         if wantsHistory, client.versionHistory == nil {
-            throw CommandError("--history needs a protocol that keeps versions (\(command.syncProtocol.rawValue) keeps none)")
+            throw CommandError("--history needs a protocol that keeps versions (\(syncProtocol.rawValue) keeps none)")
         }
         try? Paths.createDirectory(Paths.stateDirectory)
         let record = MountRecord(
@@ -329,17 +345,17 @@ private struct MountSession {
         stopped.save()
     }
 
-    private func telepatEngine(serverURL: String, appID: String, buckets: [String], store: SyncStore) throws -> TelepatClient {
-        let login: TelepatConfiguration.Login
-        if let token = command.token {
-            login = .token(token)
-        } else if let user = command.user {
-            login = .password(username: user, password: try Credentials.readPassword(prompt: "Password for \(user): "))
-        } else {
-            throw CommandError("--protocol telepat needs --user or --token")
-        }
-        let configuration = TelepatConfiguration(
-            serverURL: serverURL, appID: appID, apiKey: command.apiKey ?? "", login: login, buckets: buckets)
+    /// `--token`, or `--user` with its password (kept for re-logins while the mount runs).
+    private func commandLineTelepatLogin() throws -> TelepatConfiguration.Login {
+        if let token = command.token { return .token(token) }
+        guard let user = command.user else { throw CommandError("--protocol telepat needs --user or --token") }
+        return .password(username: user, password: try Credentials.readPassword(prompt: "Password for \(user): "))
+    }
+
+    private func telepatEngine(
+        serverURL: String, appID: String, apiKey: String, login: TelepatConfiguration.Login, buckets: [String], store: SyncStore
+    ) throws -> TelepatClient {
+        let configuration = TelepatConfiguration(serverURL: serverURL, appID: appID, apiKey: apiKey, login: login, buckets: buckets)
         do { return try TelepatClient(configuration: configuration, store: store, logger: logger) } catch {
             throw CommandError("cannot start the Telepat engine: \(error)")
         }
@@ -493,7 +509,7 @@ enum SampleNotes {
 }
 
 /// The sync protocol a mount speaks: one engine each, behind the SyncEngine seam.
-enum SyncProtocolName: String, ExpressibleByArgument, CaseIterable, Sendable {
+enum SyncProtocolName: String, ExpressibleByArgument, CaseIterable, Codable, Sendable {
     case simperium
     case telepat
 }

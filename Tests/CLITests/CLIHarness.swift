@@ -123,9 +123,9 @@ final class CLIHarness: @unchecked Sendable {
         return (process, out)
     }
 
-    /// A `bucketfs serve` on a free loopback port; returns the process and the port.
-    func startServer(data: String, port: Int = 0) throws -> (Process, Int) {
-        let (process, output) = try start(["serve", "--data", data, "--port", String(port), "--host", "127.0.0.1"])
+    /// A `bucketfs serve` on a free loopback port (with `options`); returns the process and the port.
+    func startServer(data: String, port: Int = 0, options: [String] = []) throws -> (Process, Int) {
+        let (process, output) = try start(["serve", "--data", data, "--port", String(port), "--host", "127.0.0.1"] + options)
         var found: Int?
         try eventually(timeout: 60) {
             let printed = text(of: output)

@@ -50,6 +50,72 @@ struct TelepatMountTests {
         #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
     }
 
+    /// `bucketfs login --protocol telepat` against the real `bucketfs serve --telepat` saves the
+    /// remote and its JWT; `mount --remote` mounts it with the Telepat engine, whose socket stays
+    /// up through a quiet spell longer than the server's request timeout (2 s here; the socket
+    /// is pinged every 30 s); a saved JWT that has expired asks for the login again.
+    @Test func aTelepatRemoteSavedByLoginMountsAndStaysConnected() async throws {
+        let cli = try CLIHarness()
+        let data = try cli.directory("server")
+        let added = try cli.bucketfs(["user", "add", "--data", data, "alice@example.com"], stdin: "secret-password\n")
+        #expect(added.status == 0, "\(added.stderr)")
+        let settings = cli.path("telepat.json")
+        try Data("""
+            {"applications": [{"id": "tp-app", "api_key": "tp-secret",
+              "contexts": [{"id": "c1", "name": "Tasks", "models": ["task"]}]}],
+             "jwt_secret": "a CLI test's fixed secret, at least 32 bytes long"}
+            """.utf8).write(to: URL(fileURLWithPath: settings))
+        let (server, port) = try cli.startServer(data: data, options: ["--telepat", settings, "--request-timeout", "2"])
+        defer { cli.stop(server) }
+        let login = ["login", "tp", "--protocol", "telepat", "--server", "http://127.0.0.1:\(port)", "--app-id", "tp-app",
+            "--api-key", "tp-secret", "--user", "alice@example.com"]
+        let wrong = try cli.bucketfs(login, stdin: "not-the-password\n")
+        #expect(wrong.status != 0 && wrong.stderr.contains("cannot log in"), "\(wrong.stderr)")
+        let loggedIn = try cli.bucketfs(login, stdin: "secret-password\n")
+        #expect(loggedIn.status == 0, "\(loggedIn.stderr)")
+        let config = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: cli.path("config/bucketfs/config.json"))))
+        let remote = try #require((config as? [String: Any])?["remotes"] as? [String: Any])["tp"] as? [String: Any]
+        #expect(remote?["protocol"] as? String == "telepat" && remote?["apiKey"] as? String == "tp-secret")
+        let credentials = cli.path("config/bucketfs/credentials.json")
+        let tokens = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: credentials))) as? [String: String]
+        let token = try #require(tokens?["tp"])
+        #expect(token.split(separator: ".").count == 3, "a JWT")
+        #expect(!(loggedIn.stdout + loggedIn.stderr).contains(token), "the token must never be printed")
+
+        let mountpoint = try cli.directory("tp")
+        let log = cli.path("tp.log")
+        let mounted = try cli.bucketfs(["mount", mountpoint, "--remote", "tp", "--bucket", "Tasks/task", "--log-file", log])
+        #expect(mounted.status == 0, "\(mounted.stderr)")
+        try Data("{\"title\": \"via a saved remote\"}".utf8).write(to: URL(fileURLWithPath: mountpoint + "/Tasks/task/new.json"))
+        // The server's object replaces the local name: the create went through.
+        #expect(await waitUntil(30) {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: mountpoint + "/Tasks/task")) ?? []
+            return names.count == 1 && names != ["new.json"]
+        })
+        // A quiet spell of 3x the server's request timeout: still the first connection.
+        try await Task.sleep(for: .seconds(6))
+        let logged = try String(contentsOfFile: log, encoding: .utf8)
+        #expect(logged.components(separatedBy: "telepat: connected").count - 1 == 1, "\(logged)")
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+
+        // A saved JWT that has expired (its claims say so): mount asks for the login again.
+        let expired = try JSONSerialization.data(withJSONObject: ["tp": [
+            Self.base64URL("{\"alg\":\"HS256\",\"typ\":\"JWT\"}"), Self.base64URL("{\"exp\":1000000000}"), "c2ln",
+        ].joined(separator: ".")])
+        try expired.write(to: URL(fileURLWithPath: credentials))
+        let refused = try cli.bucketfs(["mount", mountpoint, "--remote", "tp", "--bucket", "Tasks/task"])
+        #expect(refused.status != 0 && refused.stderr.contains("run bucketfs login tp"), "\(refused.stderr)")
+        #expect(!isMounted(mountpoint))
+        // A Telepat remote is mounted as one: asking for another protocol is refused.
+        let other = try cli.bucketfs(["mount", mountpoint, "--remote", "tp", "--protocol", "simperium", "--bucket", "notes"])
+        #expect(other.status != 0 && other.stderr.contains("speaks telepat"), "\(other.stderr)")
+    }
+
+    static func base64URL(_ text: String) -> String {
+        Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
     /// Polls `condition` for up to `seconds` without holding a thread of the concurrency pool.
     func waitUntil(_ seconds: Double, _ condition: () -> Bool) async -> Bool {
         let deadline = Date(timeIntervalSinceNow: seconds)
