@@ -25,12 +25,7 @@ struct AcknowledgementPathTests {
 
     @Test func savedAndAcknowledgedWithNoLocalEdit() async throws {
         try await SyncFixture.run { fixture in
-            let a = try await fixture.client("a")
-            let b = try await fixture.client("b")
-            await a.client.start()
-            await b.client.start()
-            try await a.idle()
-            try await b.idle()
+            let (a, b) = try await fixture.startedPair()
             for round in 1...5 {
                 let value: JSONObject = ["title": .string("round \(round)"), "body": .string(String(repeating: "x", count: round * 40))]
                 _ = try await a.client.save(bucket: "notes", key: "k", value: value)
@@ -48,12 +43,7 @@ struct AcknowledgementPathTests {
 
     @Test func editsMadeWhileInFlightAreSentAfterTheAcknowledgement() async throws {
         try await SyncFixture.run { fixture in
-            let a = try await fixture.client("a")
-            let b = try await fixture.client("b")
-            await a.client.start()
-            await b.client.start()
-            try await a.idle()
-            try await b.idle()
+            let (a, b) = try await fixture.startedPair()
             // Each save is made at once after the last: most land while the one before is in flight.
             var last: JSONObject = [:]
             for step in 1...20 {
@@ -70,12 +60,7 @@ struct AcknowledgementPathTests {
 
     @Test func concurrentEditsOfOneEntityOnTwoClientsMerge() async throws {
         try await SyncFixture.run { fixture in
-            let a = try await fixture.client("a")
-            let b = try await fixture.client("b")
-            await a.client.start()
-            await b.client.start()
-            try await a.idle()
-            try await b.idle()
+            let (a, b) = try await fixture.startedPair()
             _ = try await a.client.save(bucket: "notes", key: "doc", value: ["a": "", "b": ""])
             try await a.idle()
             #expect(try await eventually { try b.value("doc") != nil })
@@ -107,12 +92,7 @@ struct AcknowledgementPathTests {
     @Test func changeSentAgainAfterAReconnectIsAcknowledged() async throws {
         try await SyncFixture.run { fixture in
             let server = fixture.server
-            let a = try await fixture.client("a")
-            let b = try await fixture.client("b")
-            await a.client.start()
-            await b.client.start()
-            try await a.idle()
-            try await b.idle()
+            let (a, b) = try await fixture.startedPair()
             _ = try await a.client.save(bucket: "notes", key: "doc", value: ["v": 1])
             try await a.idle()
             // Sent, and the server goes away before (or just after) taking it.

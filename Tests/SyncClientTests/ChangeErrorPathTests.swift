@@ -14,10 +14,7 @@ struct ChangeErrorPathTests {
     ) async throws {
         try await SyncFixture.run { fixture in
             let server = fixture.server
-            let a = try await fixture.client("a")
-            let b = try await fixture.client("b")
-            await a.client.start()
-            await b.client.start()
+            let (a, b) = try await fixture.startedPair(waitUntilIdle: false)
             _ = try await a.client.save(bucket: "notes", key: "doc", value: ["n": 0])
             #expect(try await eventually { try b.value("doc") == ["n": 0] })
             try await a.idle()
@@ -87,10 +84,7 @@ struct ChangeErrorPathTests {
     @Test func repeatedBadVersionFallsBackToWholeObject() async throws {
         try await SyncFixture.run { fixture in
             let server = fixture.server
-            let a = try await fixture.client("a")
-            let b = try await fixture.client("b")
-            await a.client.start()
-            await b.client.start()
+            let (a, b) = try await fixture.startedPair(waitUntilIdle: false)
             _ = try await a.client.save(bucket: "notes", key: "doc", value: ["n": 0])
             #expect(try await eventually { try b.value("doc") == ["n": 0] })
             try await a.idle()

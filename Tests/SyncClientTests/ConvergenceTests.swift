@@ -9,12 +9,7 @@ import Testing
 struct ConvergenceTests {
     @Test func twoClientsConverge() async throws {
         try await SyncFixture.run { fixture in
-            let a = try await fixture.client("a")
-            let b = try await fixture.client("b")
-            await a.client.start()
-            await b.client.start()
-            try await a.idle()
-            try await b.idle()
+            let (a, b) = try await fixture.startedPair()
             let events = b.client.remoteEvents()
             let saved = try await a.client.save(bucket: "notes", key: "hello", value: ["title": "from a"])
             #expect(saved.entity.state == .pending)
@@ -80,10 +75,7 @@ struct ConvergenceTests {
 
     func offlineMerge(base: JSONObject, editA: JSONObject, editB: JSONObject, expected: JSONObject) async throws {
         try await SyncFixture.run { fixture in
-            let a = try await fixture.client("a")
-            let b = try await fixture.client("b")
-            await a.client.start()
-            await b.client.start()
+            let (a, b) = try await fixture.startedPair(waitUntilIdle: false)
             _ = try await a.client.save(bucket: "notes", key: "doc", value: base)
             #expect(try await eventually { try b.value("doc") == base })
             try await a.idle()
@@ -105,12 +97,7 @@ struct ConvergenceTests {
     @Test func serverRestartMidChange() async throws {
         try await SyncFixture.run { fixture in
             let server = fixture.server
-            let a = try await fixture.client("a")
-            let b = try await fixture.client("b")
-            await a.client.start()
-            await b.client.start()
-            try await a.idle()
-            try await b.idle()
+            let (a, b) = try await fixture.startedPair()
             // A save races the server going down; another is made while it is down.
             _ = try await a.client.save(bucket: "notes", key: "racing", value: ["v": 1])
             await server.stop()
@@ -149,10 +136,7 @@ struct ConvergenceTests {
     @Test func forgottenCVReindexesAndKeepsLocalPendingChanges() async throws {
         // The server keeps only a few changes, so an old cv is answered with `cv:?`.
         try await SyncFixture.run(server: { $0.changeLogRetention = 2 }) { fixture in
-            let a = try await fixture.client("a")
-            let b = try await fixture.client("b")
-            await a.client.start()
-            await b.client.start()
+            let (a, b) = try await fixture.startedPair(waitUntilIdle: false)
             _ = try await a.client.save(bucket: "notes", key: "doc", value: ["a": 0, "b": 0])
             _ = try await a.client.save(bucket: "notes", key: "gone", value: ["x": 1])
             #expect(try await eventually { try b.value("doc") != nil && b.value("gone") != nil })

@@ -171,6 +171,20 @@ final class SyncFixture: @unchecked Sendable {
         clients.append(client)
         return client
     }
+
+    /// Clients "a" and "b" on this fixture's server, both started; with `waitUntilIdle`, each has
+    /// also finished its first sync, so what a test saves next is the first change either sees.
+    func startedPair(waitUntilIdle: Bool = true) async throws -> (TestClient, TestClient) {
+        let a = try await client("a")
+        let b = try await client("b")
+        await a.client.start()
+        await b.client.start()
+        if waitUntilIdle {
+            try await a.idle()
+            try await b.idle()
+        }
+        return (a, b)
+    }
 }
 
 /// One client: its own store file and engine.
