@@ -7,15 +7,6 @@ import Testing
 /// Buckets named `group/leaf` (Telepat's `context/model`) show as two directory levels.
 @Suite(.serialized, .timeLimit(.minutes(5)))
 struct BucketGroupTests {
-    func eventually(_ seconds: Double = 60, _ condition: () throws -> Bool) rethrows -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        while Date() < deadline {
-            if try condition() { return true }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        return try condition()
-    }
-
     func listing(_ path: String) throws -> [String] {
         try FileManager.default.contentsOfDirectory(atPath: path).sorted()
     }

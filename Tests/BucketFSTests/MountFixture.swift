@@ -162,3 +162,14 @@ private final class OutputCollector: @unchecked Sendable {
         return (String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
     }
 }
+
+/// Polls `condition` for up to `seconds` (what the mount shows of a remote change or a save
+/// arrives asynchronously by design); a hang guard, not a speed check.
+func eventually(_ seconds: Double = 60, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date(timeIntervalSinceNow: seconds)
+    while Date() < deadline {
+        if try condition() { return true }
+        Thread.sleep(forTimeInterval: 0.05)
+    }
+    return try condition()
+}

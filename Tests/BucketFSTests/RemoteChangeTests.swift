@@ -7,17 +7,6 @@ import Testing
 /// Remote changes reach the kernel: cached names, sizes and pages are invalidated.
 @Suite(.serialized, .timeLimit(.minutes(5)))
 struct RemoteChangeTests {
-    /// Polls `condition` for up to `seconds` (invalidation is asynchronous by design); a hang
-    /// guard, not a speed check.
-    func eventually(_ seconds: Double = 60, _ condition: () throws -> Bool) rethrows -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        while Date() < deadline {
-            if try condition() { return true }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        return try condition()
-    }
-
     /// The server changed `key` from `old` (nil: a new entity) to `new` at `version`, applied the
     /// way the engine applies a `c` message (spec "Receiving Remote Changes").
     func remoteSave(_ mount: MountFixture, key: String, version: Int, old: JSONObject?, new: JSONObject) throws {

@@ -203,7 +203,7 @@ struct TextViewTests {
         next["content"] = "Shopping\n\n- milk\n- tea\n"
         next["tags"] = .array(["home", "weekly"])
         _ = try mount.store.applyEntity(bucket: "notes", key: "k", version: 2, data: next)
-        #expect(eventually { (try? Tool.run("/bin/cat", ["k.txt"], directory: dir).stdout) == "Shopping\n\n- milk\n- tea\n" })
+        #expect(eventually(10) { (try? Tool.run("/bin/cat", ["k.txt"], directory: dir).stdout) == "Shopping\n\n- milk\n- tea\n" })
 
         // The same store mounted as JSON shows the whole entity again.
         mount.unmount()
@@ -214,14 +214,4 @@ struct TextViewTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == ["k.json"])
         #expect(try Tool.run("/bin/cat", ["k.json"], directory: dir).stdout == JSONValue.object(next).prettyRendered())
     }
-}
-
-/// Polls `condition` for up to `seconds`.
-private func eventually(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
-    let deadline = Date(timeIntervalSinceNow: seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        Thread.sleep(forTimeInterval: 0.05)
-    }
-    return condition()
 }
