@@ -31,21 +31,6 @@ public enum BucketGroups {
     }
 }
 
-/// Numbers of group directories, stable for the mount's life, from a range the store and the
-/// other in-memory nodes never reach (symlinks start at 2^62, the history view at 2^61).
-struct GroupInodes: Sendable {
-    private var numbers: [String: UInt64] = [:]
-    private var next: UInt64 = 1 << 60
-
-    mutating func number(for group: String) -> UInt64 {
-        if let number = numbers[group] { return number }
-        let number = next
-        next += 1
-        numbers[group] = number
-        return number
-    }
-}
-
 extension FileSystemState {
     /// The root's listing: buckets without a group, and one directory per group.
     mutating func rootListing(_ buckets: [MountBucket]) -> [Node] {

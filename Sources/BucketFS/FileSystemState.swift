@@ -150,10 +150,10 @@ struct FileSystemState: Sendable {
     var nextHandle: UInt64 = 1
     /// Symlinks are not stored; their numbers come from a range the store never reaches.
     var nextSymlinkInode: UInt64 = 1 << 62
-    /// Numbers of the `.history` view's nodes, stable for the mount's life.
-    var historyInodes = HistoryInodes()
-    /// Numbers of group directories (`BucketGroups`), stable for the mount's life.
-    var groupInodes = GroupInodes()
+    /// Numbers of the `.history` view's nodes, from the range below the symlinks'.
+    var historyInodes = StableInodes<HistoryPath>(from: 1 << 61)
+    /// Numbers of group directories (`BucketGroups`), from the range below the history view's.
+    var groupInodes = StableInodes<String>(from: 1 << 60)
     /// Numbers the store set aside for files created in memory (`MountBackend.reserveIDs`).
     var reservedIDs: Range<UInt64> = 0..<0
     /// Entity files created in memory that have not reached the store yet (`makeFile`): their
@@ -216,5 +216,23 @@ struct FileSystemState: Sendable {
             node.ctime = times.ctime
         }
         return node
+    }
+}
+
+/// Inode numbers of nodes the store gives none (nothing of them is stored: the `.history` view,
+/// group directories), from a range it never reaches; a node keeps its number for the mount's
+/// life, so a kernel's cached entry stays right.
+struct StableInodes<Key: Hashable & Sendable>: Sendable {
+    private var numbers: [Key: UInt64] = [:]
+    private var next: UInt64
+
+    init(from first: UInt64) { next = first }
+
+    mutating func number(for key: Key) -> UInt64 {
+        if let number = numbers[key] { return number }
+        let number = next
+        next += 1
+        numbers[key] = number
+        return number
     }
 }

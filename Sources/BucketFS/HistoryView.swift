@@ -24,19 +24,3 @@ public enum HistoryPath: Hashable, Sendable {
         return version
     }
 }
-
-/// Inode numbers of the view's nodes. The store gives it none (nothing of it is stored), so they
-/// come from a range it never reaches, below the lock links' (`FileSystemState.nextSymlinkInode`),
-/// and a path keeps its number for the mount's life, so a kernel's cached entry stays right.
-struct HistoryInodes: Sendable {
-    private var numbers: [HistoryPath: UInt64] = [:]
-    private var next: UInt64 = 1 << 61
-
-    mutating func number(for path: HistoryPath) -> UInt64 {
-        if let number = numbers[path] { return number }
-        let number = next
-        next += 1
-        numbers[path] = number
-        return number
-    }
-}
