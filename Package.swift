@@ -82,6 +82,9 @@ let package = Package(
             ]
         ),
         .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
+        // Apptimist (issue 18): libsodium's crypto_box and Ed25519.
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .target(name: "ApptimistCrypto", dependencies: ["CSodium"]),
         .target(
             name: "BucketFS",
             dependencies: ["CFuse", "SyncStore", .product(name: "Logging", package: "swift-log")]
@@ -133,6 +136,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "TelepatProtocolTests", dependencies: ["TelepatProtocol", "JSONDiff"]),
+        .testTarget(name: "ApptimistCryptoTests", dependencies: ["ApptimistCrypto"]),
         .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "JSONDiff"]),
         .testTarget(
             name: "SyncClientTests",

@@ -1,0 +1,87 @@
+import CSodium
+
+/// A Curve25519 key pair for crypto_box (the protocol's "EncrKey" pairs).
+public struct BoxKeyPair: Hashable, Sendable {
+    public let publicKey: [UInt8]
+    public let secretKey: [UInt8]
+
+    /// A fresh key pair from libsodium's random generator.
+    public static func generate() throws(ApptimistCryptoError) -> BoxKeyPair {
+        try BoxKeyPair(secretKey: Sodium.random(count: CryptoBox.keyLength))
+    }
+
+    /// The key pair of a stored secret key (its public key is derived, so the two always match).
+    public init(secretKey: [UInt8]) throws(ApptimistCryptoError) {
+        try Sodium.ready()
+        try Sodium.check(secretKey, "a box secret key", length: CryptoBox.keyLength)
+        var publicKey = [UInt8](repeating: 0, count: CryptoBox.keyLength)
+        let status = publicKey.withNonNilMutablePointer { out in
+            secretKey.withNonNilPointer { crypto_scalarmult_base(out, $0) }
+        }
+        guard status == 0 else { throw .weakPublicKey }
+        self.publicKey = publicKey
+        self.secretKey = secretKey
+    }
+}
+
+/// NaCl's crypto_box (Curve25519, XSalsa20, Poly1305) with an explicit nonce: the sealed bytes
+/// are the 16-byte authenticator followed by the ciphertext (libsodium's "easy" layout, which is
+/// NaCl's crypto_box output without its 16 zero bytes).
+public enum CryptoBox {
+    public static let keyLength = 32
+    public static let nonceLength = 24
+    public static let macLength = 16
+
+    /// A nonce from libsodium's random generator (24 bytes: random nonces do not collide).
+    public static func randomNonce() throws(ApptimistCryptoError) -> [UInt8] {
+        try Sodium.random(count: nonceLength)
+    }
+
+    public static func seal(
+        _ message: [UInt8], nonce: [UInt8], recipientPublicKey: [UInt8], senderSecretKey: [UInt8]
+    ) throws(ApptimistCryptoError) -> [UInt8] {
+        try Sodium.ready()
+        try Sodium.check(nonce, "a box nonce", length: nonceLength)
+        try Sodium.check(recipientPublicKey, "a box public key", length: keyLength)
+        try Sodium.check(senderSecretKey, "a box secret key", length: keyLength)
+        var sealed = [UInt8](repeating: 0, count: macLength + message.count)
+        let status = sealed.withNonNilMutablePointer { out in
+            message.withNonNilPointer { m in
+                nonce.withNonNilPointer { n in
+                    recipientPublicKey.withNonNilPointer { pk in
+                        senderSecretKey.withNonNilPointer { sk in
+                            crypto_box_easy(out, m, UInt64(message.count), n, pk, sk)
+                        }
+                    }
+                }
+            }
+        }
+        guard status == 0 else { throw .weakPublicKey }
+        return sealed
+    }
+
+    public static func open(
+        _ sealed: [UInt8], nonce: [UInt8], senderPublicKey: [UInt8], recipientSecretKey: [UInt8]
+    ) throws(ApptimistCryptoError) -> [UInt8] {
+        try Sodium.ready()
+        try Sodium.check(nonce, "a box nonce", length: nonceLength)
+        try Sodium.check(senderPublicKey, "a box public key", length: keyLength)
+        try Sodium.check(recipientSecretKey, "a box secret key", length: keyLength)
+        // Shorter than its authenticator: nothing to open (libsodium would refuse it too).
+        guard sealed.count >= macLength else { throw .boxRejected }
+        var message = [UInt8](repeating: 0, count: sealed.count - macLength)
+        let status = message.withNonNilMutablePointer { out in
+            sealed.withNonNilPointer { c in
+                nonce.withNonNilPointer { n in
+                    senderPublicKey.withNonNilPointer { pk in
+                        recipientSecretKey.withNonNilPointer { sk in
+                            crypto_box_open_easy(out, c, UInt64(sealed.count), n, pk, sk)
+                        }
+                    }
+                }
+            }
+        }
+        guard status == 0 else { throw .boxRejected }
+        return message
+    }
+}
