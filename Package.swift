@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "JSONDiff", targets: ["JSONDiff"]),
         .library(name: "SyncProtocol", targets: ["SyncProtocol"]),
         .library(name: "TelepatProtocol", targets: ["TelepatProtocol"]),
+        .library(name: "ApptimistProtocol", targets: ["ApptimistProtocol"]),
         .library(name: "SyncServer", targets: ["SyncServer"]),
         .library(name: "SyncStore", targets: ["SyncStore"]),
         .library(name: "SyncEngine", targets: ["SyncEngine"]),
@@ -82,9 +83,10 @@ let package = Package(
             ]
         ),
         .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
-        // Apptimist (issue 18): libsodium's crypto_box and Ed25519.
+        // Apptimist (issue 18): libsodium's crypto_box and Ed25519, and the PDUs (pure, no I/O).
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .target(name: "ApptimistCrypto", dependencies: ["CSodium"]),
+        .target(name: "ApptimistProtocol"),
         .target(
             name: "BucketFS",
             dependencies: ["CFuse", "SyncStore", .product(name: "Logging", package: "swift-log")]
@@ -137,6 +139,7 @@ let package = Package(
         ),
         .testTarget(name: "TelepatProtocolTests", dependencies: ["TelepatProtocol", "JSONDiff"]),
         .testTarget(name: "ApptimistCryptoTests", dependencies: ["ApptimistCrypto"]),
+        .testTarget(name: "ApptimistProtocolTests", dependencies: ["ApptimistProtocol"]),
         .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "JSONDiff"]),
         .testTarget(
             name: "SyncClientTests",
