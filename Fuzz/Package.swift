@@ -25,6 +25,7 @@ let package = Package(
         fuzzTarget("FuzzFrame", ["SyncProtocol", "JSONDiff"]),
         fuzzTarget("FuzzChange", ["SyncProtocol", "JSONDiff"]),
         fuzzTarget("FuzzTelepat", ["TelepatProtocol", "JSONDiff"]),
+        fuzzTarget("FuzzApptimist", ["ApptimistProtocol"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -41,16 +41,13 @@ public struct ApptimistFrame: Hashable, Sendable {
 
     public func render(version: ApptimistVersion) throws(ApptimistProtocolError) -> [UInt8] {
         var dataPart = sealedData
-        switch (version, dataNonce) {
-        case (.v1, nil), (.v2, nil) where sealedData.isEmpty:
-            break
-        case (.v1, .some(let nonce)):
-            throw .wrongFieldLength(field: "dataNonce", expected: 0, actual: nonce.count)
-        case (.v2, let nonce):
-            let nonce = nonce ?? []
-            guard nonce.count == Self.dataNonceLength, !sealedData.isEmpty else {
-                throw .wrongFieldLength(field: "dataNonce", expected: sealedData.isEmpty ? 0 : Self.dataNonceLength, actual: nonce.count)
-            }
+        switch version {
+        case .v1:
+            if let nonce = dataNonce { throw .wrongFieldLength(field: "dataNonce", expected: 0, actual: nonce.count) }
+        case .v2:
+            let nonce = dataNonce ?? []
+            let expected = sealedData.isEmpty ? 0 : Self.dataNonceLength
+            guard nonce.count == expected else { throw .wrongFieldLength(field: "dataNonce", expected: expected, actual: nonce.count) }
             dataPart = nonce + sealedData
         }
         var writer = ByteWriter()
