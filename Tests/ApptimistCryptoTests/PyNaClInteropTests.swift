@@ -59,8 +59,8 @@ struct PyNaClInteropTests {
         let output = directory.appendingPathComponent("answer.json")
         let errors = directory.appendingPathComponent("stderr.txt")
         try JSONSerialization.data(withJSONObject: request).write(to: input)
-        FileManager.default.createFile(atPath: output.path, contents: nil)
-        FileManager.default.createFile(atPath: errors.path, contents: nil)
+        try Data().write(to: output)
+        try Data().write(to: errors)
 
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
