@@ -1,8 +1,9 @@
 import ApptimistCrypto
 import Testing
 
-/// libsodium's own test vectors (test/default/box.c and box.exp, NaCl's classic Alice and Bob) and
-/// RFC 8032's Ed25519 vectors: the bytes this module produces are the published ones.
+/// libsodium's own test vectors (test/default/box.c and box.exp, NaCl's classic Alice and Bob),
+/// RFC 8032's Ed25519 vectors and FIPS 180-2's SHA-512: the bytes this module produces are the
+/// published ones.
 @Suite("Apptimist crypto: published test vectors")
 struct PublishedVectorTests {
     static let aliceSecret = "77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a"
@@ -74,5 +75,15 @@ struct PublishedVectorTests {
         let signed = try Ed25519.sign([UInt8](hex: message), secretKey: pair.secretKey)
         #expect(signed.hex == signature)
         try Ed25519.verify([UInt8](hex: signature), of: [UInt8](hex: message), publicKey: [UInt8](hex: publicKey))
+    }
+
+    /// FIPS 180-2's SHA-512 examples ("abc") and the empty message.
+    @Test func sha512DigestsAsPublished() throws {
+        #expect(
+            try SHA512.digest(Array("abc".utf8)).hex
+                == "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f")
+        #expect(
+            try SHA512.digest([]).hex
+                == "cf83e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9ce47d0d13c5d85f2b0ff8318d2877eec2f63b931bd47417a81a538327af927da3e")
     }
 }
