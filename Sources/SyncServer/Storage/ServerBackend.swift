@@ -12,7 +12,7 @@ public enum ServerBackend: Sendable {
     /// to wait for a database that does not answer yet.
     public static func open(
         data: String?, databaseURL: String?, passwordIterations: Int = 200_000,
-        databaseConnections: Int = PostgresServerStore.defaultMaximumConnections, databaseWait: Duration = .zero, logger: Logger
+        databaseConnections: Int = PostgresServerStore.defaultMaximumConnections, databaseWait: Duration = PostgresServerStore.defaultStartWait, logger: Logger
     ) async throws -> ServerBackend {
         if let databaseURL {
             return .postgres(try await PostgresServerStore.open(

@@ -35,6 +35,9 @@ public final class PostgresServerStore: Sendable {
     /// The fewest connections a node works with: LISTEN holds one, the change writer and the
     /// delivery sequence each need one besides.
     public static let minimumConnections = 3
+    /// How long `open` keeps trying a database that does not answer yet. Not zero: on a busy
+    /// machine the pool's first connection can take longer than one lease's wait.
+    public static let defaultStartWait: Duration = .seconds(30)
 
     /// Connects, migrates the schema (under an advisory lock) and starts following changes.
     /// - Parameters:
@@ -43,7 +46,7 @@ public final class PostgresServerStore: Sendable {
     ///     started before its database); past it, or at once for other errors, this throws.
     public static func open(
         _ location: PostgresLocation, passwordIterations: Int = 200_000, maximumConnections: Int = defaultMaximumConnections,
-        startWait: Duration = .zero, logger: Logger = Logger(label: "bucketfs.postgres")
+        startWait: Duration = defaultStartWait, logger: Logger = Logger(label: "bucketfs.postgres")
     ) async throws -> PostgresServerStore {
         let client = PostgresClient(
             configuration: location.clientConfiguration(maximumConnections: max(minimumConnections, maximumConnections)),
