@@ -150,11 +150,21 @@ extension PostgresClient {
 /// One `withAvailableConnection` call: its caller's continuation, resumed once, by the body's
 /// end or by the watch giving up, whichever comes first.
 private final class ConnectionLease<T: Sendable>: Sendable {
+    private typealias Ending = (continuation: CheckedContinuation<T, any Error>?, onFinish: (@Sendable () -> Void)?)
+
     private struct State: Sendable {
         var continuation: CheckedContinuation<T, any Error>?
         var connection: PostgresConnection?
         var finished = false
         var onFinish: (@Sendable () -> Void)?
+
+        /// Marks the call finished: what is left to resume and run, the first time only.
+        mutating func ending() -> Ending? {
+            guard !finished else { return nil }
+            finished = true
+            defer { (continuation, onFinish) = (nil, nil) }
+            return (continuation, onFinish)
+        }
     }
     private let state = NIOLockedValueBox(State())
 
@@ -174,14 +184,11 @@ private final class ConnectionLease<T: Sendable>: Sendable {
     /// The leased connection, or nil after failing the call for want of one (in one step: a
     /// body leasing at this instant either counts, or is refused by `leased`).
     func connectionOrGiveUp() -> PostgresConnection? {
-        let (connection, continuation) = state.withLockedValue { state -> (PostgresConnection?, CheckedContinuation<T, any Error>?) in
-            guard !state.finished else { return (nil, nil) }
-            if let connection = state.connection { return (connection, nil) }
-            state.finished = true
-            defer { state.continuation = nil; state.onFinish = nil }
-            return (nil, state.continuation)
+        let (connection, ending) = state.withLockedValue { state -> (PostgresConnection?, Ending?) in
+            if !state.finished, let connection = state.connection { return (connection, nil) }
+            return (nil, state.ending())
         }
-        continuation?.resume(throwing: PostgresAvailability.ConnectionWaitExpired())
+        end(ending, with: .failure(PostgresAvailability.ConnectionWaitExpired()))
         return connection
     }
 
@@ -194,13 +201,12 @@ private final class ConnectionLease<T: Sendable>: Sendable {
     }
 
     func finish(_ result: Result<T, any Error>) {
-        let (continuation, action) = state.withLockedValue { state -> (CheckedContinuation<T, any Error>?, (@Sendable () -> Void)?) in
-            guard !state.finished else { return (nil, nil) }
-            state.finished = true
-            defer { state.continuation = nil; state.onFinish = nil }
-            return (state.continuation, state.onFinish)
-        }
-        continuation?.resume(with: result)
-        action?()
+        end(state.withLockedValue { $0.ending() }, with: result)
+    }
+
+    private func end(_ ending: Ending?, with result: Result<T, any Error>) {
+        guard let ending else { return }
+        ending.continuation?.resume(with: result)
+        ending.onFinish?()
     }
 }
