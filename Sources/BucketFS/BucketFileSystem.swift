@@ -258,19 +258,19 @@ public final class BucketFileSystem: Sendable {
     public func unmount(timeout: Double = 10) -> Bool {
         let (running, mountPoint) = lifecycle.withLock { ($0.running, $0.mountPoint) }
         guard running, let mountPoint else { return true }
-        let mountedDevice = Self.fuseDevice(of: mountPoint)
+        // Read before any umount: the name is gone from mountinfo after it.
+        let device = Self.fuseDevice(of: mountPoint)
         if Self.fusermount(["-u", mountPoint]) {
             // A copy of the mount in another mount namespace (`unshare -m` copies every mount
             // there is) outlives our umount, and the loop ends only with the connection.
             // Only while the loop still runs: a connection that ended may have lent its number
             // to a new mount already.
-            if !waitUntilStopped(timeout: min(timeout, 2)), !lifecycle.withLock({ $0.loopEnded }), let mountedDevice {
+            if !waitUntilStopped(timeout: min(timeout, 2)), !lifecycle.withLock({ $0.loopEnded }), let device {
                 logger.notice("the mount lives on elsewhere (another mount namespace); ending its connection", metadata: ["path": "\(mountPoint)"])
-                Self.abortConnection(device: mountedDevice)
+                Self.abortConnection(device: device)
             }
         } else {
             flushAll()
-            let device = Self.fuseDevice(of: mountPoint)
             // Taken before the detach (the name is gone after it); O_PATH sends no open request.
             let root = Glibc.open(mountPoint, Self.openPathOnly | O_DIRECTORY)
             if Self.fusermount(["-uz", mountPoint]) { lifecycle.withLock { $0.detached = true } }
