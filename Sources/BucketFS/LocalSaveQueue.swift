@@ -10,14 +10,19 @@ import SyncStore
 /// (a burst: a checkout, a script, an rsync), the next batch waits for the window to end and
 /// takes everything that came meanwhile, as Nagle's algorithm does for small TCP writes. The
 /// window bounds the delay a burst adds to each save.
-public final class LocalSaveQueue: Sendable {
+///
+/// The window is measured on `WindowClock`: the mount uses the continuous clock, and tests a
+/// clock they move by hand, so what they check does not depend on how busy the machine is.
+public final class LocalSaveQueue<WindowClock: Clock>: Sendable where WindowClock.Duration == Duration {
     public let coalescingWindow: Duration
+    private let clock: WindowClock
     private let pending = Mutex<[OutgoingChange]>([])
     private let signals: AsyncStream<Void>
     private let signal: AsyncStream<Void>.Continuation
 
-    public init(coalescingWindow: Duration = .milliseconds(5)) {
+    public init(coalescingWindow: Duration = .milliseconds(5), clock: WindowClock) {
         self.coalescingWindow = coalescingWindow
+        self.clock = clock
         // One buffered signal is enough: the consumer takes everything pending when it wakes.
         (signals, signal) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
@@ -34,19 +39,25 @@ public final class LocalSaveQueue: Sendable {
     /// Calls `body` with each batch, in the order the changes were added, until the task is
     /// cancelled.
     public func forEachBatch(_ body: ([OutgoingChange]) async -> Void) async {
-        var lastBatch: ContinuousClock.Instant?
+        var lastBatch: WindowClock.Instant?
         for await _ in signals {
-            if let lastBatch, ContinuousClock.now < lastBatch + coalescingWindow {
+            if let lastBatch, clock.now < lastBatch.advanced(by: coalescingWindow) {
                 // Cancelled (unmount): what is pending goes now; the store keeps it regardless.
-                try? await Task.sleep(until: lastBatch + coalescingWindow, clock: .continuous)
+                try? await clock.sleep(until: lastBatch.advanced(by: coalescingWindow), tolerance: nil)
             }
             let batch = pending.withLock { pending in
                 defer { pending.removeAll() }
                 return pending
             }
             guard !batch.isEmpty else { continue }
-            lastBatch = .now
+            lastBatch = clock.now
             await body(batch)
         }
+    }
+}
+
+extension LocalSaveQueue where WindowClock == ContinuousClock {
+    public convenience init(coalescingWindow: Duration = .milliseconds(5)) {
+        self.init(coalescingWindow: coalescingWindow, clock: ContinuousClock())
     }
 }

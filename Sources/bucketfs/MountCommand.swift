@@ -441,7 +441,7 @@ private struct MountSession {
 
     /// Hands the mount's saves to the engine (and to `bucketfs watch`), a batch at a time.
     /// `titled`: the buckets shown as plain text, whose events carry the note's title.
-    private func sendLocalSaves(_ saves: LocalSaveQueue, to client: any SyncEngine, feed: FeedWriter, store: SyncStore, titled: Set<String>) async {
+    private func sendLocalSaves(_ saves: LocalSaveQueue<ContinuousClock>, to client: any SyncEngine, feed: FeedWriter, store: SyncStore, titled: Set<String>) async {
         var names = EntityNames(store: store)
         await saves.forEachBatch { changes in
             for change in changes {
