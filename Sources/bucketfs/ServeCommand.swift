@@ -144,7 +144,13 @@ struct Serve: AsyncParsableCommand {
         if let telepat {
             // Device registrations live beside the SQLite database; on PostgreSQL, in memory.
             let devices = data.map { URL(fileURLWithPath: $0).appendingPathComponent("telepat-devices.json").path }
-            configuration.telepat = try TelepatSettings(file: telepat, devicesPath: databaseURL == nil ? devices : nil)
+            let settings = try TelepatSettings(file: telepat, devicesPath: databaseURL == nil ? devices : nil)
+            // Each application's objects live in its owner's account: it exists before anyone can register its name.
+            do { try await store.prepareTelepat(settings) } catch {
+                store.close()
+                throw CommandError("--telepat \(telepat): \(error)")
+            }
+            configuration.telepat = settings
         }
         let app = try store.buildApplication(configuration: configuration, logger: logger)
         defer { store.close() }

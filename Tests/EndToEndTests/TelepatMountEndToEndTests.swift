@@ -2,38 +2,43 @@ import Foundation
 import Testing
 
 /// Telepat mounts (`--protocol telepat`) against the real `bucketfs serve --telepat`: two
-/// mounts of one user, each with its own store and device, see each other's creates, updates
-/// and deletes; immutable fields are refused locally; offline saves and kill -9 lose nothing.
+/// mounts of two users of one application, each with its own store and device, see each other's
+/// creates, updates and deletes (an application's objects are shared by its users); immutable
+/// fields are refused locally; offline saves and kill -9 lose nothing.
 @Suite(.serialized, .timeLimit(.minutes(5)))
 struct TelepatMountEndToEndTests {
     static let appID = "tp-app"
     static let apiKey = "tp-secret"
 
     /// `bucketfs serve --telepat` with application `tp-app`, context `Tasks` (id `c1`) holding
-    /// models `task` and `note`, and the user `alice@example.com` (made with `bucketfs user add`,
-    /// so she has a Simperium token too), logged in through the Telepat API.
+    /// models `task` and `note`, owned by `team@example.com` (its Simperium account holds the
+    /// objects), and the users `alice@example.com` and `bob@example.com`, logged in through the
+    /// Telepat API. Every account is made with `bucketfs user add`.
     struct TelepatServer {
-        static let username = "alice@example.com"
+        static let owner = "team@example.com"
+        static let users = ["alice@example.com", "bob@example.com"]
         static let password = "correct horse battery"
         let process: Background
         let port: Int
-        /// Her Telepat JWT.
-        let token: String
-        /// Her Simperium token (`bucketfs user add`); nil when the server was started again.
+        /// Each user's Telepat JWT, by username.
+        let tokens: [String: String]
+        /// The owner's Simperium token (`bucketfs user add`); nil when the server was started again.
         let simperiumToken: String?
         var url: String { "http://127.0.0.1:\(port)" }
 
         static func start(in sandbox: Sandbox, port: Int = 0, data: String? = nil) throws -> TelepatServer {
             var simperiumToken: String?
             if data == nil {
-                let added = try sandbox.bucketfs(["user", "add", "--data", sandbox.directory("server"), username], input: password + "\n")
-                guard added.status == 0 else { throw SandboxError("bucketfs user add failed: \(added.stderr)") }
-                simperiumToken = added.stdout.split(separator: "\n").last.map(String.init)
+                for username in [owner] + users {
+                    let added = try sandbox.bucketfs(["user", "add", "--data", sandbox.directory("server"), username], input: password + "\n")
+                    guard added.status == 0 else { throw SandboxError("bucketfs user add failed: \(added.stderr)") }
+                    if username == owner { simperiumToken = added.stdout.split(separator: "\n").last.map(String.init) }
+                }
             }
             let data = try data ?? sandbox.directory("server")
             let settings = sandbox.root + "/telepat.json"
             try Data("""
-                {"applications": [{"id": "\(appID)", "api_key": "\(apiKey)",
+                {"applications": [{"id": "\(appID)", "api_key": "\(apiKey)", "owner": "\(owner)",
                   "contexts": [{"id": "c1", "name": "Tasks", "models": ["task", "note"]}]}],
                  "jwt_secret": "an end-to-end test's fixed secret, 32+ bytes long"}
                 """.utf8).write(to: URL(fileURLWithPath: settings))
@@ -45,11 +50,15 @@ struct TelepatMountEndToEndTests {
             }
             guard let found else { throw SandboxError("bucketfs serve --telepat printed no port:\n\(process.logTail)") }
             let base = "http://127.0.0.1:\(found)"
-            let login = try call(base, "/user/login-password", ["username": username, "password": password])
-            guard let content = login["content"] as? [String: Any], let token = content["token"] as? String else {
-                throw SandboxError("login answered no token: \(login)")
+            var tokens: [String: String] = [:]
+            for username in users {
+                let login = try call(base, "/user/login-password", ["username": username, "password": password])
+                guard let content = login["content"] as? [String: Any], let token = content["token"] as? String else {
+                    throw SandboxError("login answered no token: \(login)")
+                }
+                tokens[username] = token
             }
-            return TelepatServer(process: process, port: found, token: token, simperiumToken: simperiumToken)
+            return TelepatServer(process: process, port: found, tokens: tokens, simperiumToken: simperiumToken)
         }
 
         /// A Telepat API call as any client makes it (plain HTTP, Telepat's headers).
@@ -69,10 +78,13 @@ struct TelepatMountEndToEndTests {
         }
     }
 
-    func mount(_ sandbox: Sandbox, _ name: String, _ server: TelepatServer, buckets: [String] = ["Tasks/task"]) throws -> MountProcess {
+    /// A Telepat mount logged in as `user` (alice unless named).
+    func mount(
+        _ sandbox: Sandbox, _ name: String, _ server: TelepatServer, as user: String = TelepatServer.users[0], buckets: [String] = ["Tasks/task"]
+    ) throws -> MountProcess {
         var arguments = [
             "--protocol", "telepat", "--server", server.url, "--app-id", Self.appID, "--api-key", Self.apiKey,
-            "--token", server.token, "--store", sandbox.root + "/\(name).sqlite",
+            "--token", server.tokens[user] ?? "", "--store", sandbox.root + "/\(name).sqlite",
         ]
         for bucket in buckets { arguments += ["--bucket", bucket] }
         return try MountProcess(sandbox, at: name, arguments: arguments)
@@ -100,7 +112,7 @@ struct TelepatMountEndToEndTests {
         defer { sandbox.close() }
         let server = try TelepatServer.start(in: sandbox)
         let a = try mount(sandbox, "a", server)
-        let b = try mount(sandbox, "b", server)
+        let b = try mount(sandbox, "b", server, as: TelepatServer.users[1])
         #expect(try FileManager.default.contentsOfDirectory(atPath: a.mountPoint) == ["Tasks"])
 
         // A new file is a create: it comes back as <id>.json, the name given goes away.
@@ -151,7 +163,7 @@ struct TelepatMountEndToEndTests {
         defer { sandbox.close() }
         var server = try TelepatServer.start(in: sandbox)
         let a = try mount(sandbox, "a", server)
-        let b = try mount(sandbox, "b", server)
+        let b = try mount(sandbox, "b", server, as: TelepatServer.users[1])
         try Files.write(a.path("Tasks/task/first.json"), "{\"title\": \"first\"}")
         #expect(await waitUntil(60) { objects(b).count == 1 && objects(a).count == 1 && !objects(a).contains("first.json") })
         let file = try #require(objects(a).first)
@@ -186,7 +198,7 @@ struct TelepatMountEndToEndTests {
         defer { sandbox.close() }
         let server = try TelepatServer.start(in: sandbox)
         let telepat = try mount(sandbox, "t", server)
-        // Her Simperium bucket of context c1, model task: the same objects, as entities.
+        // The owner's Simperium bucket of context c1, model task: the same objects, as entities.
         let simperium = try MountProcess(sandbox, at: "s", arguments: [
             "--server", "ws://127.0.0.1:\(server.port)", "--app-id", Self.appID, "--token", try #require(server.simperiumToken),
             "--bucket", "c1.task", "--store", sandbox.root + "/s.sqlite",

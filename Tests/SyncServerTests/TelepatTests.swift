@@ -9,8 +9,8 @@ import TelepatProtocol
 import Testing
 
 /// The Telepat front end against a real, independent Telepat client (python-socketio 4.6 with
-/// python-engineio 3.14, and requests), checked against what a Simperium client of the same
-/// user sees of the same bucket, both ways (issue 15).
+/// python-engineio 3.14, and requests), checked against what a Simperium client of the
+/// application's owner sees of the same bucket, both ways (issue 15).
 @Suite(.timeLimit(.minutes(3)))
 struct TelepatTests {
     static let appID = "tp-app"
@@ -43,15 +43,15 @@ struct TelepatTests {
         ]
     }
 
-    /// A peer with a registered device, a logged-in user (`ann`, also a Simperium user) and,
-    /// when `connected`, a bound socket. Returns the peer and the headers of user routes.
-    private func telepatClient(_ server: RunningServer, connected: Bool = true) async throws -> (TelepatPeer, [String: String]) {
+    /// A peer with a registered device, a logged-in user (`ann` unless named; made with
+    /// `makeUser`) and, when `connected`, a bound socket. Returns the peer and the headers of user routes.
+    private func telepatClient(_ server: RunningServer, user: String = "ann", connected: Bool = true) async throws -> (TelepatPeer, [String: String]) {
         let peer = try TelepatPeer(port: server.port)
         let (status, registered) = try await peer.http("POST", "/device/register", headers: Self.headers, body: .object(["info": .object(["os": "linux"])]))
         #expect(status == 200)
         let device = try #require(registered["content"]?["identifier"]?.stringValue)
         let (loginStatus, login) = try await peer.http(
-            "POST", "/user/login-password", headers: Self.headers, body: .object(["username": "ann", "password": "secret-ann"]))
+            "POST", "/user/login-password", headers: Self.headers, body: .object(["username": .string(user), "password": .string("secret-\(user)")]))
         #expect(loginStatus == 200)
         let token = try #require(login["content"]?["token"]?.stringValue)
         var headers = Self.headers
@@ -63,13 +63,20 @@ struct TelepatTests {
 
     private func objectOf(_ entry: JSONValue?) throws -> JSONObject { try #require(entry?["object"]?.objectValue) }
 
+    /// The application's owner (made as `bucketfs serve --telepat` makes it) and a Simperium token of it.
+    private func owner(_ server: RunningServer) async throws -> (id: Int64, token: String) {
+        let application = try #require(Self.settings.applications[Self.appID])
+        let id = try await TelepatOwners.ensure(application, store: server.store)
+        return (id, try await server.store.issueToken(username: application.owner).accessToken)
+    }
+
     @Test(arguments: StoreKind.allCases)
     func telepatAndSimperiumClientsSeeTheSameObjectsBothWays(store: StoreKind) async throws {
         try await withServer(store: store, configure: Self.configure) { server in
-            let simperiumToken = try await makeUser(server, "ann")
+            _ = try await makeUser(server, "ann")
             let simperium = try await server.socket()
             defer { Task { await simperium.close() } }
-            _ = try await simperium.authorize(token: simperiumToken, bucket: "c1.task")
+            _ = try await simperium.authorize(token: try await owner(server).token, bucket: "c1.task")
 
             let (peer, headers) = try await telepatClient(server)
             defer { Task { await peer.close() } }
@@ -148,6 +155,160 @@ struct TelepatTests {
         }
     }
 
+    /// An application's objects are shared by all its users, as on Telepat: every route that
+    /// reads or writes objects (create, update, delete, subscribe, count) works on the same
+    /// objects whichever user calls; each object keeps its creator's `user_id`; notifications
+    /// reach every subscribed user; the owner's Simperium bucket holds them, both ways, and the
+    /// calling user's own account holds nothing.
+    @Test(arguments: StoreKind.allCases)
+    func anApplicationsObjectsAreSharedByAllItsUsers(store: StoreKind) async throws {
+        try await withServer(store: store, configure: Self.configure) { server in
+            let annToken = try await makeUser(server, "ann")
+            _ = try await makeUser(server, "bob")
+            let owner = try await owner(server)
+            let simperium = try await server.socket()
+            defer { Task { await simperium.close() } }
+            _ = try await simperium.authorize(token: owner.token, bucket: "c1.task")
+            let (ann, annHeaders) = try await telepatClient(server, user: "ann")
+            defer { Task { await ann.close() } }
+            let (bob, bobHeaders) = try await telepatClient(server, user: "bob")
+            defer { Task { await bob.close() } }
+            let users = [(ann, annHeaders), (bob, bobHeaders)]
+            let channel: JSONValue = .object(["context": "c1", "model": "task"])
+            var publicIDs: [String] = []
+            for (peer, headers) in users {
+                let (status, _) = try await peer.http("POST", "/object/subscribe", headers: headers, body: .object(["channel": channel]))
+                #expect(status == 200)
+                let (_, me) = try await peer.http("GET", "/user/me", headers: headers, body: nil)
+                publicIDs.append(try #require(me["content"]?["id"]?.stringValue))
+            }
+            let (annID, bobID) = (publicIDs[0], publicIDs[1])
+            #expect(annID != bobID)
+
+            func created(_ peer: TelepatPeer) async throws -> JSONObject { try objectOf(try await peer.nextMessage()?["data"]?["new"]?.arrayValue?.first) }
+
+            // ann creates: both users hear of it; the object is ann's, in the owner's account.
+            let (made, _) = try await ann.http("POST", "/object/create", headers: annHeaders, body: .object([
+                "context": "c1", "model": "task", "content": .object(["title": "ann's"]),
+            ]))
+            #expect(made == 202)
+            let annSees = try await created(ann)
+            let bobSees = try await created(bob)
+            #expect(annSees == bobSees && bobSees["user_id"] == .string(annID) && bobSees["title"] == "ann's")
+            let id = try #require(bobSees["id"]?.stringValue)
+            #expect(try appliedChange(try await simperium.receiveMessage()).id == id)
+            let annAccount = try #require(try await server.store.user(forToken: annToken))
+            #expect(try await server.store.entity(bucket: try await server.store.openBucket(userID: annAccount.id, name: "c1.task"), key: id) == nil)
+            let shared = try await server.store.openBucket(userID: owner.id, name: "c1.task")
+            #expect(try await server.store.entity(bucket: shared, key: id)?.data?["title"] == "ann's")
+
+            // bob updates ann's object: both hear the patch, Simperium gets a new version.
+            let (updated, _) = try await bob.http("POST", "/object/update", headers: bobHeaders, body: .object([
+                "context": "c1", "model": "task", "id": .string(id), "patches": .array([
+                    .object(["op": "replace", "path": .string("task/\(id)/title"), "value": "bob's edit"]),
+                ]),
+            ]))
+            #expect(updated == 202)
+            let edit: JSONValue = .object(["op": "replace", "path": .string("task/\(id)/title"), "value": "bob's edit"])
+            for (peer, _) in users {
+                let patches = try #require(try await peer.nextMessage()?["data"]?["updated"]?.arrayValue).compactMap { $0["patch"] }
+                #expect(patches.contains(edit))
+            }
+            let simperiumUpdate = try appliedChange(try await simperium.receiveMessage())
+            #expect(simperiumUpdate.id == id && simperiumUpdate.endVersion == 2)
+
+            // The owner's Simperium client creates: both users hear of it.
+            try await create(simperium, key: "from-owner", object: ["title": "owner's"])
+            #expect(try await created(ann)["id"] == "from-owner")
+            #expect(try await created(bob)["id"] == "from-owner")
+
+            // bob creates his own: counts and lists agree whoever asks; a user's channel narrows both.
+            _ = try await bob.http("POST", "/object/create", headers: bobHeaders, body: .object([
+                "context": "c1", "model": "task", "content": .object(["title": "bob's"]),
+            ]))
+            let bobsObject = try await created(ann)
+            #expect(try await created(bob) == bobsObject && bobsObject["user_id"] == .string(bobID))
+            _ = try await simperium.receiveMessage()
+            for (peer, headers) in users {
+                let (_, counted) = try await peer.http("POST", "/object/count", headers: headers, body: .object(["channel": channel]))
+                #expect(counted["content"]?["count"] == .integer(3))
+                let (_, listed) = try await peer.http("POST", "/object/subscribe", headers: headers, body: .object(["channel": channel, "no_subscribe": true]))
+                #expect(Set(try #require(listed["content"]?.arrayValue).compactMap { $0["id"]?.stringValue }) == [id, "from-owner", try #require(bobsObject["id"]?.stringValue)])
+                let annOnly: JSONValue = .object(["context": "c1", "model": "task", "user": .string(annID)])
+                let (_, annsCount) = try await peer.http("POST", "/object/count", headers: headers, body: .object(["channel": annOnly]))
+                #expect(annsCount["content"]?["count"] == .integer(1))
+                let (_, annsList) = try await peer.http("POST", "/object/subscribe", headers: headers, body: .object(["channel": annOnly, "no_subscribe": true]))
+                #expect(annsList["content"]?.arrayValue?.compactMap { $0["id"]?.stringValue } == [id])
+            }
+
+            // ann unsubscribes; bob deletes ann's object: bob and the owner hear of it, ann does not.
+            let (unsubscribed, _) = try await ann.http("POST", "/object/unsubscribe", headers: annHeaders, body: .object(["channel": channel]))
+            #expect(unsubscribed == 200)
+            let (deleted, _) = try await bob.http("DELETE", "/object/delete", headers: bobHeaders, body: .object(["context": "c1", "model": "task", "id": .string(id)]))
+            #expect(deleted == 202)
+            #expect(try objectOf(try await bob.nextMessage()?["data"]?["deleted"]?.arrayValue?.first)["id"] == .string(id))
+            let removal = try appliedChange(try await simperium.receiveMessage())
+            #expect(removal.id == id && removal.operation == .remove)
+            #expect(try await ann.quiet(seconds: 0.5).isEmpty)
+            let (_, left) = try await ann.http("POST", "/object/count", headers: annHeaders, body: .object(["channel": channel]))
+            #expect(left["content"]?["count"] == .integer(2))
+        }
+    }
+
+    /// The owner: a default one is made once (its name is then taken, so no one can register it
+    /// and read the application's objects); one the settings name must exist.
+    @Test(arguments: StoreKind.allCases)
+    func anApplicationsOwnerIsMadeOnceOrMustExistWhenNamed(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
+            let fallback = TelepatSettings.Application(id: "app", apiKey: "k", contexts: [])
+            #expect(fallback.owner == "telepat:app" && !fallback.ownerDeclared)
+            let made = try await TelepatOwners.ensure(fallback, store: server.store)
+            #expect(try await TelepatOwners.ensure(fallback, store: server.store) == made)
+            await #expect(throws: SyncServerError.userExists("telepat:app")) {
+                _ = try await server.store.createUser(username: "telepat:app", password: "a guess")
+            }
+            let named = TelepatSettings.Application(id: "app2", apiKey: "k", contexts: [], owner: "carol")
+            await #expect(throws: TelepatOwners.Missing.self) { _ = try await TelepatOwners.ensure(named, store: server.store) }
+            #expect(try await server.store.user(named: "carol") == nil)
+            _ = try await makeUser(server, "carol")
+            let carol = try #require(try await server.store.user(named: "carol"))
+            #expect(try await TelepatOwners.ensure(named, store: server.store) == carol.id)
+        }
+    }
+
+    @Test func settingsNameTheOwnerAndTheTokenLifetime() throws {
+        let parsed = try TelepatSettings(parsing: Array(#"""
+            {"applications": [{"id": "a", "api_key": "k", "owner": "team@example.com"}, {"id": "b", "api_key": "k"}],
+             "token_lifetime": 60}
+            """#.utf8))
+        #expect(parsed.applications["a"]?.owner == "team@example.com" && parsed.applications["a"]?.ownerDeclared == true)
+        #expect(parsed.applications["b"]?.owner == "telepat:b" && parsed.applications["b"]?.ownerDeclared == false)
+        #expect(parsed.tokenLifetime == 60)
+        for bad in [
+            #"{"applications": [{"id": "a", "api_key": "k", "owner": 7}]}"#,
+            #"{"applications": [{"id": "a", "api_key": "k", "owner": "\"quoted\""}]}"#,
+            #"{"applications": [{"id": "a", "api_key": "k"}], "token_lifetime": 0}"#,
+            #"{"applications": [{"id": "a", "api_key": "k"}], "token_lifetime": "1h"}"#,
+        ] {
+            #expect(throws: TelepatSettings.Invalid.self, "\(bad)") { _ = try TelepatSettings(parsing: Array(bad.utf8)) }
+        }
+    }
+
+    @Test func serveRefusesADeclaredOwnerWithoutAnAccount() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let settings = directory.path + "/telepat.json"
+        try Data(#"{"applications": [{"id": "tp-app", "api_key": "tp-key", "owner": "nobody@example.com"}]}"#.utf8)
+            .write(to: URL(fileURLWithPath: settings))
+        do {
+            let server = try await ServeBinary(data: directory.path, extraArguments: ["--telepat", settings])
+            server.stop()
+            Issue.record("serve started with an owner that has no account")
+        } catch let failure as TestFailure {
+            #expect(failure.description.contains("\"nobody@example.com\" of Telepat application tp-app has no account"), "\(failure)")
+        }
+    }
+
     @Test func badInputGetsTelepatsErrorShapeAndChangesNothing() async throws {
         try await withServer(store: .sqlite, configure: Self.configure) { server in
             let simperiumToken = try await makeUser(server, "ann")
@@ -160,7 +321,7 @@ struct TelepatTests {
             ]))
             let id = try #require(try objectOf(try await peer.nextMessage()?["data"]?["new"]?.arrayValue?.first)["id"]?.stringValue)
             let user = try #require(try await server.store.user(forToken: simperiumToken))
-            let bucket = try await server.store.openBucket(userID: user.id, name: "c1.task")
+            let bucket = try await server.store.openBucket(userID: try await owner(server).id, name: "c1.task")
             let before = try await server.store.entity(bucket: bucket, key: id)
 
             func patch(_ op: String, _ key: String, _ value: JSONValue) -> JSONValue {

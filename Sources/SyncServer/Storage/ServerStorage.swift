@@ -31,6 +31,9 @@ protocol ServerStorage: ServerAccounts {
     /// The user owning `token`, or nil when no such token exists.
     func user(forToken token: String) async throws -> AuthenticatedUser?
 
+    /// The user named `username`, or nil when there is none.
+    func user(named username: String) async throws -> AuthenticatedUser?
+
     /// The bucket `name` of a user, created on first use with the current cv as its base.
     func openBucket(userID: Int64, name: String) async throws -> BucketHandle
 

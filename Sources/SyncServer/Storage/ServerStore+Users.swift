@@ -89,6 +89,14 @@ extension ServerStore {
         }
     }
 
+    /// The user named `username`, or nil when there is none.
+    func user(named username: String) async throws -> AuthenticatedUser? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT id, username FROM users WHERE username = ?", arguments: [username])
+                .map { AuthenticatedUser(id: $0["id"], username: $0["username"]) }
+        }
+    }
+
     private static func insertToken(_ token: String, userID: Int64, db: Database) throws {
         try db.execute(
             sql: "INSERT INTO tokens (token_hash, user_id, created_at) VALUES (?, ?, ?)",

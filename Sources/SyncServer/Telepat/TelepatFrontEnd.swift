@@ -22,6 +22,7 @@ final class TelepatFrontEnd: Sendable {
     let hub: SubscriptionHub
     let devices: TelepatDevices
     let notifier: TelepatNotifier
+    let owners: TelepatOwners
     let logger: Logger
 
     init(settings: TelepatSettings, configuration: ServerConfiguration, store: any ServerStorage, hub: SubscriptionHub, logger: Logger) {
@@ -34,6 +35,7 @@ final class TelepatFrontEnd: Sendable {
         let notifier = TelepatNotifier(store: store, devices: devices, logger: logger)
         self.devices = devices
         self.notifier = notifier
+        owners = TelepatOwners(store: store)
         hub.observe { bucketID, change in notifier.changed(bucketID: bucketID, change: change, devices: devices) }
     }
 
@@ -228,14 +230,16 @@ final class TelepatFrontEnd: Sendable {
 
     // MARK: Objects
 
-    /// The user's bucket for a declared context and model.
+    /// The bucket of a declared context and model: the application's, in its owner's account,
+    /// whichever of its users calls (every route that reads or writes objects comes here).
     private func bucket(_ caller: Caller, context: String, model: String) async throws -> BucketHandle {
-        guard let user = caller.user else { throw TelepatErrorResponse(.authorizationMissing, "Authorization header missing") }
+        guard caller.user != nil else { throw TelepatErrorResponse(.authorizationMissing, "Authorization header missing") }
         guard let declared = caller.application.context(context) else {
             throw TelepatErrorResponse(.unknownContext, "Context not found")
         }
         guard declared.models.contains(model) else { throw TelepatErrorResponse(.unknownModel, "Model not found") }
-        return try await store.openBucket(userID: user.id, name: TelepatSettings.bucketName(context: context, model: model))
+        let owner = try await owners.userID(of: caller.application)
+        return try await store.openBucket(userID: owner, name: TelepatSettings.bucketName(context: context, model: model))
     }
 
     /// Every live object of a channel, by key.

@@ -1,16 +1,21 @@
 import Crypto
 import Foundation
 import JSONDiff
+import SyncProtocol
 
 /// The Telepat applications a server answers for, read from the file `bucketfs serve --telepat`
 /// names:
 ///
-///     {"applications": [{"id": "app1", "api_key": "secret",
+///     {"applications": [{"id": "app1", "api_key": "secret", "owner": "optional username",
 ///                        "contexts": [{"id": "c1", "name": "Tasks", "models": ["task", "note"]}]}],
-///      "jwt_secret": "optional; without it tokens end with the process"}
+///      "jwt_secret": "optional; without it tokens end with the process",
+///      "token_lifetime": 3600}
 ///
-/// A Telepat object of context `c1` and model `task` is the entity `<object id>` of the logged-in
-/// user's bucket `c1.task` (`bucketName`), the same bucket a Simperium client of that user syncs.
+/// An application's objects are shared by all its users, as on Telepat: a Telepat object of
+/// context `c1` and model `task` is the entity `<object id>` of the bucket `c1.task`
+/// (`bucketName`) of the application's owner, the account whose Simperium clients sync the same
+/// objects. The owner is the user `owner` names (it must exist), or else `telepat:<app id>`,
+/// created with a random password when missing (`bucketfs user token` gives a Simperium token).
 public struct TelepatSettings: Sendable {
     public struct Context: Sendable, Hashable {
         public var id: String
@@ -22,6 +27,22 @@ public struct TelepatSettings: Sendable {
         public var id: String
         public var apiKey: String
         public var contexts: [Context]
+        /// The account holding the application's objects (see above).
+        public var owner: String
+        /// Whether the settings named the owner (then it must exist) or it is the default one
+        /// (then the server creates it).
+        public var ownerDeclared: Bool
+
+        public init(id: String, apiKey: String, contexts: [Context], owner: String? = nil) {
+            self.id = id
+            self.apiKey = apiKey
+            self.contexts = contexts
+            self.owner = owner ?? Self.defaultOwner(applicationID: id)
+            ownerDeclared = owner != nil
+        }
+
+        /// The owner of an application whose settings name none.
+        public static func defaultOwner(applicationID: String) -> String { "telepat:\(applicationID)" }
 
         /// What clients send as `X-BLGREQ-SIGN`: the hex SHA-256 of the API key.
         public var sign: String { SHA256.hash(data: Array(apiKey.utf8)).map { String(format: "%02x", $0) }.joined() }
@@ -32,7 +53,7 @@ public struct TelepatSettings: Sendable {
     public var applications: [String: Application]
     /// The HS256 key of the JWTs the server issues.
     public var jwtSecret: [UInt8]
-    /// How long a JWT is valid (Telepat: one hour).
+    /// How long a JWT is valid, in seconds (Telepat: one hour).
     public var tokenLifetime: Int64 = 3600
     /// Where device registrations are kept (a JSON file); nil keeps them in memory only.
     public var devicesPath: String?
@@ -79,10 +100,23 @@ public struct TelepatSettings: Sendable {
                 }
                 contexts.append(Context(id: contextID, name: context["name"]?.stringValue ?? contextID, models: models))
             }
-            applications.append(Application(id: id, apiKey: key, contexts: contexts))
+            var owner: String?
+            if let declared = app["owner"], declared != .null {
+                guard let name = declared.stringValue, Username.isValid(name) else {
+                    throw Invalid(description: "Telepat settings: the owner of application \(id) is not a valid username")
+                }
+                owner = name
+            }
+            applications.append(Application(id: id, apiKey: key, contexts: contexts, owner: owner))
         }
         guard !applications.isEmpty else { throw Invalid(description: "Telepat settings: no applications") }
         self.init(applications: applications, jwtSecret: root["jwt_secret"]?.stringValue.map { Array($0.utf8) }, devicesPath: devicesPath)
+        if let lifetime = root["token_lifetime"] {
+            guard case .integer(let seconds) = lifetime, (1...31_536_000).contains(seconds) else {
+                throw Invalid(description: "Telepat settings: token_lifetime is a number of seconds from 1 to 31536000")
+            }
+            tokenLifetime = seconds
+        }
     }
 
     /// The server bucket holding a context's model: `<context id>.<model>` (neither has a dot).

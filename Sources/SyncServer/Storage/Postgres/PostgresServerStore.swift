@@ -252,6 +252,13 @@ extension PostgresServerStore: ServerStorage, GroupCommitting {
         return AuthenticatedUser(id: id, username: username)
     }
 
+    func user(named username: String) async throws -> AuthenticatedUser? {
+        let rows = try await client.rows("SELECT id, username FROM users WHERE username = \(username)", "reading a user", logger: logger)
+        guard let row = rows.first else { return nil }
+        let (id, name) = try row.decode((Int64, String).self)
+        return AuthenticatedUser(id: id, username: name)
+    }
+
     func openBucket(userID: Int64, name: String) async throws -> BucketHandle {
         guard BucketName.isValid(name) else { throw SyncServerError.invalidBucketName(name) }
         // Two connections opening it at once: one insert wins. The other's insert waits for
