@@ -94,15 +94,48 @@ extension TelepatClient {
     /// whose expiry cannot be read is used until the server refuses it).
     func ensureToken() async throws {
         if let current = token {
-            guard let expiry = JWTExpiry.of(current),
-                expiry.timeIntervalSinceNow <= Double(configuration.tokenRenewalMargin.components.seconds)
-            else { return }
-            if let renewed = try? await http.call("/user/refresh_token", method: "GET", device: deviceID, token: current)["token"]?.stringValue {
-                token = renewed
-                return
-            }
+            guard let due = JWTExpiry.renewal(of: current, margin: configuration.tokenRenewalMargin), due <= Date() else { return }
+            if await refresh(current) { return }
         }
         try await login()
+    }
+
+    /// `/user/refresh_token`: true when the server gave a new token (now in use).
+    func refresh(_ current: String) async -> Bool {
+        guard let renewed = try? await http.call("/user/refresh_token", method: "GET", device: deviceID, token: current)["token"]?.stringValue
+        else { return false }
+        adopt(token: renewed)
+        return true
+    }
+
+    /// A new token from the server: used from now on, and handed to `tokenRenewed`.
+    func adopt(token fresh: String) {
+        guard fresh != token else { return }
+        token = fresh
+        logger.debug("telepat: a new token, valid until \(JWTExpiry.of(fresh).map { "\($0)" } ?? "an unknown time")")
+        configuration.tokenRenewed?(fresh)
+    }
+
+    /// While connected: renews the token before it expires, so a mount that only listens still
+    /// has a valid one for its next save, and a saved remote a valid one to start again with.
+    func renewTokenWhileConnected() async {
+        var retry = 5
+        while !Task.isCancelled {
+            guard let current = token, let due = JWTExpiry.renewal(of: current, margin: configuration.tokenRenewalMargin) else { return }
+            do { try await Task.sleep(for: .milliseconds(Int64(max(due.timeIntervalSinceNow, 0) * 1000))) } catch { return }
+            // (Renewed meanwhile when a call found it due: then only wait for the new one's time.)
+            if token == current, !(await refresh(current)), case .password = configuration.login {
+                do { try await login() } catch { logger.warning("telepat: cannot renew the token: \(error)") }
+            }
+            guard token == current else {
+                retry = 5
+                continue
+            }
+            // Not renewed (refused, or the server is away): try again later, less and less often.
+            logger.warning("telepat: the server did not renew the token; trying again in \(retry) s")
+            do { try await Task.sleep(for: .seconds(retry)) } catch { return }
+            retry = min(retry * 2, 300)
+        }
     }
 
     func login() async throws {
@@ -114,7 +147,7 @@ extension TelepatClient {
         do {
             let answer = try await http.call("/user/login-password", body: body, device: deviceID, token: nil)
             guard let fresh = answer["token"]?.stringValue else { throw TelepatCallError.unreachable("the login answered no token") }
-            token = fresh
+            adopt(token: fresh)
         } catch let error as TelepatCallError {
             if let status = error.status, status == 401 || status == 403 || status == 404 { reportAuthFailure(error) }
             throw error
@@ -172,7 +205,11 @@ extension TelepatClient {
                 try? await writer.write(EngineIOPacket.ping("").render())
             }
         }
-        defer { pinger.cancel() }
+        let renewal = Task { await self.renewTokenWhileConnected() }
+        defer {
+            pinger.cancel()
+            renewal.cancel()
+        }
         while let message = try await iterator.next() {
             guard case .text(let text) = message else { continue }
             heartbeat.heard()

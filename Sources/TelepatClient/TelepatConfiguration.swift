@@ -23,8 +23,12 @@ public struct TelepatConfiguration: Sendable {
     public var maximumBackoff: Duration = .seconds(60)
     /// How long a connection must last to reset the delay.
     public var stableConnection: Duration = .seconds(10)
-    /// A token is renewed this long before it expires.
+    /// A token is renewed this long before it expires (or halfway through a shorter life).
     public var tokenRenewalMargin: Duration = .seconds(300)
+    /// Called with each new token the engine gets (a renewal or a login), so that whoever gave
+    /// it the first one can keep the latest (a saved remote's credentials). Called on the
+    /// engine's actor: it must not wait on the engine.
+    public var tokenRenewed: (@Sendable (String) -> Void)?
     /// Largest socket message accepted.
     public var maxMessageBytes: Int = 16 * 1024 * 1024
 

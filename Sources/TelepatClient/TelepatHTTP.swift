@@ -76,13 +76,27 @@ struct TelepatHTTP: Sendable {
 /// A JWT's expiry (`exp`, seconds since 1970), read without checking its signature (the server does).
 enum JWTExpiry {
     static func of(_ token: String) -> Date? {
+        claims(of: token)?["exp"]?.doubleValue.map { Date(timeIntervalSince1970: $0) }
+    }
+
+    /// When to renew `token`: `margin` before it expires, or halfway through its life when that
+    /// is shorter than twice the margin (a server with short tokens); nil when it does not say
+    /// when it expires.
+    static func renewal(of token: String, margin: Duration) -> Date? {
+        guard let claims = claims(of: token), let expires = claims["exp"]?.doubleValue else { return nil }
+        var lead = Double(margin.components.seconds) + Double(margin.components.attoseconds) / 1e18
+        if let issued = claims["iat"]?.doubleValue, expires > issued { lead = min(lead, (expires - issued) / 2) }
+        return Date(timeIntervalSince1970: expires - lead)
+    }
+
+    private static func claims(of token: String) -> JSONValue? {
         let parts = token.split(separator: ".")
         guard parts.count == 3 else { return nil }
         var payload = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while payload.count % 4 != 0 { payload += "=" }
-        guard let data = Data(base64Encoded: payload), let claims = try? JSONValue(parsing: Array(data)),
-            let exp = claims["exp"]?.doubleValue
-        else { return nil }
-        return Date(timeIntervalSince1970: exp)
+        guard let data = Data(base64Encoded: payload), let claims = try? JSONValue(parsing: Array(data)), claims.objectValue != nil else {
+            return nil
+        }
+        return claims
     }
 }

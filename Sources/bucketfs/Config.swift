@@ -137,24 +137,34 @@ enum CredentialStore {
         return token
     }
 
+    /// Saves `token` for remote `name`, keeping the others'. `bucketfs login` and every running
+    /// mount of a Telepat remote (each renewal) write here: a lock makes each read-modify-write
+    /// whole, and the file is replaced atomically, so a reader sees the old tokens or the new.
     static func store(token: String, forRemote name: String) throws {
         try Paths.createDirectory(Config.directory)
+        let path = Config.credentialsPath
+        let lock = open(path + ".lock", O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        guard lock >= 0 else { throw CommandError("cannot lock \(path): \(String(cString: strerror(errno)))") }
+        defer { close(lock) }
+        while flock(lock, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw CommandError("cannot lock \(path): \(String(cString: strerror(errno)))") }
+        }
         var tokens: [String: String] = [:]
-        if let data = FileManager.default.contents(atPath: Config.credentialsPath) {
+        if let data = FileManager.default.contents(atPath: path) {
             tokens = (try? JSONDecoder().decode([String: String].self, from: data)) ?? [:]
         }
         tokens[name] = token
         let data = try JSONEncoder().encode(tokens)
         // Created 0600 before any byte is written, so the token is never readable by others.
-        let path = Config.credentialsPath
         let temporary = path + ".tmp"
         unlink(temporary)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw CommandError("cannot write \(temporary): \(String(cString: strerror(errno)))") }
         let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         fsync(fd)
         close(fd)
         guard written == data.count, rename(temporary, path) == 0 else {
+            unlink(temporary)
             throw CommandError("cannot write \(path): \(String(cString: strerror(errno)))")
         }
     }

@@ -270,7 +270,7 @@ private struct MountSession {
         case .telepat:
             client = try telepatEngine(
                 serverURL: servers[0], appID: appID, apiKey: apiKey ?? "", login: try telepatLogin ?? commandLineTelepatLogin(),
-                buckets: buckets, store: store)
+                buckets: buckets, store: store, savingTokensTo: telepatLogin == nil ? nil : remoteName)
         }
         let wantsHistory = command.history || settings?.history == true
         if wantsHistory, client.versionHistory == nil {
@@ -352,10 +352,21 @@ private struct MountSession {
         return .password(username: user, password: try Credentials.readPassword(prompt: "Password for \(user): "))
     }
 
+    /// - Parameter remote: the saved remote whose credentials get each renewed token, so the
+    ///   next mount of it starts with a token that has not expired.
     private func telepatEngine(
-        serverURL: String, appID: String, apiKey: String, login: TelepatConfiguration.Login, buckets: [String], store: SyncStore
+        serverURL: String, appID: String, apiKey: String, login: TelepatConfiguration.Login, buckets: [String], store: SyncStore,
+        savingTokensTo remote: String?
     ) throws -> TelepatClient {
-        let configuration = TelepatConfiguration(serverURL: serverURL, appID: appID, apiKey: apiKey, login: login, buckets: buckets)
+        var configuration = TelepatConfiguration(serverURL: serverURL, appID: appID, apiKey: apiKey, login: login, buckets: buckets)
+        if let remote {
+            let logger = logger
+            configuration.tokenRenewed = { token in
+                do { try CredentialStore.store(token: token, forRemote: remote) } catch {
+                    logger.warning("cannot save the renewed token of remote \(remote): \(error)")
+                }
+            }
+        }
         do { return try TelepatClient(configuration: configuration, store: store, logger: logger) } catch {
             throw CommandError("cannot start the Telepat engine: \(error)")
         }

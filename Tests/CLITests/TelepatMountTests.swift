@@ -111,6 +111,71 @@ struct TelepatMountTests {
         #expect(other.status != 0 && other.stderr.contains("speaks telepat"), "\(other.stderr)")
     }
 
+    /// A mount of a saved remote renews its JWT before it expires and saves each new one in the
+    /// remote's credentials (still 0600), so it keeps working past the first token's life and
+    /// the remote mounts again after it (the server's tokens last 20 s here, so they are renewed
+    /// every 10 s).
+    @Test func aSavedRemoteKeepsItsRenewedTokenAcrossRestarts() async throws {
+        let cli = try CLIHarness()
+        let data = try cli.directory("server")
+        #expect(try cli.bucketfs(["user", "add", "--data", data, "alice@example.com"], stdin: "secret-password\n").status == 0)
+        let settings = cli.path("telepat.json")
+        try Data("""
+            {"applications": [{"id": "tp-app", "api_key": "tp-secret",
+              "contexts": [{"id": "c1", "name": "Tasks", "models": ["task"]}]}],
+             "jwt_secret": "a CLI test's fixed secret, at least 32 bytes long", "token_lifetime": 20}
+            """.utf8).write(to: URL(fileURLWithPath: settings))
+        let (server, port) = try cli.startServer(data: data, options: ["--telepat", settings])
+        defer { cli.stop(server) }
+        let loggedIn = try cli.bucketfs(["login", "tp", "--protocol", "telepat", "--server", "http://127.0.0.1:\(port)", "--app-id", "tp-app",
+            "--api-key", "tp-secret", "--user", "alice@example.com"], stdin: "secret-password\n")
+        #expect(loggedIn.status == 0, "\(loggedIn.stderr)")
+        let credentials = cli.path("config/bucketfs/credentials.json")
+        func saved() -> String? {
+            (try? JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: credentials))) as? [String: String])?["tp"]
+        }
+        let first = try #require(saved())
+        let firstExpiry = try #require(Self.expiry(of: first))
+
+        let mountpoint = try cli.directory("tp")
+        let log = cli.path("tp.log")
+        let mount = ["mount", mountpoint, "--remote", "tp", "--bucket", "Tasks/task", "--log-file", log, "--verbose"]
+        let mounted = try cli.bucketfs(mount)
+        #expect(mounted.status == 0, "\(mounted.stderr)")
+        // Renewed and saved before the first token expires; the file is still the owner's only.
+        #expect(await waitUntil(40) { saved().flatMap(Self.expiry).map { $0 > firstExpiry } == true },
+                "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "no log")")
+        let mode = try FileManager.default.attributesOfItem(atPath: credentials)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        // Past the first token's life the mount still saves.
+        try await Task.sleep(for: .seconds(max(firstExpiry.timeIntervalSinceNow + 1, 0)))
+        try Data("{\"title\": \"after the first token\"}".utf8).write(to: URL(fileURLWithPath: mountpoint + "/Tasks/task/one.json"))
+        func names() -> [String] { ((try? FileManager.default.contentsOfDirectory(atPath: mountpoint + "/Tasks/task")) ?? []).sorted() }
+        #expect(await waitUntil(30) { names().count == 1 && names() != ["one.json"] })
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+
+        // Mounted again with the saved token (the first has long expired): it still saves.
+        let current = try #require(saved())
+        #expect(current != first && Self.expiry(of: current).map { $0 > Date() } == true)
+        let again = try cli.bucketfs(mount)
+        #expect(again.status == 0, "\(again.stderr)")
+        try Data("{\"title\": \"after a restart\"}".utf8).write(to: URL(fileURLWithPath: mountpoint + "/Tasks/task/two.json"))
+        #expect(await waitUntil(30) { names().count == 2 && !names().contains("two.json") })
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+    }
+
+    /// A JWT's `exp`, read as any client reads it.
+    static func expiry(of token: String) -> Date? {
+        let parts = token.split(separator: ".")
+        guard parts.count == 3 else { return nil }
+        var payload = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while payload.count % 4 != 0 { payload += "=" }
+        guard let data = Data(base64Encoded: payload), let claims = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let exp = claims["exp"] as? Double
+        else { return nil }
+        return Date(timeIntervalSince1970: exp)
+    }
+
     static func base64URL(_ text: String) -> String {
         Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")

@@ -71,4 +71,19 @@ struct TelepatSaveTests {
         #expect(JWTExpiry.of("not a jwt") == nil)
         #expect(JWTExpiry.of(part(#"{"alg":"HS256"}"#) + "." + part(#"{"id":1}"#) + ".s") == nil)
     }
+
+    /// Renewed the margin before it expires, or halfway through a life shorter than two margins.
+    @Test func aTokenIsRenewedBeforeItExpires() {
+        func token(_ claims: String) -> String {
+            let part = Data(claims.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
+            return "e30." + part + ".s"
+        }
+        let hour = token(#"{"iat":1000,"exp":4600}"#)
+        #expect(JWTExpiry.renewal(of: hour, margin: .seconds(300)) == Date(timeIntervalSince1970: 4300))
+        let short = token(#"{"iat":1000,"exp":1020}"#)
+        #expect(JWTExpiry.renewal(of: short, margin: .seconds(300)) == Date(timeIntervalSince1970: 1010))
+        let noIssue = token(#"{"exp":1020}"#)
+        #expect(JWTExpiry.renewal(of: noIssue, margin: .seconds(300)) == Date(timeIntervalSince1970: 720))
+        #expect(JWTExpiry.renewal(of: token(#"{"iat":1000}"#), margin: .seconds(300)) == nil)
+    }
 }
