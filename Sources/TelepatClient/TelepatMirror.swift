@@ -16,25 +16,15 @@ struct TelepatMirror: Sendable {
         try applyState(key: id, bucket: bucket) { _ in object }
     }
 
-    /// An `updated` patch: the known object with it applied.
+    /// An `updated` patch: the known object with it applied, by its meaning (`increment` adds,
+    /// `append` appends; see `TelepatObject.applying`).
     func apply(patch: TelepatPatch, bucket: String) throws(StoreError) {
         try applyState(key: patch.path.id, bucket: bucket) { ghost in
             // A patch of an object this mount never saw: nothing to patch; a fresh subscribe brings it.
             guard let ghost else { return nil }
-            var next = ghost
-            switch patch.operation {
-            case .replace: next[JSONKey(patch.path.key)] = patch.value ?? .null
-            case .remove: next[JSONKey(patch.path.key)] = nil
-            case .increment, .append:
-                // What the server made of them arrives whole at the next subscribe; apply what
-                // it can be known to be.
-                guard let applied = try? TelepatObject.applying(
-                    [TelepatPatch(.replace, path: patch.path, value: patch.value)], to: ghost, model: patch.path.model,
-                    id: patch.path.id, now: 0)
-                else { return nil }
-                next = applied
-            }
-            return next
+            // One the object cannot take (an increment of text): the server's object differs
+            // from what this mount knows; the next subscribe brings it whole.
+            return try? TelepatObject.applying(patch, to: ghost)
         }
     }
 

@@ -19,33 +19,44 @@ public enum TelepatObject {
         var result = object
         for patch in patches {
             guard patch.path.model == model, patch.path.id == id else { throw .wrongTarget(patch.path) }
-            let key = patch.path.key
-            guard !immutableFields.contains(key) else { throw .immutableField(key) }
-            let jsonKey = JSONKey(key)
-            let current = result[jsonKey]
-            switch patch.operation {
-            case .replace:
-                result[jsonKey] = patch.value ?? .null
-            case .remove:
-                result[jsonKey] = nil
-            case .increment:
-                result[jsonKey] = try increment(current, by: patch.value ?? .integer(0), key: key)
-            case .append:
-                let value = patch.value ?? .null
-                switch current {
-                case nil, .null?: result[jsonKey] = .array([value])
-                case .array(let items)?: result[jsonKey] = .array(items + [value])
-                case .string(let text)?:
-                    guard case .string(let tail) = value else {
-                        throw .typeMismatch(key: key, operation: .append, found: "a string (appending \(value.typeName))")
-                    }
-                    result[jsonKey] = .string(text + tail)
-                case let other?:
-                    throw .typeMismatch(key: key, operation: .append, found: other.typeName)
-                }
-            }
+            guard !immutableFields.contains(patch.path.key) else { throw .immutableField(patch.path.key) }
+            result = try applying(patch, to: result)
         }
         if result != object { result["modified"] = .integer(now) }
+        return result
+    }
+
+    /// `object` after one patch of its key, by the patch's meaning: `replace` sets the value,
+    /// `remove` drops the key, `increment` adds a number to the key's number (a missing key
+    /// counts as 0), `append` adds the value to the key's array (a missing key: a new array) or a
+    /// string to its string. Nothing else is checked or touched (a client applies the server's
+    /// notifications with it, `modified` included).
+    public static func applying(_ patch: TelepatPatch, to object: JSONObject) throws(TelepatPatchError) -> JSONObject {
+        var result = object
+        let key = patch.path.key
+        let jsonKey = JSONKey(key)
+        let current = result[jsonKey]
+        switch patch.operation {
+        case .replace:
+            result[jsonKey] = patch.value ?? .null
+        case .remove:
+            result[jsonKey] = nil
+        case .increment:
+            result[jsonKey] = try increment(current, by: patch.value ?? .integer(0), key: key)
+        case .append:
+            let value = patch.value ?? .null
+            switch current {
+            case nil, .null?: result[jsonKey] = .array([value])
+            case .array(let items)?: result[jsonKey] = .array(items + [value])
+            case .string(let text)?:
+                guard case .string(let tail) = value else {
+                    throw .typeMismatch(key: key, operation: .append, found: "a string (appending \(value.typeName))")
+                }
+                result[jsonKey] = .string(text + tail)
+            case let other?:
+                throw .typeMismatch(key: key, operation: .append, found: other.typeName)
+            }
+        }
         return result
     }
 

@@ -309,6 +309,73 @@ struct TelepatTests {
         }
     }
 
+    /// `increment` adds and `append` appends, on the server: Telepat subscribers hear the results
+    /// (as `replace` patches, as Telepat 0.4.1 sends them) and the owner's Simperium client gets
+    /// them as a change. A patch the object cannot take is refused with Telepat's error shape,
+    /// the whole update with it (an earlier good patch of the same update included), and nothing
+    /// stored changes.
+    @Test(arguments: StoreKind.allCases)
+    func incrementAndAppendApplyTheirMeaningAndBadOnesChangeNothing(store: StoreKind) async throws {
+        try await withServer(store: store, configure: Self.configure) { server in
+            _ = try await makeUser(server, "ann")
+            let owner = try await owner(server)
+            let simperium = try await server.socket()
+            defer { Task { await simperium.close() } }
+            _ = try await simperium.authorize(token: owner.token, bucket: "c1.task")
+            let (peer, headers) = try await telepatClient(server)
+            defer { Task { await peer.close() } }
+            let channel: JSONValue = .object(["context": "c1", "model": "task"])
+            _ = try await peer.http("POST", "/object/subscribe", headers: headers, body: .object(["channel": channel]))
+            _ = try await peer.http("POST", "/object/create", headers: headers, body: .object([
+                "context": "c1", "model": "task", "content": .object(["n": .integer(1), "tags": .array(["a"]), "title": "ab"]),
+            ]))
+            let object = try objectOf(try await peer.nextMessage()?["data"]?["new"]?.arrayValue?.first)
+            let id = try #require(object["id"]?.stringValue)
+            _ = try await simperium.receiveMessage()
+
+            func update(_ patches: [(String, String, JSONValue)]) async throws -> (Int, JSONValue) {
+                try await peer.http("POST", "/object/update", headers: headers, body: .object([
+                    "context": "c1", "model": "task", "id": .string(id), "patches": .array(patches.map { op, key, value in
+                        .object(["op": .string(op), "path": .string("task/\(id)/\(key)"), "value": value])
+                    }),
+                ]))
+            }
+            let (status, _) = try await update([
+                ("increment", "n", .integer(2)), ("increment", "n", .double(0.5)), ("append", "tags", "b"),
+                ("append", "title", "cd"), ("append", "fresh", .integer(1)), ("increment", "count", .integer(-4)),
+            ])
+            #expect(status == 202)
+            let expected: JSONObject = ["n": .double(3.5), "tags": .array(["a", "b"]), "title": "abcd", "fresh": .array([1]), "count": .integer(-4)]
+            let patches = try #require(try await peer.nextMessage()?["data"]?["updated"]?.arrayValue).compactMap { $0["patch"] }
+            for (key, value) in expected {
+                #expect(patches.contains(.object(["op": "replace", "path": .string("task/\(id)/\(key.string)"), "value": value])), "\(key)")
+            }
+            let change = try appliedChange(try await simperium.receiveMessage())
+            let simperiumSees = try JSONDiffing.apply(try #require(change.diff), to: object)
+            let bucket = try await server.store.openBucket(userID: owner.id, name: "c1.task")
+            let stored = try #require(try await server.store.entity(bucket: bucket, key: id))
+            #expect(stored.data == simperiumSees)
+            for (key, value) in expected { #expect(simperiumSees[key] == value, "\(key)") }
+
+            let refusals: [([(String, String, JSONValue)], String)] = [
+                ([("increment", "title", .integer(1))], "048"),
+                ([("increment", "tags", .integer(1))], "048"),
+                ([("append", "title", .integer(1))], "048"),
+                ([("append", "n", "x")], "048"),
+                ([("increment", "n", "1")], "004"),
+                ([("replace", "title", "lost"), ("increment", "title", .integer(1))], "048"),
+                ([("append", "tags", "lost"), ("append", "n", .array([]))], "048"),
+            ]
+            for (patches, code) in refusals {
+                let (answered, error) = try await update(patches)
+                #expect(answered == 400 && error["status"] == .integer(400) && error["code"] == .string(code), "\(patches): \(error)")
+                #expect(error["message"]?.stringValue?.isEmpty == false)
+            }
+            #expect(try await server.store.entity(bucket: bucket, key: id) == stored)
+            #expect(try await peer.quiet(seconds: 0.5).isEmpty)
+        }
+    }
+
     @Test func badInputGetsTelepatsErrorShapeAndChangesNothing() async throws {
         try await withServer(store: .sqlite, configure: Self.configure) { server in
             let simperiumToken = try await makeUser(server, "ann")
@@ -390,7 +457,7 @@ struct TelepatTests {
     }
 
     @Test(arguments: StoreKind.allCases)
-    func concurrentUpdatesOfDifferentKeysAllSurvive(store: StoreKind) async throws {
+    func concurrentUpdatesOfDifferentKeysAndIncrementsAllSurvive(store: StoreKind) async throws {
         try await withServer(store: store, configure: Self.configure) { server in
             _ = try await makeUser(server, "ann")
             let (peer, headers) = try await telepatClient(server, connected: false)
@@ -404,13 +471,15 @@ struct TelepatTests {
             ]))
             let id = try #require(listed["content"]?.arrayValue?.first?["id"]?.stringValue)
             // Every update reads the object, then commits against that version: the ones that
-            // lose the race are rebased over the others, so each key keeps its last write.
+            // lose the race are rebased over the others, so each key keeps its last write and
+            // every increment counts.
             try await withThrowingTaskGroup(of: Int.self) { group in
                 for n in 0..<16 {
                     group.addTask {
                         try await post(server, "/object/update", headers: headers, body: .object([
                             "context": "c1", "model": "task", "id": .string(id), "patches": .array([
                                 .object(["op": "replace", "path": .string("task/\(id)/k\(n)"), "value": .integer(Int64(n))]),
+                                .object(["op": "increment", "path": .string("task/\(id)/hits"), "value": .integer(1)]),
                             ]),
                         ])).0
                     }
@@ -423,6 +492,8 @@ struct TelepatTests {
             let object = try #require(after["content"]?.arrayValue?.first?.objectValue)
             for n in 0..<16 { #expect(object[JSONKey("k\(n)")] == .integer(Int64(n)), "k\(n)") }
             #expect(object["title"] == "shared")
+            // Increments rebased over each other add up (the jsondiff of a number is a delta).
+            #expect(object["hits"] == .integer(16))
         }
     }
 
