@@ -376,6 +376,75 @@ struct TelepatTests {
         }
     }
 
+    /// `filters` and `sort` of a subscribe (and a count's `filters`): the answer holds the
+    /// objects that pass, in order, before `offset` and `limit`; the device hears only of objects
+    /// that pass; subscribing to the channel again replaces its filters; malformed filters or
+    /// sort get Telepat's error shape and subscribe nothing.
+    @Test func subscriptionFiltersAndSortSelectTheObjectsAndTheNotifications() async throws {
+        try await withServer(store: .sqlite, configure: Self.configure) { server in
+            _ = try await makeUser(server, "ann")
+            let (peer, headers) = try await telepatClient(server)
+            defer { Task { await peer.close() } }
+            let channel: JSONValue = .object(["context": "c1", "model": "task"])
+            func create(_ title: String, _ status: String, _ priority: Int64) async throws {
+                let (status, _) = try await peer.http("POST", "/object/create", headers: headers, body: .object([
+                    "context": "c1", "model": "task", "content": .object(["title": .string(title), "status": .string(status), "priority": .integer(priority)]),
+                ]))
+                #expect(status == 202)
+            }
+            func titles(_ answer: JSONValue) -> [String] { answer["content"]?.arrayValue?.compactMap { $0["title"]?.stringValue } ?? [] }
+            func created() async throws -> String? { try objectOf(try await peer.nextMessage()?["data"]?["new"]?.arrayValue?.first)["title"]?.stringValue }
+            for (title, status, priority) in [("a", "open", 3), ("b", "done", 1), ("c", "open", 2), ("d", "open", 5)] as [(String, String, Int64)] {
+                try await create(title, status, priority)
+            }
+            let open: JSONValue = try JSONValue(parsing: #"{"and": [{"is": {"status": "open"}}, {"range": {"priority": {"lte": 3}}}]}"#)
+            let byPriority: JSONValue = .object(["priority": "desc"])
+            let (subscribed, answer) = try await peer.http("POST", "/object/subscribe", headers: headers, body: .object([
+                "channel": channel, "filters": open, "sort": byPriority,
+            ]))
+            #expect(subscribed == 200 && titles(answer) == ["a", "c"])
+            let (_, page) = try await peer.http("POST", "/object/subscribe", headers: headers, body: .object([
+                "channel": channel, "filters": open, "sort": byPriority, "offset": 1, "limit": 1, "no_subscribe": true,
+            ]))
+            #expect(titles(page) == ["c"])
+            let (_, sorted) = try await peer.http("POST", "/object/subscribe", headers: headers, body: .object([
+                "channel": channel, "sort": .object(["title": "desc"]), "no_subscribe": true,
+            ]))
+            #expect(titles(sorted) == ["d", "c", "b", "a"])
+            let (_, counted) = try await peer.http("POST", "/object/count", headers: headers, body: .object(["channel": channel, "filters": open]))
+            #expect(counted["content"]?["count"] == .integer(2))
+
+            // Only objects that pass are notified: e does not, f does (and comes first).
+            try await create("e", "done", 1)
+            try await create("f", "open", 2)
+            #expect(try await created() == "f")
+
+            // Malformed filters or sort: refused, nothing subscribed or changed.
+            for body: JSONValue in [
+                .object(["channel": channel, "filters": .object(["is": .object(["status": "open"])])]),
+                .object(["channel": channel, "filters": try JSONValue(parsing: #"{"and": [{"range": {"priority": {"about": 2}}}]}"#)]),
+                .object(["channel": channel, "sort": .object(["priority": "sideways"])]),
+            ] {
+                let (status, error) = try await peer.http("POST", "/object/subscribe", headers: headers, body: body)
+                #expect(status == 400 && error["code"] == "004", "\(body.compactRendered()): \(error)")
+            }
+            let (badCount, countError) = try await peer.http("POST", "/object/count", headers: headers, body: .object(["channel": channel, "filters": .array([])]))
+            #expect(badCount == 400 && countError["code"] == "004")
+            try await create("g", "open", 1)
+            #expect(try await created() == "g")
+
+            // Subscribed again with other filters: those replace the first ones (one notification, of h).
+            let done: JSONValue = try JSONValue(parsing: #"{"and": [{"is": {"status": "done"}}]}"#)
+            let (_, doneAnswer) = try await peer.http("POST", "/object/subscribe", headers: headers, body: .object(["channel": channel, "filters": done]))
+            #expect(titles(doneAnswer) == ["b", "e"] || titles(doneAnswer) == ["e", "b"])
+            try await create("i", "open", 1)
+            try await create("h", "done", 1)
+            let message = try #require(try await peer.nextMessage())
+            #expect(message["data"]?["new"]?.arrayValue?.compactMap { $0["object"]?["title"]?.stringValue } == ["h"])
+            #expect(try await peer.quiet(seconds: 0.5).isEmpty)
+        }
+    }
+
     @Test func badInputGetsTelepatsErrorShapeAndChangesNothing() async throws {
         try await withServer(store: .sqlite, configure: Self.configure) { server in
             let simperiumToken = try await makeUser(server, "ann")

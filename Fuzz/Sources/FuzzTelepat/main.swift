@@ -6,7 +6,7 @@ import JSONDiff
 import TelepatProtocol
 
 /// Everything a Telepat server or client parses from a peer: socket frames (Engine.IO, then
-/// Socket.IO, then the event), every route's request body, answers and patches. A refusal is a
+/// Socket.IO, then the event), every route's request body, answers, patches, filters and sort. A refusal is a
 /// TelepatProtocolError; what parses must render and parse back to the same rendering (doubles
 /// may not round-trip bit for bit through text, as in FuzzJSONParser).
 func fuzzTelepat(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
@@ -35,6 +35,9 @@ func fuzzTelepat(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     _ = try? TelepatErrorResponse(parsing: bytes)
     if let value = try? JSONValue(parsing: bytes) {
         _ = try? TelepatNotification(parsing: value).json.compactRendered()
+        // A subscription's filters and sort, tried on the value itself when it is an object.
+        if let filter = try? TelepatFilter(parsing: value) { _ = filter.matches(value.objectValue ?? [:]) }
+        if let sort = try? TelepatSort(parsing: value) { _ = sort.sorted([value.objectValue ?? [:], [:]]) }
     }
     return 0
 }

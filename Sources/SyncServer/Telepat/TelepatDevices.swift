@@ -6,11 +6,18 @@ import TelepatProtocol
 
 /// Registered devices, the sockets bound to them, and what each device subscribed to.
 final class TelepatDevices: Sendable {
-    /// One subscription of a device: a channel of an application, in one user's bucket.
+    /// One subscription of a device: a channel of an application (and its filters), in the
+    /// application's bucket for the channel's context and model.
     struct Subscription: Hashable, Sendable {
         var applicationID: String
         var channel: TelepatChannel
         var bucket: BucketHandle
+        var filter: TelepatFilter?
+
+        /// Whether the subscription is about `object` (its channel and filters).
+        func includes(_ object: JSONObject) -> Bool {
+            channel.contains(object) && (filter?.matches(object) ?? true)
+        }
     }
 
     private struct State {
@@ -68,8 +75,15 @@ final class TelepatDevices: Sendable {
         }
     }
 
+    /// Subscribes a device; a subscription of the same channel it had is replaced (its filters
+    /// are the new ones).
     func subscribe(device: String, _ subscription: Subscription) {
-        state.withLockedValue { _ = $0.subscriptions[subscription.bucket.id, default: [:]][device, default: []].insert(subscription) }
+        state.withLockedValue { state in
+            var mine = state.subscriptions[subscription.bucket.id]?[device] ?? []
+            mine = mine.filter { !($0.applicationID == subscription.applicationID && $0.channel == subscription.channel) }
+            mine.insert(subscription)
+            state.subscriptions[subscription.bucket.id, default: [:]][device] = mine
+        }
     }
 
     func unsubscribe(device: String, applicationID: String, channel: TelepatChannel) {

@@ -242,13 +242,13 @@ final class TelepatFrontEnd: Sendable {
         return try await store.openBucket(userID: owner, name: TelepatSettings.bucketName(context: context, model: model))
     }
 
-    /// Every live object of a channel, by key.
-    private func objects(_ caller: Caller, _ channel: TelepatChannel) async throws -> [JSONObject] {
+    /// Every live object of a channel that passes `filter`, by key.
+    private func objects(_ caller: Caller, _ channel: TelepatChannel, filter: TelepatFilter?) async throws -> [JSONObject] {
         let bucket = try await bucket(caller, context: channel.context, model: channel.model)
-        let subscription = TelepatDevices.Subscription(applicationID: caller.application.id, channel: channel, bucket: bucket)
+        let subscription = TelepatDevices.Subscription(applicationID: caller.application.id, channel: channel, bucket: bucket, filter: filter)
         if let id = channel.id {
             guard let data = try await store.entity(bucket: bucket, key: id)?.data else { return [] }
-            return [Self.view(data, key: id, subscription: subscription)].filter(channel.contains)
+            return [Self.view(data, key: id, subscription: subscription)].filter(subscription.includes)
         }
         var result: [JSONObject] = []
         var offset = 0
@@ -276,19 +276,22 @@ final class TelepatFrontEnd: Sendable {
             offset += page.index.count
             mark = page.mark
         } while mark != nil
-        return result.filter(channel.contains)
+        return result.filter(subscription.includes)
     }
 
     private func subscribe(_ caller: Caller, _ body: [UInt8]) async throws -> TelepatResponse {
         let request = try SubscribeRequest(parsing: body)
+        let filter = try request.filters.map { json throws(TelepatProtocolError) in try TelepatFilter(parsing: json) }
+        let sort = try request.sort.map { json throws(TelepatProtocolError) in try TelepatSort(parsing: json) }
         if !request.noSubscribe {
             // Subscribed before the read: a change committed meanwhile is notified (and may be
             // in the answer too) rather than lost between the two.
             guard let device = caller.device else { throw TelepatErrorResponse(.deviceIDMissing, "Device id missing") }
             let bucket = try await bucket(caller, context: request.channel.context, model: request.channel.model)
-            devices.subscribe(device: device, .init(applicationID: caller.application.id, channel: request.channel, bucket: bucket))
+            devices.subscribe(device: device, .init(applicationID: caller.application.id, channel: request.channel, bucket: bucket, filter: filter))
         }
-        var objects = try await objects(caller, request.channel)
+        var objects = try await objects(caller, request.channel, filter: filter)
+        if let sort { objects = sort.sorted(objects) }
         if let offset = request.offset { objects = Array(objects.dropFirst(offset)) }
         if let limit = request.limit { objects = Array(objects.prefix(limit)) }
         return TelepatResponse(content: .array(objects.map { .object($0) }))
@@ -303,7 +306,8 @@ final class TelepatFrontEnd: Sendable {
 
     private func count(_ caller: Caller, _ body: [UInt8]) async throws -> TelepatResponse {
         let request = try ChannelRequest(parsing: body)
-        let objects = try await objects(caller, request.channel)
+        let filter = try request.filters.map { json throws(TelepatProtocolError) in try TelepatFilter(parsing: json) }
+        let objects = try await objects(caller, request.channel, filter: filter)
         return TelepatResponse(content: .object(["count": .integer(Int64(objects.count))]))
     }
 

@@ -66,10 +66,10 @@ final class TelepatNotifier: Sendable {
                 switch event {
                 case .new(let data):
                     let object = TelepatFrontEnd.view(data, key: change.key, subscription: subscription)
-                    guard subscription.channel.contains(object) else { continue }
+                    guard subscription.includes(object) else { continue }
                     notification.new.append(.created(object, subscriptions: keys, applicationID: app, timestamp: timestamp))
                 case .updated(let data, let patches):
-                    guard subscription.channel.contains(TelepatFrontEnd.view(data, key: change.key, subscription: subscription)) else { continue }
+                    guard subscription.includes(TelepatFrontEnd.view(data, key: change.key, subscription: subscription)) else { continue }
                     for patch in patches {
                         var patch = patch
                         patch.path.model = model
@@ -77,7 +77,7 @@ final class TelepatNotifier: Sendable {
                     }
                 case .deleted(let data):
                     let object = TelepatFrontEnd.view(data, key: change.key, subscription: subscription)
-                    guard subscription.channel.contains(object) else { continue }
+                    guard subscription.includes(object) else { continue }
                     notification.deleted.append(.deleted(object, subscriptions: keys, applicationID: app, timestamp: timestamp))
                 }
             }
