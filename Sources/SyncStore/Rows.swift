@@ -502,12 +502,13 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
         return try ColumnReader.first(statement, arguments: [entityID], ChangeRow.init)
     }
 
-    func outgoing(bucket: String, key: String) throws -> OutgoingChange {
+    /// `parsed`: the diff when the caller holds it as a value already (it just computed it).
+    func outgoing(bucket: String, key: String, diff parsed: JSONObject? = nil) throws -> OutgoingChange {
         let operation: OutgoingOperation
         if op == "-" {
             operation = .remove
         } else {
-            operation = .modify(diff: try StoredJSON.object(diff ?? "{}", column: "pending_change.diff"))
+            operation = .modify(diff: try parsed ?? StoredJSON.object(diff ?? "{}", column: "pending_change.diff"))
         }
         return OutgoingChange(
             bucket: bucket, key: key, entityID: entityID, ccid: ccid, sourceVersion: sv, operation: operation,

@@ -287,7 +287,7 @@ extension SyncStore {
         } else {
             row.reason = nil
             row.state = EntityState.synced.description
-            ready = try reconcileQueue(&row, bucket: bucket.name, db)
+            ready = try reconcileQueue(&row, local: try? parsed.get(), bucket: bucket.name, db)
         }
         try row.update(db)
         return SaveResult(entity: try row.info(bucket: bucket.name, value: try? parsed.get()), parseError: parseError, readyToSend: ready)
@@ -320,8 +320,11 @@ extension SyncStore {
 
     /// Brings the entity's unsent change in line with its local value (coalescing saves: one
     /// change in flight per entity, the next one computed when it is acknowledged), and sets
-    /// the entity's state. Returns the change if one is ready to send now.
-    static func reconcileQueue(_ row: inout EntityRow, bucket: String, _ db: Database) throws -> OutgoingChange? {
+    /// the entity's state. Returns the change if one is ready to send now. `local`: the row's
+    /// local value when the caller holds it parsed already (a save just parsed the bytes).
+    static func reconcileQueue(
+        _ row: inout EntityRow, local parsedLocal: JSONObject? = nil, bucket: String, _ db: Database
+    ) throws -> OutgoingChange? {
         let open = try ChangeRow.open(entityID: row.id, db)
         if row.needsReload && row.ghostVersion != nil {
             // The ghost is not a server version until the reload arrives; a diff against it
@@ -337,7 +340,7 @@ extension SyncStore {
             return open.state == "sent" ? try open.outgoing(bucket: bucket, key: row.key) : nil
         }
         var op = "M"
-        var diffText: String?
+        var diff: JSONObject?
         if row.deletedPending {
             if row.ghostVersion == nil {
                 // Removal of something the server never had: drop the queued change, keep nothing.
@@ -346,14 +349,14 @@ extension SyncStore {
                 return nil
             }
             op = "-"
-        } else if let local = try row.local() {
-            let diff = try Merge.diff(from: try row.ghost(), to: local)
-            if diff.isEmpty && row.ghostVersion != nil {
+        } else if let local = try parsedLocal ?? row.local() {
+            let computed = try Merge.diff(from: try row.ghost(), to: local)
+            if computed.isEmpty && row.ghostVersion != nil {
                 if let open { try open.delete(db) }
                 if row.state != EntityState.invalid.description { row.state = EntityState.synced.description }
                 return nil
             }
-            diffText = StoredJSON.text(diff)
+            diff = computed
         } else {
             if let open { try open.delete(db) }
             return nil
@@ -362,12 +365,12 @@ extension SyncStore {
             seq: nil, entityID: row.id, ccid: newCCID(), sv: nil, op: op, diff: nil, fullData: nil,
             state: "queued", created: now())
         change.op = op
-        change.diff = diffText
+        change.diff = diff.map(StoredJSON.text)
         change.sv = row.ghostVersion
         change.fullData = nil
         try change.save(db)
         if row.state != EntityState.invalid.description { row.state = EntityState.pending.description }
-        return try change.outgoing(bucket: bucket, key: row.key)
+        return try change.outgoing(bucket: bucket, key: row.key, diff: diff)
     }
 }
 
