@@ -20,6 +20,9 @@ public final class SyncStoreBackend: MountBackend {
     private let reclaimScheduled = Mutex(false)
     /// Each bucket's file format, read once: it does not change while mounted.
     private let formats = Mutex<[String: any EntityFileFormat]>([:])
+    /// The store's directory, worked out once: every write(2) to a file asks for it (where a
+    /// working copy would spill), and NSString's path handling costs ~20K instructions a call.
+    public let scratchDirectory: String
 
     /// An adapter over `store`; `onOutgoing` receives changes ready to send after each local edit,
     /// `onBucketCreated` the name of a bucket made with mkdir (so the engine starts syncing it),
@@ -31,6 +34,7 @@ public final class SyncStoreBackend: MountBackend {
         onOutgoing: @escaping @Sendable ([OutgoingChange]) -> Void = { _ in }
     ) {
         self.store = store
+        scratchDirectory = (store.path as NSString).deletingLastPathComponent
         self.logger = logger
         self.onBucketCreated = onBucketCreated
         self.onBucketRemoved = onBucketRemoved
@@ -143,10 +147,6 @@ public final class SyncStoreBackend: MountBackend {
             try store.resizeLocalFile(bucket: bucket, name: name, to: size, durability: .deferred)
         }
         return entry(bucket, resized)
-    }
-
-    public var scratchDirectory: String {
-        (store.path as NSString).deletingLastPathComponent
     }
 
     public func prepareForMount() throws(FSError) {
