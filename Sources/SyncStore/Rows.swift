@@ -320,10 +320,11 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         container["atime"] = atime
     }
 
-    /// A fresh row for a key this store has not seen.
-    static func new(bucketID: Int64, key: String, now: Int64, _ db: Database) throws -> EntityRow {
+    /// A fresh row for a key this store has not seen; `id`: one reserved for it already (else a
+    /// new one is allocated).
+    static func new(bucketID: Int64, key: String, now: Int64, id: Int64? = nil, _ db: Database) throws -> EntityRow {
         EntityRow(
-            id: try Schema.allocateNodeID(db), bucketID: bucketID, key: key, ghostVersion: nil,
+            id: try id ?? Schema.allocateNodeID(db), bucketID: bucketID, key: key, ghostVersion: nil,
             ghostData: "{}", localValue: nil, content: nil, mtime: now, ctime: now,
             state: EntityState.synced.description, reason: nil, deletedPending: false,
             reloadVersion: nil, needsReload: false, seenGeneration: 0)

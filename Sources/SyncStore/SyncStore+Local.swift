@@ -20,7 +20,7 @@ extension SyncStore {
     /// recorded as sent in this same transaction (what `markSent` would do in a second one).
     /// `durability` `.deferred` (a file closed but not fsynced): see `syncDeferredWrites()`.
     /// `nodeID`: the number of a file the caller created before its first save (one from
-    /// `reserveNodeIDs`); the entity's file takes it.
+    /// `reserveNodeIDs`, never used since); the entity's file takes it, and a new entity's row too.
     public func saveLocal(
         bucket: String, key: String, bytes: [UInt8], nodeID: Int64? = nil, markingSent: Bool = false,
         durability: Durability = .synced
@@ -28,7 +28,8 @@ extension SyncStore {
         try write(durability) { db in
             let bucketRow = try BucketRow.named(bucket, db)
             let moved = nodeID.map { MovedFile(nodeID: $0, mode: nil, atime: nil) }
-            let result = try Self.save(.bytes(bytes), key: key, bucket: bucketRow, now: Self.now(), moved: moved, db)
+            let result = try Self.save(
+                .bytes(bytes), key: key, bucket: bucketRow, now: Self.now(), moved: moved, reservedID: nodeID, db)
             guard markingSent, let change = result.readyToSend, change.state == .queued else { return result }
             try markSent(ccid: change.ccid, db)
             return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: change.marked(.sent))
@@ -241,10 +242,12 @@ extension SyncStore {
     /// value (rendered in it). `mtime` is the file's new modification time (now, or the time a
     /// rename carries over). The row is written once when it exists already. `moved`: the file a
     /// rename brings (its inode number and metadata); else the entity's file keeps its own, or a
-    /// new one gets a new number.
+    /// new one gets a new number. `reservedID`: an id nothing in the store has used (from
+    /// `reserveNodeIDs`, for a file made before its first save), which a new row takes as its
+    /// own instead of allocating one (a rename's `moved` number may still be its source row's).
     static func save(
         _ written: Written, key: String, bucket: BucketRow, now: Int64, mtime: Int64? = nil, moved: MovedFile? = nil,
-        _ db: Database
+        reservedID: Int64? = nil, _ db: Database
     ) throws -> SaveResult {
         var row: EntityRow
         if let existing = try EntityRow.find(bucketID: bucket.id, key: key, db) {
@@ -254,7 +257,7 @@ extension SyncStore {
                 .execute(arguments: [row.id])
         } else {
             // Inserted first: its queued change refers to it.
-            row = try EntityRow.new(bucketID: bucket.id, key: key, now: now, db)
+            row = try EntityRow.new(bucketID: bucket.id, key: key, now: now, id: reservedID, db)
             try row.insert(db)
         }
         let parsed: Result<JSONObject, EntityFileFormatError>
