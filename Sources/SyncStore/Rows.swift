@@ -359,13 +359,13 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         }
     }
 
-    /// The file is gone (deleted locally while the row waits for the server): a file made under
-    /// the same key later is a new file, with a number no descriptor still holds.
-    mutating func removeFile(now: Int64, _ db: Database) throws {
+    /// The file is gone (deleted locally while the row waits for the server). A file made under
+    /// the same key later is a new file, with a number no descriptor still holds; `SyncStore.save`
+    /// gives it one then, as most removed files are never made again.
+    mutating func removeFile(now: Int64) {
         content = nil
         localValue = nil
         ctime = now
-        nodeID = try Schema.allocateNodeID(db)
         mode = nil
         atime = nil
     }

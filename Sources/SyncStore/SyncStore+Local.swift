@@ -260,6 +260,8 @@ extension SyncStore {
             row = try EntityRow.new(bucketID: bucket.id, key: key, now: now, id: reservedID, db)
             try row.insert(db)
         }
+        // Made again after a removal the server has not confirmed yet (`removeFile`): a new file.
+        let madeAgain = row.deletedPending && row.content == nil
         let parsed: Result<JSONObject, EntityFileFormatError>
         switch written {
         case .bytes(let bytes):
@@ -272,7 +274,11 @@ extension SyncStore {
             parsed = .success(value)
             row.content = bucket.format.render(value).map { Data($0) }
         }
-        if let moved { (row.nodeID, row.mode, row.atime) = (moved.nodeID, moved.mode, moved.atime) }
+        if let moved {
+            (row.nodeID, row.mode, row.atime) = (moved.nodeID, moved.mode, moved.atime)
+        } else if madeAgain {
+            row.nodeID = try Schema.allocateNodeID(db)
+        }
         row.mtime = mtime ?? now
         row.ctime = now
         row.deletedPending = false
@@ -313,7 +319,7 @@ extension SyncStore {
             try row.delete(db)
             return nil
         }
-        try row.removeFile(now: now, db)
+        row.removeFile(now: now)
         row.deletedPending = true
         row.reason = nil
         let ready = try reconcileQueue(&row, bucket: bucket.name, db)
