@@ -48,6 +48,20 @@ struct FileIdentityTests {
         }
     }
 
+    @Test func aKeyRenamedAwayAndMadeAgainIsANewFile() throws {
+        try withStore { store, _ in
+            try seed(store, key: "a", version: 1, data: ["n": 1])
+            let number = try #require(try id(store, .entity(key: "a")))
+            // The server has "a": its row stays (deleted pending) and its file, number and all, is "b" now.
+            _ = try store.rename(bucket: "notes", from: .entity(key: "a"), to: .entity(key: "b"))
+            #expect(try id(store, .entity(key: "b")) == number)
+            _ = try store.saveLocal(bucket: "notes", key: "a", value: ["n": 2])
+            let again = try #require(try id(store, .entity(key: "a")))
+            #expect(again != number)
+            #expect(try store.entries(bucket: "notes").filter { $0.id == number }.count == 1)
+        }
+    }
+
     @Test func anAcknowledgementLeavesTheFileTimesAsTheyWere() throws {
         try withStore { store, _ in
             let saved = try store.saveLocal(bucket: "notes", key: "a", value: ["n": 1])
