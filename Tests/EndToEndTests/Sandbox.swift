@@ -39,6 +39,9 @@ final class Sandbox: @unchecked Sendable {
         var environment = ProcessInfo.processInfo.environment
         environment["XDG_DATA_HOME"] = root + "/data"
         environment["XDG_STATE_HOME"] = root + "/state"
+        // And config: a mount reads config.json, which the user (or another run) may have
+        // written in a form this build does not read, and a login must not write the user's.
+        environment["XDG_CONFIG_HOME"] = root + "/config"
         return environment
     }
 
