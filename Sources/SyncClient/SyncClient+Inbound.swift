@@ -283,7 +283,8 @@ extension SyncClient {
     /// big for one frame goes in several; a change too big for any is kept back (`rejected:413`).
     public func send(_ changes: [OutgoingChange]) async {
         var requests: [(channel: Int, requests: [ChangeRequest])] = []
-        var queued: Set<String> = []
+        // By ccid: a later copy of a change handed over twice is the one that goes.
+        var queued: [String: OutgoingChange] = [:]
         var position: [String: (group: Int, index: Int)] = [:]
         for change in changes {
             guard let channel = liveChannel(of: change.bucket) else { continue }
@@ -295,7 +296,7 @@ extension SyncClient {
                 logger.error("cannot encode change \(change.ccid): \(error)")
                 continue
             }
-            if change.state == .queued { queued.insert(change.ccid) }
+            if change.state == .queued { queued[change.ccid] = change }
             if let earlier = position[change.ccid] {
                 requests[earlier.group].requests[earlier.index] = request
             } else if let group = requests.firstIndex(where: { $0.channel == channel }) {
@@ -312,14 +313,14 @@ extension SyncClient {
             frames += packed.frames
             sentOnConnection.formUnion(requests.map(\.ccid))
             for (change, frameBytes) in packed.tooLarge {
-                queued.remove(change.ccid)
+                queued[change.ccid] = nil
                 sentOnConnection.remove(change.ccid)
                 keepBack(change, frameBytes: frameBytes, bucket: machines[channel].bucket)
             }
         }
         guard !frames.isEmpty else { return }
         // A save that was about to go out was recorded as sent in its own transaction.
-        do { try store.markSent(ccids: Array(queued)) } catch { logger.error("marking sent failed: \(error)") }
+        do { try store.markSent(Array(queued.values)) } catch { logger.error("marking sent failed: \(error)") }
         for frame in frames { await write(frame) }
     }
 

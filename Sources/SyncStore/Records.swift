@@ -184,12 +184,29 @@ public struct OutgoingChange: Hashable, Sendable {
     /// The whole object, sent as `d` after a 440 (or a 404 re-create).
     public let fullData: JSONObject?
     public let state: ChangeState
+    /// The ghost the diff applies to and the value it brings about, when the store has just
+    /// computed it (`reconcileQueue`): what `markSent` remembers for applying its echo. Not part
+    /// of the change's identity.
+    var basis = NotCompared<SentChanges.Sent?>(nil)
 
     func marked(_ state: ChangeState) -> OutgoingChange {
         OutgoingChange(
             bucket: bucket, key: key, entityID: entityID, ccid: ccid, sourceVersion: sourceVersion, operation: operation,
-            fullData: fullData, state: state)
+            fullData: fullData, state: state, basis: basis)
     }
+}
+
+/// A value carried beside a record's fields that its equality and hash leave out.
+struct NotCompared<Value: Sendable>: Hashable, Sendable {
+    let value: Value
+
+    init(_ value: Value) {
+        self.value = value
+    }
+
+    static func == (lhs: Self, rhs: Self) -> Bool { true }
+
+    func hash(into hasher: inout Hasher) {}
 }
 
 /// A change received from the server (`c` message element without an error).

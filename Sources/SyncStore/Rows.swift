@@ -503,8 +503,11 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
         return try ColumnReader.first(statement, arguments: [entityID], ChangeRow.init)
     }
 
-    /// `parsed`: the diff when the caller holds it as a value already (it just computed it).
-    func outgoing(bucket: String, key: String, diff parsed: JSONObject? = nil) throws -> OutgoingChange {
+    /// `parsed`: the diff when the caller holds it as a value already (it just computed it), with
+    /// `basis`, what it was computed from.
+    func outgoing(
+        bucket: String, key: String, diff parsed: JSONObject? = nil, basis: SentChanges.Sent? = nil
+    ) throws -> OutgoingChange {
         let operation: OutgoingOperation
         if op == "-" {
             operation = .remove
@@ -514,7 +517,7 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
         return OutgoingChange(
             bucket: bucket, key: key, entityID: entityID, ccid: ccid, sourceVersion: sv, operation: operation,
             fullData: try fullData.map { try StoredJSON.object($0, column: "pending_change.full_data") },
-            state: ChangeState(text: state) ?? .queued)
+            state: ChangeState(text: state) ?? .queued, basis: NotCompared(basis))
     }
 }
 

@@ -6,13 +6,15 @@ import Synchronization
 /// the diff, rendering the result and diffing the local value against it again: the server's
 /// value is what was sent, known as text already.
 ///
-/// A queued change is always the diff from the ghost to the local value (`reconcileQueue`
-/// computes it whenever either changes), so what it brings the entity to is the local value at
-/// the time it is sent. Only memory: after a restart, or for a change the bounded table let go,
-/// the acknowledgement takes the general path, which gives the same result.
+/// `reconcileQueue` computes a queued change from the ghost and the local value, and hands the
+/// three over with it (`OutgoingChange.basis`); `markSent` remembers them. The local value may
+/// move on while the change is in flight, and a change requeued after an error goes again as it
+/// was: only what it was computed from is what it brings about. Only memory: after a restart, or
+/// for a change the bounded table let go, the acknowledgement takes the general path, which gives
+/// the same result.
 final class SentChanges: Sendable {
     /// A change as it went out, and what it applies to and brings about.
-    struct Sent: Sendable {
+    struct Sent: Hashable, Sendable {
         let sourceVersion: Int?
         /// `pending_change.diff` as sent (compact JSON, sorted keys).
         let diff: String

@@ -17,36 +17,35 @@ public enum ChangeErrorFollowUp: Hashable, Sendable {
 }
 
 extension SyncStore {
-    /// Records that these changes were written to a connection (they keep their ccid from now on).
-    public func markSent(ccids: [String]) throws(StoreError) {
-        guard !ccids.isEmpty else { return }
+    /// Records that these changes were written to a connection (they keep their ccid from now
+    /// on), remembering what each one the store has just computed brings its entity to
+    /// (`OutgoingChange.basis`, `SentChanges`) for applying its echo.
+    public func markSent(_ changes: [OutgoingChange]) throws(StoreError) {
+        guard !changes.isEmpty else { return }
         // Synced: the changes may rest on deferred writes (a mount's close, an ack), and the
         // fsync after this commit puts those on disk too before the changes go on the wire, so a
         // power loss cannot take back what the server has.
         try write { db in
-            for ccid in ccids { try markSent(ccid: ccid, db) }
+            for change in changes { try markSent(change, db) }
+        }
+    }
+
+    /// `markSent` for changes known by their ccid alone: their echoes take the general path.
+    public func markSent(ccids: [String]) throws(StoreError) {
+        guard !ccids.isEmpty else { return }
+        try write { db in
+            for ccid in ccids { try ChangeRow.markSent(ccid: ccid, db) }
         }
     }
 
     /// Marks a queued change sent, remembering what it brings its entity to (`SentChanges`).
-    func markSent(ccid: String, _ db: Database) throws {
-        // Only a diff computed against the server version the entity holds: a change sent whole,
-        // a removal or one waiting for a reload is acknowledged the general way.
-        let statement = try db.cachedStatement(
-            sql: """
-                SELECT c.sv, c.diff, e.ghost_data, e.local_value FROM pending_change c JOIN entity e ON e.id = c.entity_id
-                WHERE c.ccid = ? AND c.state = 'queued' AND c.op = 'M' AND c.full_data IS NULL AND c.diff IS NOT NULL
-                AND e.ghost_version IS c.sv AND e.needs_reload = 0 AND e.deleted_pending = 0 AND e.local_value IS NOT NULL
-                """)
-        let sent = try ColumnReader.first(statement, arguments: [ccid]) { columns in
-            SentChanges.Sent(
-                sourceVersion: columns.optional(0), diff: try columns.value(1), ghost: try columns.value(2),
-                result: try columns.value(3))
-        }
-        // A change already sent keeps what it was remembered with (sent again after a reconnect);
-        // one remembered before it was sent whole or recomputed fails the check at its echo.
-        if let sent { sentChanges.remember(ccid: ccid, sent) }
-        try ChangeRow.markSent(ccid: ccid, db)
+    func markSent(_ change: OutgoingChange, _ db: Database) throws {
+        // Only a diff the store computed against the ghost (`reconcileQueue`) has a basis: a
+        // change sent whole, a removal or one read back from the table is acknowledged the
+        // general way. A change sent again after a reconnect, read back, keeps what it was
+        // remembered with; one recomputed or sent whole since fails the check at its echo.
+        if let sent = change.basis.value { sentChanges.remember(ccid: change.ccid, sent) }
+        try ChangeRow.markSent(ccid: change.ccid, db)
     }
 
     /// Records a change error and decides the follow-up, per the spec's "Handling Change Errors":

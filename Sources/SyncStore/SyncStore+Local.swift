@@ -31,7 +31,7 @@ extension SyncStore {
             let result = try Self.save(
                 .bytes(bytes), key: key, bucket: bucketRow, now: Self.now(), moved: moved, reservedID: nodeID, db)
             guard markingSent, let change = result.readyToSend, change.state == .queued else { return result }
-            try markSent(ccid: change.ccid, db)
+            try markSent(change, db)
             return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: change.marked(.sent))
         }
     }
@@ -55,7 +55,7 @@ extension SyncStore {
         try write { db in
             let result = try Self.save(.value(value), key: key, bucket: try BucketRow.named(bucket, db), now: Self.now(), db)
             guard markingSent, let change = result.readyToSend, change.state == .queued else { return result }
-            try markSent(ccid: change.ccid, db)
+            try markSent(change, db)
             return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: change.marked(.sent))
         }
     }
@@ -373,13 +373,17 @@ extension SyncStore {
         var change = open ?? ChangeRow(
             seq: nil, entityID: row.id, ccid: newCCID(), sv: nil, op: op, diff: nil, fullData: nil,
             state: "queued", created: now())
+        let diffText = diff.map(StoredJSON.text)
         change.op = op
-        change.diff = diff.map(StoredJSON.text)
+        change.diff = diffText
         change.sv = row.ghostVersion
         change.fullData = nil
         try change.save(db)
         if row.state != EntityState.invalid.description { row.state = EntityState.pending.description }
-        return try change.outgoing(bucket: bucket, key: row.key, diff: diff)
+        let basis = diffText.flatMap { diff in
+            row.localValue.map { SentChanges.Sent(sourceVersion: row.ghostVersion, diff: diff, ghost: row.ghostData, result: $0) }
+        }
+        return try change.outgoing(bucket: bucket, key: row.key, diff: diff, basis: basis)
     }
 }
 

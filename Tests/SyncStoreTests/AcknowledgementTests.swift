@@ -18,7 +18,7 @@ struct AcknowledgementTests {
 
         /// Marks the change sent (it goes out), as the engine does before writing it.
         func send(_ change: OutgoingChange) throws {
-            try store.markSent(ccids: [change.ccid])
+            try store.markSent([change])
             if !remembers { _ = store.sentChanges.take(ccid: change.ccid) }
         }
 
@@ -245,6 +245,33 @@ struct AcknowledgementTests {
             #expect(entity.version == 1)
             #expect(entity.ghost == ["x": "y"])
             #expect(try side.store.finishCatchUp(bucket: "notes").isEmpty)
+        }.cleanup()
+    }
+
+    /// A save made while the change is in flight leaves it as it went; refused for now (5xx), it
+    /// goes again unchanged. Its echo brings the ghost to what it carried, not to the later save,
+    /// which goes next. (What was remembered at the resend used to be the local value by then:
+    /// the echo made the entity "synced" at a value the server never had.)
+    @Test func changeResentAfterAServerErrorBringsWhatItCarried() throws {
+        try bothWays { side in
+            _ = try seed(side.store, key: "a", version: 1, data: ["n": 1])
+            let first = try #require(try side.store.saveLocal(bucket: "notes", key: "a", value: ["n": 2]).readyToSend)
+            try side.send(first)
+            _ = try side.store.saveLocal(bucket: "notes", key: "a", value: ["n": 3])
+            guard case .resend(let again) = try side.store.reject(bucket: "notes", ccid: first.ccid, code: 503) else {
+                Issue.record("503 is resent")
+                return
+            }
+            #expect(again.ccid == first.ccid && again.operation == first.operation)
+            try side.send(again)
+            let outcome = try side.acknowledge(first, endVersion: 2, cv: "c2")
+            let next = try #require(outcome.readyToSend.first)
+            #expect(next.sourceVersion == 2)
+            #expect(next.operation == .modify(diff: wireDiff(["n": 2], ["n": 3])))
+            let entity = try #require(try side.store.entity(bucket: "notes", key: "a"))
+            #expect(entity.ghost == ["n": 2])
+            #expect(entity.value == ["n": 3])
+            #expect(entity.state == .pending)
         }.cleanup()
     }
 
