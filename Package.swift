@@ -85,7 +85,7 @@ let package = Package(
         .systemLibrary(name: "CFuse", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
         // Apptimist (issue 18): libsodium's crypto_box and Ed25519, and the PDUs (pure, no I/O).
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
-        .target(name: "ApptimistCrypto", dependencies: ["CSodium"]),
+        .target(name: "ApptimistCrypto", dependencies: ["CSodium", "ApptimistProtocol"]),
         .target(name: "ApptimistProtocol"),
         .target(
             name: "BucketFS",
@@ -138,7 +138,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "TelepatProtocolTests", dependencies: ["TelepatProtocol", "JSONDiff"]),
-        .testTarget(name: "ApptimistCryptoTests", dependencies: ["ApptimistCrypto"]),
+        .testTarget(name: "ApptimistCryptoTests", dependencies: ["ApptimistCrypto", "ApptimistProtocol"]),
         .testTarget(name: "ApptimistProtocolTests", dependencies: ["ApptimistProtocol"]),
         .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "JSONDiff"]),
         .testTarget(
