@@ -1,22 +1,41 @@
 import NIOConcurrencyHelpers
 
+/// What an outbox holds: a text frame (the Simperium and Telepat sockets) or a binary one
+/// (Apptimist PDUs), counted in bytes against the outbox's limit.
+protocol OutboxFrame: Sendable {
+    var outboxBytes: Int { get }
+}
+
+extension String: OutboxFrame {
+    var outboxBytes: Int { utf8.count }
+}
+
+extension Array: OutboxFrame where Element == UInt8 {
+    var outboxBytes: Int { count }
+}
+
+/// The text sockets' outbox.
+typealias Outbox = FrameOutbox<String>
+
 /// The frames waiting to be written to one connection. Enqueueing never waits: a broadcast must
 /// not block on a client that stops reading. When more than `limit` bytes are waiting, the
 /// outbox gives up, calls `onOverflow` (which closes the connection) and drops everything.
-final class Outbox: Sendable {
+final class FrameOutbox<Frame: OutboxFrame>: Sendable {
     private struct State {
-        var frames: [String] = []
+        var frames: [Frame] = []
         var head = 0
         var bytes = 0
         /// Bytes handed to the writer and not yet written: they count against the limit until
         /// the writer asks for more (issue 20: the limit was bypassed while the writer waited).
         var handedOut = 0
-        var waiter: CheckedContinuation<String?, Never>?
+        var waiter: CheckedContinuation<Frame?, Never>?
         /// No more frames are accepted; the writer drains what is queued, then stops.
         var finished = false
         /// The connection overflowed or closed: queued frames are dropped.
         var abandoned = false
     }
+
+    private enum EnqueueAction { case rejected, queued, resume(CheckedContinuation<Frame?, Never>), overflowed(CheckedContinuation<Frame?, Never>?) }
 
     private let state = NIOLockedValueBox(State())
     private let limit: Int
@@ -32,11 +51,10 @@ final class Outbox: Sendable {
 
     /// Queues a frame; false when the outbox is closed or just overflowed.
     @discardableResult
-    func enqueue(_ frame: String) -> Bool {
-        enum Action { case rejected, queued, resume(CheckedContinuation<String?, Never>), overflowed(CheckedContinuation<String?, Never>?) }
-        let action: Action = state.withLockedValue { state in
+    func enqueue(_ frame: Frame) -> Bool {
+        let action: EnqueueAction = state.withLockedValue { state in
             guard !state.finished, !state.abandoned else { return .rejected }
-            let size = frame.utf8.count
+            let size = frame.outboxBytes
             if state.bytes + state.handedOut + size > limit {
                 state.abandoned = true
                 state.frames = []
@@ -71,18 +89,18 @@ final class Outbox: Sendable {
     }
 
     /// The next frame to write; nil once finished and drained, or abandoned.
-    func next() async -> String? {
+    func next() async -> Frame? {
         await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
-                let immediate: String?? = state.withLockedValue { state in
+            await withCheckedContinuation { (continuation: CheckedContinuation<Frame?, Never>) in
+                let immediate: Frame?? = state.withLockedValue { state in
                     // Asking for more means what was handed out before has been written.
                     state.handedOut = 0
                     if state.abandoned { return .some(nil) }
                     if state.head < state.frames.count {
                         let frame = state.frames[state.head]
                         state.head += 1
-                        state.bytes -= frame.utf8.count
-                        state.handedOut = frame.utf8.count
+                        state.bytes -= frame.outboxBytes
+                        state.handedOut = frame.outboxBytes
                         if state.head == state.frames.count {
                             state.frames.removeAll(keepingCapacity: true)
                             state.head = 0
@@ -100,6 +118,32 @@ final class Outbox: Sendable {
         }
     }
 
+    /// Accepts no more frames; those queued are still handed out by `next()`.
+    func finish() {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Frame?, Never>? in
+            state.finished = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: nil)
+    }
+
+    /// Drops everything queued and accepts nothing more (the connection is gone).
+    func abandon() {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Frame?, Never>? in
+            state.abandoned = true
+            state.frames = []
+            state.head = 0
+            state.bytes = 0
+            state.handedOut = 0
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: nil)
+    }
+}
+
+extension FrameOutbox where Frame == String {
     /// The next frame to write, with every frame queued behind it merged in where the protocol
     /// allows: consecutive `c` frames of one channel become one `c` array (up to
     /// `maxMergedBytes`). Under load a connection then gets one message, and one flush, for
@@ -158,29 +202,5 @@ final class Outbox: Sendable {
         let itemsEnd = utf8.index(before: utf8.endIndex)
         guard itemsStart < itemsEnd else { return nil }
         return (frame[..<open], frame[itemsStart..<itemsEnd])
-    }
-
-    /// Accepts no more frames; those queued are still handed out by `next()`.
-    func finish() {
-        let waiter = state.withLockedValue { state -> CheckedContinuation<String?, Never>? in
-            state.finished = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume(returning: nil)
-    }
-
-    /// Drops everything queued and accepts nothing more (the connection is gone).
-    func abandon() {
-        let waiter = state.withLockedValue { state -> CheckedContinuation<String?, Never>? in
-            state.abandoned = true
-            state.frames = []
-            state.head = 0
-            state.bytes = 0
-            state.handedOut = 0
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume(returning: nil)
     }
 }
