@@ -3,59 +3,19 @@ import JSONDiff
 import NIOConcurrencyHelpers
 
 /// The independent Telepat client (`Tests/Peers/telepat_peer.py`: python-socketio 4 with
-/// python-engineio 3, and requests) as a child process: one JSON command per line in, one JSON
-/// answer per line out. The script ends itself after `lifetime` seconds (SIGALRM) if the test
-/// does not close it, and `close()` kills it whatever state it is in.
+/// python-engineio 3, and requests), a `ScriptPeer`.
 final class TelepatPeer: Sendable {
-    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Peers/telepat_peer.py").path
-
-    private let process: Process
-    private let input: FileHandle
-    private let lines = Lines()
+    private let peer: ScriptPeer
     let port: Int
 
     init(port: Int, lifetime: Int = 110) throws {
         self.port = port
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", Self.script, String(lifetime)]
-        let stdin = Pipe()
-        let stdout = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        let lines = self.lines
-        let buffer = NIOLockedValueBox<[UInt8]>([])
-        stdout.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                lines.finish()
-                return
-            }
-            let complete: [String] = buffer.withLockedValue { buffer in
-                buffer.append(contentsOf: data)
-                var result: [String] = []
-                while let newline = buffer.firstIndex(of: 0x0A) {
-                    result.append(String(decoding: buffer[..<newline], as: UTF8.self))
-                    buffer.removeSubrange(...newline)
-                }
-                return result
-            }
-            for line in complete { lines.push(line) }
-        }
-        try process.run()
-        self.process = process
-        self.input = stdin.fileHandleForWriting
+        peer = try ScriptPeer(script: ScriptPeer.script("telepat_peer.py"), lifetime: lifetime)
     }
 
     /// Sends one command and waits (bounded) for its answer; an `error` answer throws.
     func send(_ command: JSONObject, timeout: Duration = .seconds(30)) async throws -> JSONValue {
-        input.write(Data((JSONValue.object(command).compactRendered() + "\n").utf8))
-        guard let line = await lines.next(timeout: timeout) else { throw TestFailure("the Telepat peer did not answer \(command) in \(timeout)") }
-        let answer = try JSONValue(parsing: line)
-        if case .string(let error)? = answer["error"] { throw TestFailure("Telepat peer: \(error)") }
-        return answer
+        try await peer.send(command, timeout: timeout)
     }
 
     /// An HTTP request; answers (status, body).
@@ -89,67 +49,6 @@ final class TelepatPeer: Sendable {
     }
 
     func close() async {
-        _ = try? await send(["op": "close"], timeout: .seconds(5))
-        if process.isRunning { process.terminate() }
-        try? input.close()
-    }
-
-    deinit {
-        if process.isRunning { process.terminate() }
-    }
-}
-
-/// Lines of the peer's output, handed to one waiting reader at a time.
-private final class Lines: Sendable {
-    private struct State {
-        var lines: [String] = []
-        var waiter: CheckedContinuation<String?, Never>?
-        var finished = false
-    }
-
-    private let state = NIOLockedValueBox(State())
-
-    func push(_ line: String) {
-        let waiter = state.withLockedValue { state -> CheckedContinuation<String?, Never>? in
-            guard let waiter = state.waiter else {
-                state.lines.append(line)
-                return nil
-            }
-            state.waiter = nil
-            return waiter
-        }
-        waiter?.resume(returning: line)
-    }
-
-    func finish() {
-        let waiter = state.withLockedValue { state in
-            state.finished = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume(returning: nil)
-    }
-
-    /// The next line, or nil when none comes in time or the output ended.
-    func next(timeout: Duration) async -> String? {
-        let timer = Task { [state] in
-            // Cancelled: the line came in time (the waiter now may be the next call's).
-            guard (try? await Task.sleep(for: timeout)) != nil else { return }
-            let waiter = state.withLockedValue { state in
-                defer { state.waiter = nil }
-                return state.waiter
-            }
-            waiter?.resume(returning: nil)
-        }
-        defer { timer.cancel() }
-        return await withCheckedContinuation { continuation in
-            let immediate: String?? = state.withLockedValue { state in
-                if !state.lines.isEmpty { return .some(state.lines.removeFirst()) }
-                if state.finished { return .some(nil) }
-                state.waiter = continuation
-                return nil
-            }
-            if let immediate { continuation.resume(returning: immediate) }
-        }
+        await peer.close()
     }
 }
