@@ -44,7 +44,7 @@ let package = Package(
         .target(
             name: "SyncServer",
             dependencies: [
-                "JSONDiff", "SyncProtocol", "TelepatProtocol",
+                "JSONDiff", "SyncProtocol", "TelepatProtocol", "ApptimistProtocol", "ApptimistCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -126,7 +126,7 @@ let package = Package(
         .testTarget(
             name: "SyncServerTests",
             dependencies: [
-                "SyncServer", "SyncProtocol", "JSONDiff", "PostgresTestSupport", "TelepatProtocol",
+                "SyncServer", "SyncProtocol", "JSONDiff", "PostgresTestSupport", "TelepatProtocol", "ApptimistProtocol", "ApptimistCrypto",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),

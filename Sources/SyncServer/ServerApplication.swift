@@ -38,6 +38,11 @@ func buildServerApplication(
             try await socket.run(inbound: inbound, outbound: outbound, context: context)
         }
     }
+    if let settings = configuration.apptimist {
+        guard let apptimistStorage = store.apptimist else { throw ApptimistStoreError.unsupportedStore }
+        ApptimistService(settings: settings, configuration: configuration, storage: apptimistStorage, logger: logger)
+            .register(router: router, webSocketRouter: webSocketRouter)
+    }
     webSocketRouter.ws("/sock/1/:app_id/websocket") { _, context in
         let appID = context.parameters.get("app_id") ?? ""
         guard configuration.accepts(appID: appID) else {

@@ -59,6 +59,8 @@ public struct ServerConfiguration: Sendable {
     public var onServerRunning: (@Sendable (_ port: Int) async -> Void)?
     /// The Telepat applications to answer for (`bucketfs serve --telepat FILE`); nil: no Telepat API.
     public var telepat: TelepatSettings?
+    /// The Apptimist App-Server to answer for (`bucketfs serve --apptimist SERVICE`); nil: none.
+    public var apptimist: ApptimistSettings?
     /// Test hook: when it returns a code, the change is answered with that error and not applied.
     public var forcedChangeError: (@Sendable (ChangeRequest) -> Int?)?
 

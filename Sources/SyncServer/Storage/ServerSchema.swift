@@ -107,6 +107,12 @@ enum ServerSchema {
             // replies for `bucketfs history`. Versions kept from before have none (NULL).
             try db.execute(sql: "ALTER TABLE entity_versions ADD COLUMN accepted_at REAL")
         }
+        migrator.registerMigration("v4 apptimist") { db in
+            // Issue 18: the Apptimist App-Server's accounts, files, message queues and vouches
+            // (ApptimistSQLiteStore). Keys, names, file names and message ids are the protocol's
+            // bytes; message data stays sealed (the service cannot open it).
+            try db.execute(sql: ApptimistSQLiteStore.schema)
+        }
         return migrator
     }
 }

@@ -1,0 +1,254 @@
+import ApptimistCrypto
+import ApptimistProtocol
+import NIOWebSocket
+
+/// The service's answer to each PDU type (Docs/apptimist-protocol.md, "The bucketfs service").
+extension ApptimistConnection {
+    /// The error codes of READ, LOCK, WRITE and REMOVE answers: Linux errno values, so a
+    /// mount can hand them on as they are. The data carries a description.
+    enum FileError: UInt16 {
+        case notFound = 2       // ENOENT
+        case denied = 13        // EACCES
+        case busy = 16          // EBUSY
+        case invalid = 22       // EINVAL
+    }
+
+    /// The seed's reserved, access-control file names.
+    static let reservedNames: Set<[UInt8]> = Set(["author", "editors", "moderators", "subscribers"].map { Array($0.utf8) })
+
+    func handle(_ received: ApptimistReceived) async throws -> Verdict {
+        guard let user else { return try await handleBeforeLogin(received.pdu) }
+        switch received.pdu {
+        case .login:
+            return .close(.policyViolation, "already logged in")
+        case .new(let publicKey, let authKey, let name, _, _):
+            try await createEvent(publicKey: publicKey, authKey: authKey, name: name, author: user)
+        case .del(let publicKey):
+            if let event = try await service.storage.account(publicKey: publicKey), event.author == user.publicKey {
+                try await service.storage.deleteAccount(publicKey: publicKey)
+                send(.del(publicKey: publicKey))
+            }
+        case .message(let time, let recipient, let to, let from):
+            try await queueMessage(received, time: time, recipient: recipient, to: to, from: from, user: user)
+        case .truncate(let id):
+            _ = try await service.storage.truncate(owner: user.publicKey, id: id)
+            service.truncated(owner: user.publicKey, id: id)
+        case .pause:
+            state.withLockedValue { $0.paused = true }
+        case .resume:
+            state.withLockedValue { $0.paused = false }
+            wake()
+        case .vouch(let subject, let signature):
+            try await vouch(subject: subject, signature: signature, user: user)
+        case .vouchers(let subject, _):
+            send(.vouchers(subject: subject, vouchers: try await service.storage.vouchers(subject: subject)))
+        case .searchByName(let maxUsers, let name):
+            answerSearch(try await service.storage.accounts(matching: .namePrefix(name), limit: maxUsers == 0 ? nil : Int(maxUsers)))
+        case .searchByUID(let maxUsers, let uid):
+            answerSearch(try await service.storage.accounts(matching: .uid(uid), limit: maxUsers == 0 ? nil : Int(maxUsers)))
+        case .searchByKey(let publicKey):
+            answerSearch(try await service.storage.accounts(matching: .publicKey(publicKey), limit: 1))
+        case .read(let fields):
+            try await read(fields, user: user, locking: false)
+        case .lock(let fields):
+            try await read(fields, user: user, locking: true)
+        case .write(let fields):
+            try await write(fields, data: received.data, user: user)
+        case .remove(let fields):
+            try await remove(fields, user: user)
+        case .redirect, .user:
+            // Service-to-device PDUs: parsed, nothing to do when a device sends one.
+            break
+        }
+        return .keepOpen
+    }
+
+    /// Before LOGIN only NEW (with an invitation) and LOGIN mean anything; the seed's service
+    /// ignores the rest, and so does this one.
+    private func handleBeforeLogin(_ pdu: ApptimistPDU) async throws -> Verdict {
+        switch pdu {
+        case .new(let publicKey, let authKey, let name, let uid, let token):
+            let account = ApptimistAccount(publicKey: publicKey, authKey: authKey, name: name, uid: uid, author: nil)
+            do {
+                try await service.storage.createAccount(account, invitation: String(decoding: token, as: UTF8.self))
+            } catch let error as ApptimistStoreError {
+                return .close(.policyViolation, "NEW refused: \(error)")
+            }
+            send(.new(publicKey: publicKey, authKey: authKey, name: name, uid: uid, token: []))
+            return .keepOpen
+        case .login(let userPublicKey, let signature, let max, let head):
+            guard let account = try await service.storage.account(publicKey: userPublicKey),
+                (try? Ed25519.verify(signature, of: userPublicKey, publicKey: account.authKey)) != nil
+            else { return .close(.policyViolation, "LOGIN refused: unknown key or bad signature") }
+            let start = try await service.storage.replayStart(owner: userPublicKey, head: head, max: max)
+            state.withLockedValue {
+                $0.user = account
+                $0.cursor = start
+            }
+            service.loggedIn(self, user: userPublicKey)
+            // The echo tells the device it is in; the replay follows it.
+            send(.login(userPublicKey: userPublicKey, signature: signature, max: max, head: head))
+            wake()
+            return .keepOpen
+        default:
+            logger.debug("ignoring a \(pdu.type) PDU before LOGIN")
+            return .keepOpen
+        }
+    }
+
+    private func createEvent(publicKey: [UInt8], authKey: [UInt8], name: [UInt8], author: ApptimistAccount) async throws {
+        let event = ApptimistAccount(publicKey: publicKey, authKey: authKey, name: name, uid: [], author: author.publicKey)
+        do {
+            try await service.storage.createAccount(event, invitation: nil)
+            try await service.storage.writeFile(owner: publicKey, name: Array("author".utf8), contents: author.publicKey)
+            send(.new(publicKey: publicKey, authKey: authKey, name: name, uid: [], token: []))
+        } catch ApptimistStoreError.accountExists {
+            logger.info("NEW of an event whose key is taken: ignored")
+        }
+    }
+
+    private func queueMessage(
+        _ received: ApptimistReceived, time: UInt64, recipient: [UInt8], to: [UInt8], from: [UInt8], user: ApptimistAccount
+    ) async throws {
+        guard from == user.publicKey else {
+            logger.info("ignoring a MESSAGE whose sender is not the logged-in user")
+            return
+        }
+        // The seed's id: sha512 of the header (as sealed, version byte first) and the data part.
+        let id = try SHA512.digest(received.headerBytes + received.data.wireBytes)
+        let message = ApptimistQueuedMessage(
+            seq: 0, id: id, version: version, pdu: .message(time: time, recipient: recipient, to: to, from: from), data: received.data)
+        // The recipient's queue, and the sender's: its devices see what it sent (the echo).
+        let owners = recipient == from ? [from] : [recipient, from]
+        try await service.storage.queueMessage(message, owners: owners)
+        for owner in owners { service.messagesQueued(for: owner) }
+    }
+
+    private func vouch(subject: [UInt8], signature: [UInt8], user: ApptimistAccount) async throws {
+        if signature.allSatisfy({ $0 == 0 }) {
+            try await service.storage.setVouch(subject: subject, voucher: user.publicKey, signature: nil)
+        } else {
+            guard (try? Ed25519.verify(signature, of: subject, publicKey: user.authKey)) != nil else {
+                logger.info("ignoring a VOUCH whose signature does not verify")
+                return
+            }
+            try await service.storage.setVouch(subject: subject, voucher: user.publicKey, signature: signature)
+        }
+        send(.vouch(subject: subject, signature: signature))
+    }
+
+    /// The seed's USER answer: one PDU per match, `count` saying how many follow (the last 0);
+    /// no match is one USER with a zero key and empty name and uid.
+    private func answerSearch(_ accounts: [ApptimistAccount]) {
+        guard !accounts.isEmpty else {
+            send(.user(count: 0, publicKey: [UInt8](repeating: 0, count: CryptoBox.keyLength), name: [], uid: []))
+            return
+        }
+        for (index, account) in accounts.enumerated() {
+            let following = UInt16(clamping: accounts.count - 1 - index)
+            send(.user(count: following, publicKey: account.publicKey, name: account.name, uid: account.uid))
+        }
+    }
+
+    // MARK: Files
+
+    private struct Access {
+        var read: Bool
+        var write: Bool
+        /// May write the access-control files (an event's author, for editors, moderators, subscribers).
+        var control: Bool
+    }
+
+    private func access(to owner: [UInt8], user: ApptimistAccount) async throws -> Access {
+        if owner == user.publicKey { return Access(read: true, write: true, control: false) }
+        guard let target = try await service.storage.account(publicKey: owner), let author = target.author else {
+            return Access(read: false, write: false, control: false)
+        }
+        if author == user.publicKey { return Access(read: true, write: true, control: true) }
+        func lists(_ name: String) async throws -> Bool {
+            let keys = try await service.storage.file(owner: owner, name: Array(name.utf8)) ?? []
+            return stride(from: 0, to: keys.count - CryptoBox.keyLength + 1, by: CryptoBox.keyLength).contains {
+                Array(keys[$0 ..< $0 + CryptoBox.keyLength]) == user.publicKey
+            }
+        }
+        if try await lists("editors") { return Access(read: true, write: true, control: false) }
+        let moderator = try await lists("moderators")
+        let subscriber = try await lists("subscribers")
+        let member = moderator || subscriber
+        return Access(read: member, write: false, control: false)
+    }
+
+    /// A Linux file name, not a path: 1-255 bytes, no '/' or NUL, not '.' or '..'.
+    static func isValidFilename(_ name: [UInt8]) -> Bool {
+        !name.isEmpty && name.count <= 255 && !name.contains(0x2F) && !name.contains(0) && name != [0x2E] && name != [0x2E, 0x2E]
+    }
+
+    private func refuse(_ pdu: (ApptimistFileFields) -> ApptimistPDU, _ fields: ApptimistFileFields, _ error: FileError, _ why: String) {
+        var answer = fields
+        answer.error = error.rawValue
+        send(pdu(answer), data: sealForUser(Array(why.utf8)))
+    }
+
+    private func lockKey(_ fields: ApptimistFileFields) -> ApptimistFileLocks.Key {
+        ApptimistFileLocks.Key(owner: fields.publicKey, name: fields.filename)
+    }
+
+    private func read(_ fields: ApptimistFileFields, user: ApptimistAccount, locking: Bool) async throws {
+        let pdu: (ApptimistFileFields) -> ApptimistPDU = locking ? { .lock($0) } : { .read($0) }
+        guard Self.isValidFilename(fields.filename) else { return refuse(pdu, fields, .invalid, "not a valid file name") }
+        let access = try await access(to: fields.publicKey, user: user)
+        guard access.read else { return refuse(pdu, fields, .denied, "no access to that user's files") }
+        let contents = try await service.storage.file(owner: fields.publicKey, name: fields.filename)
+        if locking {
+            guard access.write || (access.control && Self.reservedNames.contains(fields.filename)) else {
+                return refuse(pdu, fields, .denied, "the file is read-only")
+            }
+            guard service.locks.take(lockKey(fields), by: ObjectIdentifier(self)) else {
+                return refuse(pdu, fields, .busy, "another connection holds the file's lock")
+            }
+        } else if contents == nil {
+            return refuse(pdu, fields, .notFound, "no such file")
+        }
+        // A LOCK of a file that does not exist takes the lock and answers it empty (to be created).
+        var answer = fields
+        answer.error = 0
+        send(pdu(answer), data: sealForUser(contents ?? []))
+    }
+
+    private func mayChange(_ fields: ApptimistFileFields, user: ApptimistAccount) async throws -> (FileError, String)? {
+        guard Self.isValidFilename(fields.filename) else { return (.invalid, "not a valid file name") }
+        let access = try await access(to: fields.publicKey, user: user)
+        if Self.reservedNames.contains(fields.filename) {
+            guard access.control, fields.filename != Array("author".utf8) else { return (.denied, "an access-control file of the service: read-only") }
+        } else if !access.write {
+            return (.denied, "no write access to that user's files")
+        }
+        if service.locks.isHeld(lockKey(fields), byOtherThan: ObjectIdentifier(self)) {
+            return (.busy, "another connection holds the file's lock")
+        }
+        return nil
+    }
+
+    private func write(_ fields: ApptimistFileFields, data: ApptimistSealedData, user: ApptimistAccount) async throws {
+        if let (error, why) = try await mayChange(fields, user: user) { return refuse({ .write($0) }, fields, error, why) }
+        guard !data.isEmpty, let contents = openFromUser(data) else {
+            return refuse({ .write($0) }, fields, .invalid, "the data does not open (sealed for another key or nonce, or corrupted)")
+        }
+        try await service.storage.writeFile(owner: fields.publicKey, name: fields.filename, contents: contents)
+        service.locks.release(lockKey(fields), by: ObjectIdentifier(self))
+        var answer = fields
+        answer.error = 0
+        send(.write(answer))
+    }
+
+    private func remove(_ fields: ApptimistFileFields, user: ApptimistAccount) async throws {
+        if let (error, why) = try await mayChange(fields, user: user) { return refuse({ .remove($0) }, fields, error, why) }
+        guard try await service.storage.removeFile(owner: fields.publicKey, name: fields.filename) else {
+            return refuse({ .remove($0) }, fields, .notFound, "no such file")
+        }
+        service.locks.release(lockKey(fields), by: ObjectIdentifier(self))
+        var answer = fields
+        answer.error = 0
+        send(.remove(answer))
+    }
+}

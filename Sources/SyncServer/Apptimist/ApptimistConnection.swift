@@ -1,0 +1,226 @@
+import ApptimistCrypto
+import ApptimistProtocol
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOWebSocket
+
+/// One WebSocket of `/SERVICE?<device key>`: PDUs in, handled one at a time in arrival order;
+/// PDUs out through one outbox, each sealed with the next sequence number as it is queued (so
+/// queue order is sequence order); queued messages delivered by a task of its own, woken when
+/// the user's queue grows. Anything that breaks the connection's crypto or framing (a header
+/// that does not open, a replayed sequence number, a truncated frame, an unknown type) closes
+/// it; nothing of such a PDU is stored.
+final class ApptimistConnection: Sendable {
+    struct State {
+        var user: ApptimistAccount?
+        var paused = false
+        /// The last queued message delivered (its seq in the user's queue).
+        var cursor: Int64 = 0
+    }
+
+    let service: ApptimistService
+    let identity: ApptimistIdentity
+    let logger: Logger
+    private let crypto: NIOLockedValueBox<ApptimistChannel>
+    let outbox: FrameOutbox<[UInt8]>
+    let state = NIOLockedValueBox(State())
+    private let wakeups: AsyncStream<Void>
+    private let wakeup: AsyncStream<Void>.Continuation
+    /// Ends the connection from anywhere (an exhausted sequence, a full outbox).
+    private let closeChannel: @Sendable () -> Void
+
+    var version: ApptimistVersion { crypto.withLockedValue { $0.version } }
+    var user: ApptimistAccount? { state.withLockedValue { $0.user } }
+
+    private init(service: ApptimistService, identity: ApptimistIdentity, crypto: ApptimistChannel, logger: Logger, closeChannel: @escaping @Sendable () -> Void) {
+        self.service = service
+        self.identity = identity
+        self.crypto = NIOLockedValueBox(crypto)
+        self.logger = logger
+        self.closeChannel = closeChannel
+        outbox = FrameOutbox(limit: service.configuration.maxOutboundBufferBytes) {
+            logger.warning("closing an Apptimist connection whose client does not read (outbound buffer full)")
+            closeChannel()
+        }
+        (wakeups, wakeup) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// The device key of the seed's URI query (`?` then 64 hex digits), or nil.
+    static func deviceKey(query: String?) -> [UInt8]? {
+        guard let query, let key = ApptimistHex.decode(query), key.count == CryptoBox.keyLength else { return nil }
+        return key
+    }
+
+    /// What handling one PDU leaves the connection to do.
+    enum Verdict: Sendable, Equatable {
+        case keepOpen
+        case close(WebSocketErrorCode, String)
+    }
+
+    static func run(
+        service: ApptimistService, version: ApptimistVersion, deviceKey: [UInt8], inbound: WebSocketInboundStream,
+        outbound: WebSocketOutboundWriter, context: WebSocketRouterContext<ServerRequestContext>
+    ) async throws {
+        let channel = context.requestContext.channel
+        var connectionLogger = service.logger
+        connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress?.description ?? "?")"
+        connectionLogger[metadataKey: "apptimist"] = "\(version.subprotocol)"
+        let logger = connectionLogger
+        let identity: ApptimistIdentity
+        let crypto: ApptimistChannel
+        do {
+            identity = try await service.identity()
+            let key = try ApptimistServiceKey(service: service.settings.service, identity: identity)
+            crypto = try ApptimistChannel(version: version, own: identity.box, peerPublicKey: deviceKey, serviceDataNonce: key.dataNonce)
+        } catch {
+            logger.error("cannot open an Apptimist connection: \(error)")
+            try await outbound.close(.unexpectedServerError, reason: "service keys unavailable")
+            return
+        }
+        let connection = ApptimistConnection(service: service, identity: identity, crypto: crypto, logger: logger) {
+            channel.close(promise: nil)
+        }
+        let configuration = service.configuration
+        configuration.statistics.webSocketOpened()
+        defer { configuration.statistics.webSocketClosed() }
+        try await MaskedFramesOnly.install(on: channel)
+        // LOGIN is this protocol's init: a connection that has not logged in within the init
+        // timeout is closed, as a Simperium socket without `init` is.
+        let initialization = NIOLockedValueBox(WebSocketWatchdog.InitState.waiting)
+        let activity = try? await channel.pipeline.handler(type: ConnectionActivity.self).get()
+        activity?.enterWebSocket(on: channel.eventLoop)
+        let watchdog = Task {
+            await WebSocketWatchdog(
+                channel: channel, activity: activity, initialization: initialization,
+                initTimeout: configuration.initTimeout, pingInterval: configuration.pingInterval,
+                stalledWriteTimeout: configuration.stalledWriteTimeout, logger: logger
+            ).run()
+        }
+        defer {
+            watchdog.cancel()
+            connection.end()
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while let frame = await connection.outbox.next() { try await outbound.write(.binary(ByteBuffer(bytes: frame))) }
+            }
+            group.addTask { await connection.deliverWhenWoken() }
+            var verdict = Verdict.keepOpen
+            for try await message in inbound.messages(maxSize: configuration.maxFrameSize) {
+                guard case .binary(let buffer) = message else {
+                    verdict = .close(.unacceptableData, "Apptimist PDUs are binary messages")
+                    break
+                }
+                initialization.withLockedValue { if $0 == .waiting { $0 = .handling } }
+                verdict = await connection.receive(Array(buffer.readableBytesView))
+                initialization.withLockedValue { $0 = connection.user == nil ? .waiting : .done }
+                if verdict != .keepOpen { break }
+            }
+            connection.stopDelivering()
+            connection.outbox.finish()
+            let drain = Task {
+                try await Task.sleep(for: StreamingEndpoint.drainTimeout)
+                connection.outbox.abandon()
+                channel.close(promise: nil)
+            }
+            defer { drain.cancel() }
+            try await group.next()
+            group.cancelAll()
+            if case .close(let code, let reason) = verdict {
+                logger.info("closing Apptimist connection", metadata: ["reason": "\(reason)"])
+                try? await outbound.close(code, reason: StreamingEndpoint.truncated(reason))
+            }
+        }
+    }
+
+    /// Opens and handles one binary message.
+    private func receive(_ bytes: [UInt8]) async -> Verdict {
+        let received: ApptimistReceived
+        do {
+            received = try crypto.withLockedValue { try $0.open(bytes) }
+        } catch {
+            return .close(.protocolError, "\(error)")
+        }
+        do {
+            return try await handle(received)
+        } catch {
+            logger.error("Apptimist store failure: \(error)")
+            return .close(.unexpectedServerError, "storage unavailable; reconnect later")
+        }
+    }
+
+    /// Seals `pdu` (and its already sealed data) with the next sequence number and queues it.
+    /// A sequence that would wrap closes the connection instead (never a repeated nonce).
+    @discardableResult
+    func send(_ pdu: ApptimistPDU, data: ApptimistSealedData = .none) -> Bool {
+        crypto.withLockedValue { channel in
+            do {
+                return outbox.enqueue(try channel.seal(pdu, data: data))
+            } catch {
+                logger.info("closing an Apptimist connection: \(error)")
+                outbox.abandon()
+                closeChannel()
+                return false
+            }
+        }
+    }
+
+    /// `plain` sealed from the service to the logged-in user (READ and LOCK contents, error texts).
+    func sealForUser(_ plain: [UInt8]) -> ApptimistSealedData {
+        guard let user else { return .none }
+        let sealed = try? crypto.withLockedValue { channel in try channel.sealData(plain, to: user.publicKey, from: identity.box.secretKey) }
+        return sealed ?? .none
+    }
+
+    /// Opens data the logged-in user sealed for the service (WRITE); nil when it does not open.
+    func openFromUser(_ data: ApptimistSealedData) -> [UInt8]? {
+        guard let user else { return nil }
+        return try? crypto.withLockedValue { channel in try channel.openData(data, from: user.publicKey, to: identity.box.secretKey) }
+    }
+
+    // MARK: Delivery
+
+    func wake() { wakeup.yield() }
+
+    private func stopDelivering() { wakeup.finish() }
+
+    private func end() {
+        stopDelivering()
+        outbox.abandon()
+        service.ended(self, user: user?.publicKey)
+    }
+
+    /// Sends the user's queued messages after the cursor, whenever woken, until the connection ends.
+    private func deliverWhenWoken() async {
+        for await _ in wakeups {
+            do {
+                try await deliverQueued()
+            } catch {
+                logger.error("Apptimist delivery failed: \(error)")
+                closeChannel()
+                return
+            }
+        }
+    }
+
+    private static let deliveryBatch = 64
+
+    private func deliverQueued() async throws {
+        while true {
+            let (user, paused, cursor) = state.withLockedValue { ($0.user, $0.paused, $0.cursor) }
+            guard let user, !paused else { return }
+            let batch = try await service.storage.messages(owner: user.publicKey, after: cursor, limit: Self.deliveryBatch)
+            guard !batch.isEmpty else { return }
+            let version = self.version
+            for message in batch {
+                // A message sealed under one version's data nonce rule reaches connections of
+                // that version only (its id hashes its version byte; Docs/apptimist-protocol.md).
+                if message.version == version, !send(message.pdu, data: message.data) { return }
+                state.withLockedValue { $0.cursor = message.seq }
+            }
+        }
+    }
+}

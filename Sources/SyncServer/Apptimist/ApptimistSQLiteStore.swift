@@ -1,0 +1,250 @@
+import ApptimistCrypto
+import ApptimistProtocol
+import Crypto
+import Foundation
+import GRDB
+
+/// The Apptimist tables in the server's SQLite file (migration "v4 apptimist").
+struct ApptimistSQLiteStore: ApptimistStorage {
+    let pool: DatabasePool
+
+    init(_ store: ServerStore) { pool = store.pool }
+
+    static let schema = """
+        CREATE TABLE apptimist_service (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            box_secret BLOB NOT NULL,
+            sign_seed BLOB NOT NULL
+        );
+        CREATE TABLE apptimist_accounts (
+            public_key BLOB PRIMARY KEY,
+            auth_key BLOB NOT NULL,
+            name BLOB NOT NULL,
+            uid BLOB NOT NULL,
+            author BLOB,
+            created_at REAL NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX apptimist_accounts_by_name ON apptimist_accounts(name);
+        CREATE INDEX apptimist_accounts_by_uid ON apptimist_accounts(uid);
+        -- Only a hash of each invitation token is kept (as for access tokens).
+        CREATE TABLE apptimist_invitations (
+            token_hash BLOB PRIMARY KEY,
+            created_at REAL NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE apptimist_files (
+            owner BLOB NOT NULL REFERENCES apptimist_accounts(public_key) ON DELETE CASCADE,
+            name BLOB NOT NULL,
+            contents BLOB NOT NULL,
+            PRIMARY KEY (owner, name)
+        ) WITHOUT ROWID;
+        CREATE TABLE apptimist_messages (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            owner BLOB NOT NULL REFERENCES apptimist_accounts(public_key) ON DELETE CASCADE,
+            message_id BLOB NOT NULL,
+            version INTEGER NOT NULL,
+            header BLOB NOT NULL,
+            data_nonce BLOB,
+            data BLOB NOT NULL,
+            UNIQUE (owner, message_id)
+        );
+        CREATE INDEX apptimist_messages_by_owner ON apptimist_messages(owner, seq);
+        CREATE TABLE apptimist_vouches (
+            subject BLOB NOT NULL,
+            voucher BLOB NOT NULL,
+            signature BLOB NOT NULL,
+            PRIMARY KEY (subject, voucher)
+        ) WITHOUT ROWID;
+        """
+
+    func serviceIdentity() async throws -> ApptimistIdentity {
+        let fresh = try ApptimistIdentity.generate(name: "service")
+        let (boxSecret, seed) = try await pool.write { db -> (Data, Data) in
+            if let row = try Row.fetchOne(db, sql: "SELECT box_secret, sign_seed FROM apptimist_service WHERE id = 1") {
+                return (row["box_secret"], row["sign_seed"])
+            }
+            try db.execute(
+                sql: "INSERT INTO apptimist_service (id, box_secret, sign_seed) VALUES (1, ?, ?)",
+                arguments: [Data(fresh.box.secretKey), Data(fresh.signing.seed)])
+            return (Data(fresh.box.secretKey), Data(fresh.signing.seed))
+        }
+        do {
+            return ApptimistIdentity(name: "service", box: try BoxKeyPair(secretKey: Array(boxSecret)), signing: try SigningKeyPair(seed: Array(seed)))
+        } catch {
+            throw ApptimistStoreError.corrupt("the service's key pairs: \(error)")
+        }
+    }
+
+    static func tokenHash(_ token: String) -> Data { Data(SHA256.hash(data: Array(token.utf8))) }
+
+    func createInvitation() async throws -> String {
+        let token = ApptimistHex.encode((0 ..< 16).map { _ in UInt8.random(in: 0 ... 255) })
+        try await pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO apptimist_invitations (token_hash, created_at) VALUES (?, ?)",
+                arguments: [Self.tokenHash(token), Date().timeIntervalSince1970])
+        }
+        return token
+    }
+
+    func createAccount(_ account: ApptimistAccount, invitation: String?) async throws {
+        try await pool.write { db in
+            if let invitation {
+                try db.execute(sql: "DELETE FROM apptimist_invitations WHERE token_hash = ?", arguments: [Self.tokenHash(invitation)])
+                guard db.changesCount == 1 else { throw ApptimistStoreError.invitationRefused }
+            }
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM apptimist_accounts WHERE public_key = ?", arguments: [Data(account.publicKey)]) != nil {
+                throw ApptimistStoreError.accountExists
+            }
+            try db.execute(
+                sql: "INSERT INTO apptimist_accounts (public_key, auth_key, name, uid, author, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [
+                    Data(account.publicKey), Data(account.authKey), Data(account.name), Data(account.uid),
+                    account.author.map { Data($0) }, Date().timeIntervalSince1970,
+                ])
+        }
+    }
+
+    private static func account(_ row: Row) -> ApptimistAccount {
+        ApptimistAccount(
+            publicKey: Array(row["public_key"] as Data), authKey: Array(row["auth_key"] as Data),
+            name: Array(row["name"] as Data), uid: Array(row["uid"] as Data), author: (row["author"] as Data?).map { Array($0) })
+    }
+
+    func account(publicKey: [UInt8]) async throws -> ApptimistAccount? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM apptimist_accounts WHERE public_key = ?", arguments: [Data(publicKey)]).map(Self.account)
+        }
+    }
+
+    func accounts(matching search: ApptimistSearch, limit: Int?) async throws -> [ApptimistAccount] {
+        let (condition, value): (String, [UInt8]) = switch search {
+        case .namePrefix(let name): ("substr(name, 1, length(?1)) = ?1", name)
+        case .uid(let uid): ("uid = ?1", uid)
+        case .publicKey(let key): ("public_key = ?1", key)
+        }
+        return try await pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM apptimist_accounts WHERE \(condition) ORDER BY name, public_key LIMIT ?2",
+                arguments: [Data(value), limit ?? -1]
+            ).map(Self.account)
+        }
+    }
+
+    func deleteAccount(publicKey: [UInt8]) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM apptimist_accounts WHERE public_key = ?", arguments: [Data(publicKey)])
+            try db.execute(sql: "DELETE FROM apptimist_vouches WHERE subject = ?1 OR voucher = ?1", arguments: [Data(publicKey)])
+        }
+    }
+
+    func file(owner: [UInt8], name: [UInt8]) async throws -> [UInt8]? {
+        try await pool.read { db in
+            try Data.fetchOne(db, sql: "SELECT contents FROM apptimist_files WHERE owner = ? AND name = ?", arguments: [Data(owner), Data(name)])
+                .map { Array($0) }
+        }
+    }
+
+    func writeFile(owner: [UInt8], name: [UInt8], contents: [UInt8]) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO apptimist_files (owner, name, contents) VALUES (?, ?, ?)
+                    ON CONFLICT (owner, name) DO UPDATE SET contents = excluded.contents
+                    """,
+                arguments: [Data(owner), Data(name), Data(contents)])
+        }
+    }
+
+    func removeFile(owner: [UInt8], name: [UInt8]) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM apptimist_files WHERE owner = ? AND name = ?", arguments: [Data(owner), Data(name)])
+            return db.changesCount > 0
+        }
+    }
+
+    func queueMessage(_ message: ApptimistQueuedMessage, owners: [[UInt8]]) async throws {
+        let header = try ApptimistHeader(version: message.version, pdu: message.pdu).render()
+        try await pool.write { db in
+            for owner in owners {
+                try db.execute(
+                    sql: """
+                        INSERT INTO apptimist_messages (owner, message_id, version, header, data_nonce, data)
+                        SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM apptimist_accounts WHERE public_key = ?)
+                        ON CONFLICT (owner, message_id) DO NOTHING
+                        """,
+                    arguments: [
+                        Data(owner), Data(message.id), Int(message.version.rawValue), Data(header),
+                        message.data.nonce.map { Data($0) }, Data(message.data.sealed), Data(owner),
+                    ])
+            }
+        }
+    }
+
+    func messages(owner: [UInt8], after seq: Int64, limit: Int) async throws -> [ApptimistQueuedMessage] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM apptimist_messages WHERE owner = ? AND seq > ? ORDER BY seq LIMIT ?",
+                arguments: [Data(owner), seq, limit]
+            ).map(Self.message)
+        }
+    }
+
+    private static func message(_ row: Row) throws -> ApptimistQueuedMessage {
+        let versionByte: Int = row["version"]
+        guard let version = ApptimistVersion(rawValue: UInt8(clamping: versionByte)) else {
+            throw ApptimistStoreError.corrupt("message version \(versionByte)")
+        }
+        let header: ApptimistHeader
+        do {
+            header = try ApptimistHeader.parse(Array(row["header"] as Data), version: version)
+        } catch {
+            throw ApptimistStoreError.corrupt("message header: \(error)")
+        }
+        return ApptimistQueuedMessage(
+            seq: row["seq"], id: Array(row["message_id"] as Data), version: version, pdu: header.pdu,
+            data: ApptimistSealedData(nonce: (row["data_nonce"] as Data?).map { Array($0) }, sealed: Array(row["data"] as Data)))
+    }
+
+    func replayStart(owner: [UInt8], head: [UInt8], max: UInt16) async throws -> Int64 {
+        try await pool.read { db in
+            // The window the seed's `max` lets the service search: the newest `max` messages.
+            let window = try Row.fetchAll(
+                db, sql: "SELECT seq, message_id FROM apptimist_messages WHERE owner = ? ORDER BY seq DESC LIMIT ?",
+                arguments: [Data(owner), max == 0 ? -1 : Int(max)])
+            if head.contains(where: { $0 != 0 }), let found = window.first(where: { Array($0["message_id"] as Data) == head }) {
+                return found["seq"]
+            }
+            guard max != 0, let oldest = window.last else { return 0 }
+            return (oldest["seq"] as Int64) - 1
+        }
+    }
+
+    func truncate(owner: [UInt8], id: [UInt8]) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM apptimist_messages WHERE owner = ? AND message_id = ?", arguments: [Data(owner), Data(id)])
+            return db.changesCount > 0
+        }
+    }
+
+    func setVouch(subject: [UInt8], voucher: [UInt8], signature: [UInt8]?) async throws {
+        try await pool.write { db in
+            if let signature {
+                try db.execute(
+                    sql: """
+                        INSERT INTO apptimist_vouches (subject, voucher, signature) VALUES (?, ?, ?)
+                        ON CONFLICT (subject, voucher) DO UPDATE SET signature = excluded.signature
+                        """,
+                    arguments: [Data(subject), Data(voucher), Data(signature)])
+            } else {
+                try db.execute(sql: "DELETE FROM apptimist_vouches WHERE subject = ? AND voucher = ?", arguments: [Data(subject), Data(voucher)])
+            }
+        }
+    }
+
+    func vouchers(subject: [UInt8]) async throws -> [[UInt8]] {
+        try await pool.read { db in
+            try Data.fetchAll(db, sql: "SELECT voucher FROM apptimist_vouches WHERE subject = ? ORDER BY voucher", arguments: [Data(subject)])
+                .map { Array($0) }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import ApptimistCrypto
+import ApptimistProtocol
+import Foundation
+import Hummingbird
+import Logging
+import NIOConcurrencyHelpers
+
+/// One Apptimist App-Server: its keys, its store, and what its connections share (who is
+/// logged in where, for message delivery and TRUNCATE echoes, and the file locks).
+final class ApptimistService: Sendable {
+    let settings: ApptimistSettings
+    let configuration: ServerConfiguration
+    let storage: any ApptimistStorage
+    let logger: Logger
+    private let identityCache = NIOLockedValueBox<ApptimistIdentity?>(nil)
+    private let sessions = NIOLockedValueBox<[[UInt8]: [ObjectIdentifier: ApptimistConnection]]>([:])
+    let locks: ApptimistFileLocks
+
+    init(settings: ApptimistSettings, configuration: ServerConfiguration, storage: any ApptimistStorage, logger: Logger) {
+        self.settings = settings
+        self.configuration = configuration
+        self.storage = storage
+        self.logger = logger
+        locks = ApptimistFileLocks(lifetime: settings.lockLifetime)
+    }
+
+    /// The service's key pairs (made and stored on first use).
+    func identity() async throws -> ApptimistIdentity {
+        if let identity = identityCache.withLockedValue({ $0 }) { return identity }
+        let identity = try await storage.serviceIdentity()
+        identityCache.withLockedValue { $0 = identity }
+        return identity
+    }
+
+    func serviceKey() async throws -> ApptimistServiceKey {
+        try ApptimistServiceKey(service: settings.service, identity: try await identity())
+    }
+
+    // MARK: Routes
+
+    func register(router: Router<ServerRequestContext>, webSocketRouter: Router<ServerRequestContext>) {
+        let path = RouterPath("/" + settings.service)
+        router.get(path) { [self] _, _ -> Response in
+            let key = try await serviceKey()
+            var headers = HTTPFields()
+            headers[.contentType] = "application/json"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Array(key.json()))))
+        }
+        webSocketRouter.ws(path) { request, context in
+            // The seed's URI query is the device's ephemeral public key as 64 hex digits.
+            guard ApptimistConnection.deviceKey(query: request.uri.query) != nil else {
+                let activity = try? await context.channel.pipeline.handler(type: ConnectionActivity.self).get()
+                activity?.answerRefusedUpgradeWithNotFound(on: context.channel.eventLoop)
+                return .dontUpgrade
+            }
+            let version = ApptimistVersion.serverChoice(offered: Self.offeredSubprotocols(request.headers))
+            var headers = HTTPFields()
+            // A seed client offered nothing and gets no subprotocol back (Docs/apptimist-protocol.md).
+            if Self.offeredSubprotocols(request.headers).contains(version.subprotocol) {
+                headers[.secWebSocketProtocol] = version.subprotocol
+            }
+            return .upgrade(headers)
+        } onUpgrade: { [self] inbound, outbound, context in
+            context.requestContext.releaseWebSocket()
+            let offered = Self.offeredSubprotocols(context.request.headers)
+            let version = ApptimistVersion.serverChoice(offered: offered)
+            guard let device = ApptimistConnection.deviceKey(query: context.request.uri.query) else { return }
+            try await ApptimistConnection.run(
+                service: self, version: version, deviceKey: device, inbound: inbound, outbound: outbound, context: context)
+        }
+    }
+
+    static func offeredSubprotocols(_ headers: HTTPFields) -> [String] {
+        headers[values: .secWebSocketProtocol].flatMap { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } }
+    }
+
+    // MARK: Sessions
+
+    func loggedIn(_ connection: ApptimistConnection, user: [UInt8]) {
+        sessions.withLockedValue { $0[user, default: [:]][ObjectIdentifier(connection)] = connection }
+    }
+
+    func ended(_ connection: ApptimistConnection, user: [UInt8]?) {
+        locks.releaseAll(of: ObjectIdentifier(connection))
+        guard let user else { return }
+        sessions.withLockedValue { sessions in
+            sessions[user]?[ObjectIdentifier(connection)] = nil
+            if sessions[user]?.isEmpty == true { sessions[user] = nil }
+        }
+    }
+
+    private func connections(of user: [UInt8]) -> [ApptimistConnection] {
+        sessions.withLockedValue { Array(($0[user] ?? [:]).values) }
+    }
+
+    /// New messages were queued for `owner`: its connections deliver them (unless paused).
+    func messagesQueued(for owner: [UInt8]) {
+        for connection in connections(of: owner) { connection.wake() }
+    }
+
+    /// A TRUNCATE of `owner`'s: every one of its connections hears the echo.
+    func truncated(owner: [UInt8], id: [UInt8]) {
+        for connection in connections(of: owner) { connection.send(.truncate(messageID: id)) }
+    }
+}
+
+/// File locks (LOCK until WRITE or REMOVE), per owner and file name, held by a connection. In
+/// memory: a restarted server has none (clients LOCK again when they reconnect).
+final class ApptimistFileLocks: Sendable {
+    struct Key: Hashable, Sendable {
+        var owner: [UInt8]
+        var name: [UInt8]
+    }
+
+    private struct Holder {
+        var connection: ObjectIdentifier
+        var since: ContinuousClock.Instant
+    }
+
+    private let held = NIOLockedValueBox<[Key: Holder]>([:])
+    private let lifetime: Duration
+
+    init(lifetime: Duration) { self.lifetime = lifetime }
+
+    /// Takes (or renews) the lock for `connection`; false when another connection holds it.
+    func take(_ key: Key, by connection: ObjectIdentifier) -> Bool {
+        held.withLockedValue { held in
+            if let holder = held[key], holder.connection != connection, ContinuousClock.now - holder.since < lifetime { return false }
+            held[key] = Holder(connection: connection, since: .now)
+            return true
+        }
+    }
+
+    /// Whether someone other than `connection` holds a live lock on `key`.
+    func isHeld(_ key: Key, byOtherThan connection: ObjectIdentifier) -> Bool {
+        held.withLockedValue { held in
+            guard let holder = held[key] else { return false }
+            return holder.connection != connection && ContinuousClock.now - holder.since < lifetime
+        }
+    }
+
+    func release(_ key: Key, by connection: ObjectIdentifier) {
+        held.withLockedValue { held in
+            if held[key]?.connection == connection { held[key] = nil }
+        }
+    }
+
+    func releaseAll(of connection: ObjectIdentifier) {
+        held.withLockedValue { held in held = held.filter { $0.value.connection != connection } }
+    }
+}

@@ -1,0 +1,85 @@
+import ApptimistCrypto
+import ApptimistProtocol
+
+/// An Apptimist account: a user (made by `bucketfs apptimist user add` or NEW with an invitation)
+/// or an event/forum a logged-in user made with NEW (`author` is then its creator).
+struct ApptimistAccount: Sendable, Hashable {
+    var publicKey: [UInt8]
+    var authKey: [UInt8]
+    var name: [UInt8]
+    var uid: [UInt8]
+    var author: [UInt8]?
+}
+
+/// A queued message as the service keeps it: the sender's header and sealed data, unopened.
+struct ApptimistQueuedMessage: Sendable, Hashable {
+    /// Its place in its owner's queue (ascending; a session delivers after a cursor).
+    var seq: Int64
+    var id: [UInt8]
+    var version: ApptimistVersion
+    var pdu: ApptimistPDU
+    var data: ApptimistSealedData
+}
+
+/// What the three searches look for.
+enum ApptimistSearch: Sendable, Hashable {
+    /// Accounts whose name starts with these bytes (the seed leaves the syntax open).
+    case namePrefix([UInt8])
+    case uid([UInt8])
+    case publicKey([UInt8])
+}
+
+/// Why the Apptimist store refused.
+enum ApptimistStoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    case accountExists
+    case invitationRefused
+    case corrupt(String)
+    case unsupportedStore
+
+    var description: String {
+        switch self {
+        case .accountExists: return "an account with that public key exists"
+        case .invitationRefused: return "the invitation token is unknown or used"
+        case .corrupt(let what): return "corrupt Apptimist record: \(what)"
+        case .unsupportedStore: return "the Apptimist service runs on a SQLite data directory (--data); PostgreSQL is not supported yet"
+        }
+    }
+}
+
+/// The seam between the Apptimist service and its durable state (SQLite now; a PostgreSQL store
+/// would implement the same).
+protocol ApptimistStorage: Sendable {
+    /// The service's own key pairs, made on first use and kept.
+    func serviceIdentity() async throws -> ApptimistIdentity
+    /// A new single-use invitation token for NEW.
+    func createInvitation() async throws -> String
+    /// Creates `account`; with an invitation, consumes it in the same transaction (a refused
+    /// token creates nothing). Throws `accountExists`, `invitationRefused`.
+    func createAccount(_ account: ApptimistAccount, invitation: String?) async throws
+    func account(publicKey: [UInt8]) async throws -> ApptimistAccount?
+    /// Accounts matching `search`, in name order, at most `limit` (nil: all).
+    func accounts(matching search: ApptimistSearch, limit: Int?) async throws -> [ApptimistAccount]
+    /// Deletes an account with its files and queue.
+    func deleteAccount(publicKey: [UInt8]) async throws
+    func file(owner: [UInt8], name: [UInt8]) async throws -> [UInt8]?
+    func writeFile(owner: [UInt8], name: [UInt8], contents: [UInt8]) async throws
+    /// False when there was no such file.
+    func removeFile(owner: [UInt8], name: [UInt8]) async throws -> Bool
+    /// Appends one message to each owner's queue (one transaction); owners without an account are skipped.
+    func queueMessage(_ message: ApptimistQueuedMessage, owners: [[UInt8]]) async throws
+    /// The owner's messages after `seq`, oldest first, at most `limit`.
+    func messages(owner: [UInt8], after seq: Int64, limit: Int) async throws -> [ApptimistQueuedMessage]
+    /// Where LOGIN's replay starts (deliver after the returned seq): after `head` when it is
+    /// among the last `max` messages (all when `max` is 0); else from the oldest of those.
+    func replayStart(owner: [UInt8], head: [UInt8], max: UInt16) async throws -> Int64
+    /// Removes a message from its owner's queue; false when it was not there.
+    func truncate(owner: [UInt8], id: [UInt8]) async throws -> Bool
+    /// Records (or with nil, revokes) `voucher`'s signature of `subject`.
+    func setVouch(subject: [UInt8], voucher: [UInt8], signature: [UInt8]?) async throws
+    func vouchers(subject: [UInt8]) async throws -> [[UInt8]]
+}
+
+extension ServerStorage {
+    /// The Apptimist tables of this store, nil where the store has none yet (PostgreSQL).
+    var apptimist: (any ApptimistStorage)? { (self as? ServerStore).map(ApptimistSQLiteStore.init) }
+}

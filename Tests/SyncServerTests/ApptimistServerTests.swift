@@ -1,0 +1,360 @@
+import ApptimistCrypto
+import ApptimistProtocol
+import Foundation
+import JSONDiff
+@testable import SyncServer
+import Testing
+
+/// The Apptimist App-Server (issue 18) through a real socket, driven by an independent client
+/// (`Tests/Peers/apptimist_peer.py`: PyNaCl, websocket-client, its own frames and headers).
+@Suite("Apptimist server", .timeLimit(.minutes(3)))
+struct ApptimistServerTests {
+    static let service = "notes"
+
+    /// A user the test made (in the store or by NEW) and a peer process speaking for it.
+    struct User {
+        let identity: ApptimistIdentity
+        var key: String { ApptimistHex.encode(identity.box.publicKey) }
+    }
+
+    static func configure(_ configuration: inout ServerConfiguration) {
+        configuration.apptimist = ApptimistSettings(service: service)
+    }
+
+    static func storage(_ server: RunningServer) throws -> any ApptimistStorage {
+        try #require(server.store.apptimist)
+    }
+
+    static func addUser(_ server: RunningServer, _ name: String) async throws -> User {
+        let identity = try ApptimistIdentity.generate(name: name)
+        try await storage(server).createAccount(
+            ApptimistAccount(publicKey: identity.box.publicKey, authKey: identity.signing.publicKey, name: Array(name.utf8), uid: Array("uid-\(name)".utf8), author: nil),
+            invitation: nil)
+        return User(identity: identity)
+    }
+
+    /// A peer connected as `user` (not yet logged in); `subprotocols` nil offers v2 and v1, [] offers none (a seed client).
+    static func connect(_ server: RunningServer, _ user: User, subprotocols: [String]? = nil) async throws -> (ScriptPeer, Int) {
+        let peer = try ScriptPeer(script: ScriptPeer.script("apptimist_peer.py"), lifetime: 170)
+        var command: JSONObject = [
+            "op": "connect", "port": .integer(Int64(server.port)), "service": .string(service),
+            "box_secret": .string(ApptimistHex.encode(user.identity.box.secretKey)),
+            "sign_seed": .string(ApptimistHex.encode(user.identity.signing.seed)),
+        ]
+        if let subprotocols { command["subprotocols"] = .array(subprotocols.map { .string($0) }) }
+        do {
+            let answer = try await peer.send(command)
+            let version = try #require(answer["version"]?.integerValue)
+            return (peer, Int(version))
+        } catch {
+            await peer.close()
+            throw error
+        }
+    }
+
+    static func loggedIn(_ server: RunningServer, _ user: User, subprotocols: [String]? = nil, head: String? = nil, max: Int = 0) async throws -> ScriptPeer {
+        let (peer, _) = try await connect(server, user, subprotocols: subprotocols)
+        var command: JSONObject = ["op": "login", "max": .integer(Int64(max))]
+        if let head { command["head"] = .string(head) }
+        let answer = try await peer.send(command)
+        guard answer["logged_in"]?.boolValue == true else {
+            await peer.close()
+            throw TestFailure("login refused: \(answer)")
+        }
+        return peer
+    }
+
+    static func file(_ peer: ScriptPeer, _ kind: String, _ name: String, text: String? = nil, owner: String? = nil, badBox: Bool = false) async throws -> JSONValue {
+        var command: JSONObject = ["op": "file", "kind": .string(kind), "name": .string(name)]
+        if let text { command["text"] = .string(text) }
+        if let owner { command["owner"] = .string(owner) }
+        if badBox { command["bad_box"] = true }
+        return try await peer.send(command)
+    }
+
+    static func code(_ answer: JSONValue) -> Int64? { answer["code"]?.integerValue }
+
+    // MARK: Files
+
+    @Test(arguments: [nil, ["apptimist.v1"], []] as [[String]?])
+    func aUserWritesReadsLocksAndRemovesFiles(subprotocols: [String]?) async throws {
+        try await withServer(configure: Self.configure) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let (probe, version) = try await Self.connect(server, alice, subprotocols: subprotocols)
+            await probe.close()
+            #expect(version == (subprotocols == nil ? 2 : 1))
+            let peer = try await Self.loggedIn(server, alice, subprotocols: subprotocols)
+            let other = try await Self.loggedIn(server, alice, subprotocols: subprotocols)
+            defer { Task { await peer.close(); await other.close() } }
+
+            #expect(Self.code(try await Self.file(peer, "read", "notes.txt")) == 2)
+            #expect(Self.code(try await Self.file(peer, "write", "notes.txt", text: "hello, world")) == 0)
+            let read = try await Self.file(peer, "read", "notes.txt")
+            #expect(Self.code(read) == 0)
+            #expect(read["text"]?.stringValue == "hello, world")
+            #expect(try await Self.storage(server).file(owner: alice.identity.box.publicKey, name: Array("notes.txt".utf8)) == Array("hello, world".utf8))
+
+            // A LOCK holds the file against the user's other connection until the WRITE.
+            let locked = try await Self.file(peer, "lock", "notes.txt")
+            #expect(Self.code(locked) == 0)
+            #expect(locked["text"]?.stringValue == "hello, world")
+            #expect(Self.code(try await Self.file(other, "lock", "notes.txt")) == 16)
+            #expect(Self.code(try await Self.file(other, "write", "notes.txt", text: "theirs")) == 16)
+            #expect(Self.code(try await Self.file(other, "remove", "notes.txt")) == 16)
+            #expect(Self.code(try await Self.file(peer, "write", "notes.txt", text: "mine")) == 0)
+            #expect(Self.code(try await Self.file(other, "write", "notes.txt", text: "theirs")) == 0)
+            #expect(try await Self.file(peer, "read", "notes.txt")["text"]?.stringValue == "theirs")
+
+            // A LOCK of a new file answers it empty; a closed connection's locks go with it.
+            #expect(Self.code(try await Self.file(other, "lock", "new.txt")) == 0)
+            #expect(Self.code(try await Self.file(peer, "write", "new.txt", text: "x")) == 16)
+            await other.close()
+            try await eventually { Self.code(try await Self.file(peer, "write", "new.txt", text: "x")) == 0 }
+
+            #expect(Self.code(try await Self.file(peer, "remove", "notes.txt")) == 0)
+            #expect(Self.code(try await Self.file(peer, "read", "notes.txt")) == 2)
+            #expect(Self.code(try await Self.file(peer, "remove", "notes.txt")) == 2)
+        }
+    }
+
+    @Test func accessControlFilesAndOtherUsersFilesAreRefused() async throws {
+        try await withServer(configure: Self.configure) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let bob = try await Self.addUser(server, "bob")
+            let peer = try await Self.loggedIn(server, alice)
+            defer { Task { await peer.close() } }
+            for name in ["author", "editors", "moderators", "subscribers"] {
+                #expect(Self.code(try await Self.file(peer, "write", name, text: "x")) == 13)
+                #expect(Self.code(try await Self.file(peer, "remove", name)) == 13)
+            }
+            for name in ["a/b", "..", "."] {
+                #expect(Self.code(try await Self.file(peer, "write", name, text: "x")) == 22)
+            }
+            #expect(Self.code(try await Self.file(peer, "write", "theirs", text: "x", owner: bob.key)) == 13)
+            #expect(Self.code(try await Self.file(peer, "read", "theirs", owner: bob.key)) == 13)
+            let refused = try await Self.file(peer, "read", "theirs", owner: bob.key)
+            #expect(refused["text"]?.stringValue?.isEmpty == false)
+            #expect(try await Self.storage(server).file(owner: bob.identity.box.publicKey, name: Array("theirs".utf8)) == nil)
+        }
+    }
+
+    // MARK: Accounts
+
+    @Test func newNeedsAnInvitationThatWorksOnce() async throws {
+        try await withServer(configure: Self.configure) { server in
+            let storage = try Self.storage(server)
+            let token = try await storage.createInvitation()
+            let carol = User(identity: try ApptimistIdentity.generate(name: "carol"))
+            let (peer, _) = try await Self.connect(server, carol)
+            #expect(try await peer.send(["op": "new", "name": "carol", "uid": "c1", "token": .string(token)])["created"]?.boolValue == true)
+            #expect(try await peer.send(["op": "login"])["logged_in"]?.boolValue == true)
+            #expect(Self.code(try await Self.file(peer, "write", "hello", text: "carol's")) == 0)
+            await peer.close()
+
+            // The same token again, and a made-up one: the connection is closed, no account made.
+            for attempt in [token, "00112233445566778899aabbccddeeff"] {
+                let dave = User(identity: try ApptimistIdentity.generate(name: "dave"))
+                let (other, _) = try await Self.connect(server, dave)
+                let answer = try await other.send(["op": "new", "name": "dave", "token": .string(attempt)])
+                #expect(answer["closed"]?.integerValue == 1008)
+                await other.close()
+                #expect(try await storage.account(publicKey: dave.identity.box.publicKey) == nil)
+            }
+        }
+    }
+
+    @Test func aLoginWithABadSignatureOrAnUnknownKeyIsClosed() async throws {
+        try await withServer(configure: Self.configure) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let (peer, _) = try await Self.connect(server, alice)
+            #expect(try await peer.send(["op": "login", "bad_signature": true])["closed"]?.integerValue == 1008)
+            await peer.close()
+            let stranger = User(identity: try ApptimistIdentity.generate(name: "stranger"))
+            let (other, _) = try await Self.connect(server, stranger)
+            #expect(try await other.send(["op": "login"])["closed"]?.integerValue == 1008)
+            await other.close()
+            // Before LOGIN a file PDU is ignored, as the seed says.
+            let (early, _) = try await Self.connect(server, alice)
+            defer { Task { await early.close() } }
+            #expect(try await early.send(["op": "file", "kind": "read", "name": "x", "no_wait": true])["sent"]?.boolValue == true)
+            #expect(try await early.send(["op": "recv", "timeout": 1])["timeout"]?.boolValue == true)
+            #expect(try await early.send(["op": "login"])["logged_in"]?.boolValue == true)
+        }
+    }
+
+    // MARK: Messages
+
+    @Test(arguments: [nil, ["apptimist.v1"]] as [[String]?])
+    func messagesReachTheRecipientAndEchoToTheSender(subprotocols: [String]?) async throws {
+        try await withServer(configure: Self.configure) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let bob = try await Self.addUser(server, "bob")
+            let sender = try await Self.loggedIn(server, alice, subprotocols: subprotocols)
+            let recipient = try await Self.loggedIn(server, bob, subprotocols: subprotocols)
+            defer { Task { await sender.close(); await recipient.close() } }
+            let sent = try await sender.send(["op": "message", "to": .string(bob.key), "text": "hi bob"])
+            let id = try #require(sent["id"]?.stringValue)
+            let received = try await recipient.send(["op": "recv", "kinds": ["message"]])
+            #expect(received["text"]?.stringValue == "hi bob")
+            #expect(received["id"]?.stringValue == id)
+            #expect(received["from"]?.stringValue == alice.key)
+            let echo = try await sender.send(["op": "recv", "kinds": ["message"]])
+            #expect(echo["id"]?.stringValue == id)
+            #expect(echo["text"]?.stringValue == "hi bob")
+
+            // TRUNCATE removes it from bob's queue only, and is echoed to bob.
+            _ = try await recipient.send(["op": "truncate", "id": .string(id)])
+            #expect(try await recipient.send(["op": "recv", "kinds": ["truncate"]])["id"]?.stringValue == id)
+            let storage = try Self.storage(server)
+            #expect(try await storage.messages(owner: bob.identity.box.publicKey, after: 0, limit: 10).isEmpty)
+            #expect(try await storage.messages(owner: alice.identity.box.publicKey, after: 0, limit: 10).count == 1)
+
+            // A MESSAGE claiming another sender is not stored.
+            _ = try await sender.send(["op": "message", "to": .string(bob.key), "from": .string(bob.key), "text": "forged"])
+            #expect(try await recipient.send(["op": "recv", "kinds": ["message"], "timeout": 1])["timeout"]?.boolValue == true)
+            #expect(try await storage.messages(owner: bob.identity.box.publicKey, after: 0, limit: 10).isEmpty)
+        }
+    }
+
+    @Test func loginReplaysAfterHeadWithinMaxAndPauseHoldsDelivery() async throws {
+        try await withServer(configure: Self.configure) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let bob = try await Self.addUser(server, "bob")
+            let sender = try await Self.loggedIn(server, alice)
+            defer { Task { await sender.close() } }
+            var ids: [String] = []
+            for index in 1 ... 4 {
+                ids.append(try #require(try await sender.send(["op": "message", "to": .string(bob.key), "text": .string("m\(index)")])["id"]?.stringValue))
+            }
+            for _ in ids { _ = try await sender.send(["op": "recv", "kinds": ["message"]]) }
+
+            func replay(head: String?, max: Int) async throws -> [String] {
+                let peer = try await Self.loggedIn(server, bob, head: head, max: max)
+                defer { Task { await peer.close() } }
+                var texts: [String] = []
+                while let text = try await peer.send(["op": "recv", "kinds": ["message"], "timeout": 1])["text"]?.stringValue { texts.append(text) }
+                return texts
+            }
+            #expect(try await replay(head: nil, max: 0) == ["m1", "m2", "m3", "m4"])
+            #expect(try await replay(head: ids[1], max: 0) == ["m3", "m4"])
+            #expect(try await replay(head: ids[1], max: 3) == ["m3", "m4"])
+            // The head is not among the last 2: the service sends those 2.
+            #expect(try await replay(head: ids[0], max: 2) == ["m3", "m4"])
+            #expect(try await replay(head: ids[3], max: 0) == [])
+
+            let bobPeer = try await Self.loggedIn(server, bob, head: ids[3])
+            defer { Task { await bobPeer.close() } }
+            _ = try await bobPeer.send(["op": "pause"])
+            // PAUSE is handled before the next PDU is read: a search answered means it took effect.
+            _ = try await bobPeer.send(["op": "search", "kind": "search_by_key", "key": .string(bob.key)])
+            _ = try await sender.send(["op": "message", "to": .string(bob.key), "text": "while paused"])
+            _ = try await sender.send(["op": "recv", "kinds": ["message"]])
+            #expect(try await bobPeer.send(["op": "recv", "kinds": ["message"], "timeout": 1])["timeout"]?.boolValue == true)
+            _ = try await bobPeer.send(["op": "resume"])
+            #expect(try await bobPeer.send(["op": "recv", "kinds": ["message"]])["text"]?.stringValue == "while paused")
+        }
+    }
+
+    // MARK: Searches and vouches
+
+    @Test func searchesAnswerWithUserPDUsAndVouchesAreListed() async throws {
+        try await withServer(configure: Self.configure) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let alan = try await Self.addUser(server, "alan")
+            let bob = try await Self.addUser(server, "bob")
+            let peer = try await Self.loggedIn(server, alice)
+            defer { Task { await peer.close() } }
+            let byName = try await peer.send(["op": "search", "kind": "search_by_name", "value": "al"])["users"]?.arrayValue ?? []
+            #expect(byName.map { $0["name"]?.stringValue } == ["alan", "alice"])
+            #expect(byName.map { $0["count"]?.integerValue } == [1, 0])
+            let limited = try await peer.send(["op": "search", "kind": "search_by_name", "value": "al", "max_users": 1])["users"]?.arrayValue ?? []
+            #expect(limited.map { $0["name"]?.stringValue } == ["alan"])
+            let byUID = try await peer.send(["op": "search", "kind": "search_by_uid", "value": "uid-bob"])["users"]?.arrayValue ?? []
+            #expect(byUID.map { $0["key"]?.stringValue } == [bob.key])
+            let byKey = try await peer.send(["op": "search", "kind": "search_by_key", "key": .string(alan.key)])["users"]?.arrayValue ?? []
+            #expect(byKey.map { $0["name"]?.stringValue } == ["alan"])
+            let none = try await peer.send(["op": "search", "kind": "search_by_name", "value": "zed"])["users"]?.arrayValue ?? []
+            #expect(none.count == 1)
+            #expect(none.first?["name"]?.stringValue == "")
+            #expect(none.first?["key"]?.stringValue == String(repeating: "0", count: 64))
+
+            _ = try await peer.send(["op": "vouch", "subject": .string(bob.key), "bad_signature": true])
+            #expect(try await peer.send(["op": "vouchers", "subject": .string(bob.key)])["vouchers"]?.arrayValue == [])
+            _ = try await peer.send(["op": "vouch", "subject": .string(bob.key)])
+            #expect(try await peer.send(["op": "vouchers", "subject": .string(bob.key)])["vouchers"]?.arrayValue == [.string(alice.key)])
+            _ = try await peer.send(["op": "vouch", "subject": .string(bob.key), "revoke": true])
+            #expect(try await peer.send(["op": "vouchers", "subject": .string(bob.key)])["vouchers"]?.arrayValue == [])
+        }
+    }
+
+    // MARK: Bad input
+
+    @Test(arguments: ["bad_box", "truncated_frame", "length_past_frame", "unknown_type", "replay", "wrong_key", "text"])
+    func badInputClosesTheConnectionAndChangesNothing(kind: String) async throws {
+        try await withServer(configure: Self.configure) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let bystander = try await Self.loggedIn(server, alice)
+            defer { Task { await bystander.close() } }
+            #expect(Self.code(try await Self.file(bystander, "write", "kept", text: "before")) == 0)
+            let peer = try await Self.loggedIn(server, alice)
+            #expect(Self.code(try await Self.file(peer, "write", "kept", text: "after")) == 0)
+            _ = try await peer.send(["op": "raw", "kind": .string(kind)])
+            let answer = try await peer.send(["op": "recv", "timeout": 20])
+            #expect(answer["closed"] != nil, "\(kind): \(answer)")
+            await peer.close()
+            #expect(try await Self.storage(server).file(owner: alice.identity.box.publicKey, name: Array("kept".utf8)) == Array("after".utf8))
+            // The server goes on serving the other connection.
+            #expect(try await Self.file(bystander, "read", "kept")["text"]?.stringValue == "after")
+        }
+    }
+
+    @Test func aWriteWhoseDataDoesNotOpenIsRefusedAndStoresNothing() async throws {
+        try await withServer(configure: Self.configure) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let peer = try await Self.loggedIn(server, alice)
+            defer { Task { await peer.close() } }
+            #expect(Self.code(try await Self.file(peer, "write", "kept", text: "good")) == 0)
+            #expect(Self.code(try await Self.file(peer, "write", "kept", text: "evil", badBox: true)) == 22)
+            #expect(try await Self.file(peer, "read", "kept")["text"]?.stringValue == "good")
+        }
+    }
+
+    // MARK: Restart
+
+    @Test func aRestartedServerKeepsFilesQueuesAndKeys() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let (alice, bob, id, session) = try await withServer(directory: directory, configure: Self.configure) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let bob = try await Self.addUser(server, "bob")
+            let peer = try await Self.loggedIn(server, alice)
+            #expect(Self.code(try await Self.file(peer, "write", "kept", text: "durable")) == 0)
+            let id = try #require(try await peer.send(["op": "message", "to": .string(bob.key), "text": "queued"])["id"]?.stringValue)
+            _ = try await peer.send(["op": "recv", "kinds": ["message"]])
+            // The session is still open when the server goes.
+            return (alice, bob, id, peer)
+        }
+        #expect(try await session.send(["op": "recv", "timeout": 20])["closed"] != nil)
+        await session.close()
+        try await withServer(directory: directory, configure: Self.configure) { server in
+            // The peer fetches the service key again and checks it; the same key is served.
+            let peer = try await Self.loggedIn(server, alice)
+            let recipient = try await Self.loggedIn(server, bob)
+            defer { Task { await peer.close(); await recipient.close() } }
+            #expect(try await Self.file(peer, "read", "kept")["text"]?.stringValue == "durable")
+            let received = try await recipient.send(["op": "recv", "kinds": ["message"]])
+            #expect(received["id"]?.stringValue == id)
+            #expect(received["text"]?.stringValue == "queued")
+        }
+    }
+}
+
+/// Polls `condition` until it holds (bounded by the hang guard).
+private func eventually(_ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + hangGuard
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(100))
+    }
+    throw TestFailure("condition not met within \(hangGuard)")
+}
