@@ -95,7 +95,7 @@ let package = Package(
             name: "bucketfs",
             dependencies: [
                 "JSONDiff", "SyncProtocol", "SyncServer", "SyncStore", "SyncEngine", "SyncClient", "TelepatClient", "BucketFS",
-                "DiffMatchPatch",
+                "DiffMatchPatch", "ApptimistCrypto", "ApptimistProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -68,6 +68,11 @@ struct Serve: AsyncParsableCommand {
         help: "A JSON file declaring Telepat applications, their contexts and models; the server then also answers the Telepat API (README \"Telepat\").")
     var telepat: String?
 
+    @Option(
+        name: .customLong("apptimist"),
+        help: "Also answer the Apptimist App-Server protocol as this service, on ws://HOST:PORT/SERVICE (README \"Apptimist server\"; needs --data).")
+    var apptimist: String?
+
     @Option(name: .customLong("shutdown-grace"), help: "Seconds connections get to close after SIGTERM/SIGINT before they are closed hard.")
     var shutdownGrace: Double = 5
 
@@ -98,6 +103,12 @@ struct Serve: AsyncParsableCommand {
         guard shutdownGrace >= 0, shutdownGrace <= 3600 else { throw ValidationError("--shutdown-grace must be between 0 and 3600 seconds") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
         if let apiKey, apiKey.isEmpty { throw ValidationError("--api-key must not be empty") }
+        if let apptimist {
+            guard ApptimistSettings.isValidName(apptimist) else {
+                throw ValidationError("--apptimist: a service name is 1-64 of [A-Za-z0-9_-] and not 1, sock, socket.io, device, user, context or object")
+            }
+            guard databaseURL == nil else { throw ValidationError("--apptimist needs --data: its PostgreSQL tables do not exist yet") }
+        }
     }
 
     func run() async throws {
@@ -151,6 +162,10 @@ struct Serve: AsyncParsableCommand {
                 throw CommandError("--telepat \(telepat): \(error)")
             }
             configuration.telepat = settings
+        }
+        if let apptimist {
+            configuration.apptimist = ApptimistSettings(service: apptimist)
+            logger.info("Apptimist service \(apptimist) on \(scheme.0)://\(host):\(port)/\(apptimist)")
         }
         let app = try store.buildApplication(configuration: configuration, logger: logger)
         defer { store.close() }

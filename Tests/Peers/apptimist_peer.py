@@ -290,7 +290,7 @@ def main():
         try:
             if op == "connect":
                 peer = Peer(command)
-                answer = {"version": peer.version}
+                answer = {"version": peer.version, "service_public": peer.service_public.hex()}
             elif op == "login":
                 answer = peer.login(command)
             elif op == "new":

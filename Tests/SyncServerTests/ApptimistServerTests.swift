@@ -1,6 +1,9 @@
 import ApptimistCrypto
 import ApptimistProtocol
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import JSONDiff
 @testable import SyncServer
 import Testing
@@ -34,10 +37,10 @@ struct ApptimistServerTests {
     }
 
     /// A peer connected as `user` (not yet logged in); `subprotocols` nil offers v2 and v1, [] offers none (a seed client).
-    static func connect(_ server: RunningServer, _ user: User, subprotocols: [String]? = nil) async throws -> (ScriptPeer, Int) {
+    static func connect(_ port: Int, _ user: User, subprotocols: [String]? = nil) async throws -> (ScriptPeer, Int) {
         let peer = try ScriptPeer(script: ScriptPeer.script("apptimist_peer.py"), lifetime: 170)
         var command: JSONObject = [
-            "op": "connect", "port": .integer(Int64(server.port)), "service": .string(service),
+            "op": "connect", "port": .integer(Int64(port)), "service": .string(service),
             "box_secret": .string(ApptimistHex.encode(user.identity.box.secretKey)),
             "sign_seed": .string(ApptimistHex.encode(user.identity.signing.seed)),
         ]
@@ -52,8 +55,8 @@ struct ApptimistServerTests {
         }
     }
 
-    static func loggedIn(_ server: RunningServer, _ user: User, subprotocols: [String]? = nil, head: String? = nil, max: Int = 0) async throws -> ScriptPeer {
-        let (peer, _) = try await connect(server, user, subprotocols: subprotocols)
+    static func loggedIn(_ port: Int, _ user: User, subprotocols: [String]? = nil, head: String? = nil, max: Int = 0) async throws -> ScriptPeer {
+        let (peer, _) = try await connect(port, user, subprotocols: subprotocols)
         var command: JSONObject = ["op": "login", "max": .integer(Int64(max))]
         if let head { command["head"] = .string(head) }
         let answer = try await peer.send(command)
@@ -80,11 +83,11 @@ struct ApptimistServerTests {
     func aUserWritesReadsLocksAndRemovesFiles(subprotocols: [String]?) async throws {
         try await withServer(configure: Self.configure) { server in
             let alice = try await Self.addUser(server, "alice")
-            let (probe, version) = try await Self.connect(server, alice, subprotocols: subprotocols)
+            let (probe, version) = try await Self.connect(server.port, alice, subprotocols: subprotocols)
             await probe.close()
             #expect(version == (subprotocols == nil ? 2 : 1))
-            let peer = try await Self.loggedIn(server, alice, subprotocols: subprotocols)
-            let other = try await Self.loggedIn(server, alice, subprotocols: subprotocols)
+            let peer = try await Self.loggedIn(server.port, alice, subprotocols: subprotocols)
+            let other = try await Self.loggedIn(server.port, alice, subprotocols: subprotocols)
             defer { Task { await peer.close(); await other.close() } }
 
             #expect(Self.code(try await Self.file(peer, "read", "notes.txt")) == 2)
@@ -121,7 +124,7 @@ struct ApptimistServerTests {
         try await withServer(configure: Self.configure) { server in
             let alice = try await Self.addUser(server, "alice")
             let bob = try await Self.addUser(server, "bob")
-            let peer = try await Self.loggedIn(server, alice)
+            let peer = try await Self.loggedIn(server.port, alice)
             defer { Task { await peer.close() } }
             for name in ["author", "editors", "moderators", "subscribers"] {
                 #expect(Self.code(try await Self.file(peer, "write", name, text: "x")) == 13)
@@ -145,7 +148,7 @@ struct ApptimistServerTests {
             let storage = try Self.storage(server)
             let token = try await storage.createInvitation()
             let carol = User(identity: try ApptimistIdentity.generate(name: "carol"))
-            let (peer, _) = try await Self.connect(server, carol)
+            let (peer, _) = try await Self.connect(server.port, carol)
             #expect(try await peer.send(["op": "new", "name": "carol", "uid": "c1", "token": .string(token)])["created"]?.boolValue == true)
             #expect(try await peer.send(["op": "login"])["logged_in"]?.boolValue == true)
             #expect(Self.code(try await Self.file(peer, "write", "hello", text: "carol's")) == 0)
@@ -154,7 +157,7 @@ struct ApptimistServerTests {
             // The same token again, and a made-up one: the connection is closed, no account made.
             for attempt in [token, "00112233445566778899aabbccddeeff"] {
                 let dave = User(identity: try ApptimistIdentity.generate(name: "dave"))
-                let (other, _) = try await Self.connect(server, dave)
+                let (other, _) = try await Self.connect(server.port, dave)
                 let answer = try await other.send(["op": "new", "name": "dave", "token": .string(attempt)])
                 #expect(answer["closed"]?.integerValue == 1008)
                 await other.close()
@@ -166,15 +169,15 @@ struct ApptimistServerTests {
     @Test func aLoginWithABadSignatureOrAnUnknownKeyIsClosed() async throws {
         try await withServer(configure: Self.configure) { server in
             let alice = try await Self.addUser(server, "alice")
-            let (peer, _) = try await Self.connect(server, alice)
+            let (peer, _) = try await Self.connect(server.port, alice)
             #expect(try await peer.send(["op": "login", "bad_signature": true])["closed"]?.integerValue == 1008)
             await peer.close()
             let stranger = User(identity: try ApptimistIdentity.generate(name: "stranger"))
-            let (other, _) = try await Self.connect(server, stranger)
+            let (other, _) = try await Self.connect(server.port, stranger)
             #expect(try await other.send(["op": "login"])["closed"]?.integerValue == 1008)
             await other.close()
             // Before LOGIN a file PDU is ignored, as the seed says.
-            let (early, _) = try await Self.connect(server, alice)
+            let (early, _) = try await Self.connect(server.port, alice)
             defer { Task { await early.close() } }
             #expect(try await early.send(["op": "file", "kind": "read", "name": "x", "no_wait": true])["sent"]?.boolValue == true)
             #expect(try await early.send(["op": "recv", "timeout": 1])["timeout"]?.boolValue == true)
@@ -189,8 +192,8 @@ struct ApptimistServerTests {
         try await withServer(configure: Self.configure) { server in
             let alice = try await Self.addUser(server, "alice")
             let bob = try await Self.addUser(server, "bob")
-            let sender = try await Self.loggedIn(server, alice, subprotocols: subprotocols)
-            let recipient = try await Self.loggedIn(server, bob, subprotocols: subprotocols)
+            let sender = try await Self.loggedIn(server.port, alice, subprotocols: subprotocols)
+            let recipient = try await Self.loggedIn(server.port, bob, subprotocols: subprotocols)
             defer { Task { await sender.close(); await recipient.close() } }
             let sent = try await sender.send(["op": "message", "to": .string(bob.key), "text": "hi bob"])
             let id = try #require(sent["id"]?.stringValue)
@@ -220,7 +223,7 @@ struct ApptimistServerTests {
         try await withServer(configure: Self.configure) { server in
             let alice = try await Self.addUser(server, "alice")
             let bob = try await Self.addUser(server, "bob")
-            let sender = try await Self.loggedIn(server, alice)
+            let sender = try await Self.loggedIn(server.port, alice)
             defer { Task { await sender.close() } }
             var ids: [String] = []
             for index in 1 ... 4 {
@@ -229,7 +232,7 @@ struct ApptimistServerTests {
             for _ in ids { _ = try await sender.send(["op": "recv", "kinds": ["message"]]) }
 
             func replay(head: String?, max: Int) async throws -> [String] {
-                let peer = try await Self.loggedIn(server, bob, head: head, max: max)
+                let peer = try await Self.loggedIn(server.port, bob, head: head, max: max)
                 defer { Task { await peer.close() } }
                 var texts: [String] = []
                 while let text = try await peer.send(["op": "recv", "kinds": ["message"], "timeout": 1])["text"]?.stringValue { texts.append(text) }
@@ -242,7 +245,7 @@ struct ApptimistServerTests {
             #expect(try await replay(head: ids[0], max: 2) == ["m3", "m4"])
             #expect(try await replay(head: ids[3], max: 0) == [])
 
-            let bobPeer = try await Self.loggedIn(server, bob, head: ids[3])
+            let bobPeer = try await Self.loggedIn(server.port, bob, head: ids[3])
             defer { Task { await bobPeer.close() } }
             _ = try await bobPeer.send(["op": "pause"])
             // PAUSE is handled before the next PDU is read: a search answered means it took effect.
@@ -262,7 +265,7 @@ struct ApptimistServerTests {
             let alice = try await Self.addUser(server, "alice")
             let alan = try await Self.addUser(server, "alan")
             let bob = try await Self.addUser(server, "bob")
-            let peer = try await Self.loggedIn(server, alice)
+            let peer = try await Self.loggedIn(server.port, alice)
             defer { Task { await peer.close() } }
             let byName = try await peer.send(["op": "search", "kind": "search_by_name", "value": "al"])["users"]?.arrayValue ?? []
             #expect(byName.map { $0["name"]?.stringValue } == ["alan", "alice"])
@@ -293,10 +296,10 @@ struct ApptimistServerTests {
     func badInputClosesTheConnectionAndChangesNothing(kind: String) async throws {
         try await withServer(configure: Self.configure) { server in
             let alice = try await Self.addUser(server, "alice")
-            let bystander = try await Self.loggedIn(server, alice)
+            let bystander = try await Self.loggedIn(server.port, alice)
             defer { Task { await bystander.close() } }
             #expect(Self.code(try await Self.file(bystander, "write", "kept", text: "before")) == 0)
-            let peer = try await Self.loggedIn(server, alice)
+            let peer = try await Self.loggedIn(server.port, alice)
             #expect(Self.code(try await Self.file(peer, "write", "kept", text: "after")) == 0)
             _ = try await peer.send(["op": "raw", "kind": .string(kind)])
             let answer = try await peer.send(["op": "recv", "timeout": 20])
@@ -311,7 +314,7 @@ struct ApptimistServerTests {
     @Test func aWriteWhoseDataDoesNotOpenIsRefusedAndStoresNothing() async throws {
         try await withServer(configure: Self.configure) { server in
             let alice = try await Self.addUser(server, "alice")
-            let peer = try await Self.loggedIn(server, alice)
+            let peer = try await Self.loggedIn(server.port, alice)
             defer { Task { await peer.close() } }
             #expect(Self.code(try await Self.file(peer, "write", "kept", text: "good")) == 0)
             #expect(Self.code(try await Self.file(peer, "write", "kept", text: "evil", badBox: true)) == 22)
@@ -327,7 +330,7 @@ struct ApptimistServerTests {
         let (alice, bob, id, session) = try await withServer(directory: directory, configure: Self.configure) { server in
             let alice = try await Self.addUser(server, "alice")
             let bob = try await Self.addUser(server, "bob")
-            let peer = try await Self.loggedIn(server, alice)
+            let peer = try await Self.loggedIn(server.port, alice)
             #expect(Self.code(try await Self.file(peer, "write", "kept", text: "durable")) == 0)
             let id = try #require(try await peer.send(["op": "message", "to": .string(bob.key), "text": "queued"])["id"]?.stringValue)
             _ = try await peer.send(["op": "recv", "kinds": ["message"]])
@@ -338,8 +341,8 @@ struct ApptimistServerTests {
         await session.close()
         try await withServer(directory: directory, configure: Self.configure) { server in
             // The peer fetches the service key again and checks it; the same key is served.
-            let peer = try await Self.loggedIn(server, alice)
-            let recipient = try await Self.loggedIn(server, bob)
+            let peer = try await Self.loggedIn(server.port, alice)
+            let recipient = try await Self.loggedIn(server.port, bob)
             defer { Task { await peer.close(); await recipient.close() } }
             #expect(try await Self.file(peer, "read", "kept")["text"]?.stringValue == "durable")
             let received = try await recipient.send(["op": "recv", "kinds": ["message"]])
@@ -357,4 +360,81 @@ private func eventually(_ condition: () async throws -> Bool) async throws {
         try await Task.sleep(for: .milliseconds(100))
     }
     throw TestFailure("condition not met within \(hangGuard)")
+}
+
+/// The same through a real `bucketfs serve --apptimist` and the operator's commands.
+@Suite("Apptimist serve binary", .timeLimit(.minutes(3)))
+struct ApptimistServeBinaryTests {
+    /// Runs `bucketfs ARGUMENTS`; its exit status and standard output (standard error appended
+    /// to the failure message when it fails).
+    static func bucketfs(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: ServeBinary.binary)
+        process.arguments = arguments
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, text + (process.terminationStatus == 0 ? "" : errorText))
+    }
+
+    @Test func keygenUserAddInviteAndServeWorkTogether() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let data = directory.path + "/data"
+        let aliceFile = directory.path + "/alice.identity"
+        let keygen = try Self.bucketfs(["apptimist", "keygen", aliceFile])
+        #expect(keygen.status == 0, "\(keygen.output)")
+        let alice = ApptimistServerTests.User(identity: try ApptimistIdentity(file: aliceFile))
+        #expect(keygen.output.contains("public key \(alice.key)"))
+        #expect(try FileManager.default.attributesOfItem(atPath: aliceFile)[.posixPermissions] as? Int == 0o600)
+        #expect(try Self.bucketfs(["apptimist", "keygen", aliceFile]).status != 0, "an identity file is never replaced")
+        #expect(try Self.bucketfs(["apptimist", "user", "add", "alice", "--data", data, "--identity", aliceFile]).status == 0)
+        #expect(try Self.bucketfs(["apptimist", "user", "add", "alice", "--data", data, "--identity", aliceFile]).status != 0, "the key has an account")
+        let token = try Self.bucketfs(["apptimist", "invite", "--data", data]).output.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(token.count == 32)
+        let keyDocument = try Self.bucketfs(["apptimist", "service-key", "--data", data, "--service", "notes"]).output
+        let serviceKey = try ApptimistServiceKey(json: Data(keyDocument.utf8))
+
+        let server = try await ServeBinary(data: data, extraArguments: ["--apptimist", "notes"])
+        defer { server.stop() }
+        let carol = ApptimistServerTests.User(identity: try ApptimistIdentity.generate(name: "carol"))
+        let (newcomer, _) = try await ApptimistServerTests.connect(server.port, carol)
+        defer { Task { await newcomer.close() } }
+        #expect(try await newcomer.send(["op": "new", "name": "carol", "token": .string(token)])["created"]?.boolValue == true)
+        #expect(try await newcomer.send(["op": "login"])["logged_in"]?.boolValue == true)
+
+        let (probe, version) = try await ApptimistServerTests.connect(server.port, alice)
+        #expect(version == 2)
+        await probe.close()
+        let peer = try await ApptimistServerTests.loggedIn(server.port, alice)
+        defer { Task { await peer.close() } }
+        #expect(ApptimistServerTests.code(try await ApptimistServerTests.file(peer, "write", "todo", text: "buy milk")) == 0)
+        #expect(try await ApptimistServerTests.file(peer, "read", "todo")["text"]?.stringValue == "buy milk")
+        _ = try await peer.send(["op": "message", "to": .string(carol.key), "text": "welcome"])
+        #expect(try await newcomer.send(["op": "recv", "kinds": ["message"]])["text"]?.stringValue == "welcome")
+        // GET /SERVICE serves the key service-key printed (the peer checked its signature).
+        #expect(serviceKey.service == "notes")
+        #expect(try await Self.servedKey(port: server.port) == ApptimistHex.encode(serviceKey.publicKey))
+    }
+
+    static func servedKey(port: Int) async throws -> String? {
+        let (data, _) = try await URLSession.shared.data(from: try #require(URL(string: "http://127.0.0.1:\(port)/notes")))
+        return ApptimistHex.encode(try ApptimistServiceKey(json: data).publicKey)
+    }
+
+    @Test func serveRefusesABadServiceNameAndAPostgresStore() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        for name in ["sock", "a/b", ""] {
+            #expect(try Self.bucketfs(["serve", "--data", directory.path, "--apptimist", name, "--port", "0"]).status != 0)
+        }
+        let postgres = try Self.bucketfs(["serve", "--database", "postgres://u@127.0.0.1:1/db", "--apptimist", "notes", "--port", "0"])
+        #expect(postgres.status != 0)
+        #expect(postgres.output.contains("--apptimist needs --data"))
+    }
 }

@@ -83,3 +83,30 @@ extension ServerStorage {
     /// The Apptimist tables of this store, nil where the store has none yet (PostgreSQL).
     var apptimist: (any ApptimistStorage)? { (self as? ServerStore).map(ApptimistSQLiteStore.init) }
 }
+
+/// What the operator's command line does with a store's Apptimist accounts (`bucketfs apptimist`).
+public struct ApptimistAdministration: Sendable {
+    let storage: any ApptimistStorage
+
+    /// A new single-use invitation token for NEW.
+    public func invite() async throws -> String { try await storage.createInvitation() }
+
+    /// Creates a user account for these public keys. Throws when the key has an account.
+    public func addUser(publicKey: [UInt8], authKey: [UInt8], name: String, uid: String) async throws {
+        try await storage.createAccount(
+            ApptimistAccount(publicKey: publicKey, authKey: authKey, name: Array(name.utf8), uid: Array(uid.utf8), author: nil), invitation: nil)
+    }
+
+    /// The service key document clients fetch from `GET /SERVICE` (the keys are made on first use).
+    public func serviceKey(service: String) async throws -> ApptimistServiceKey {
+        try ApptimistServiceKey(service: service, identity: try await storage.serviceIdentity())
+    }
+}
+
+extension ServerBackend {
+    /// The store's Apptimist accounts; throws on a store that has none yet (PostgreSQL).
+    public func apptimist() throws -> ApptimistAdministration {
+        guard let storage = storage.apptimist else { throw ApptimistStoreError.unsupportedStore }
+        return ApptimistAdministration(storage: storage)
+    }
+}
