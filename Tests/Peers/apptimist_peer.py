@@ -52,6 +52,9 @@ class Peer:
         VerifyKey(bytes.fromhex(document["auth_key"])).verify(self.service_public, signature)
         self.data_nonce = signature[:24]
         self.device = PrivateKey.generate()
+        # device_first: a device key that sorts before the service's (this side sends odd numbers).
+        while command.get("device_first") and bytes(self.device.public_key) >= self.service_public:
+            self.device = PrivateKey.generate()
         device_public = bytes(self.device.public_key)
         self.header_box = Box(self.device, PublicKey(self.service_public))
         self.user_box = Box(self.box, PublicKey(self.service_public))
@@ -223,6 +226,22 @@ class Peer:
             if pdu["count"] == 0:
                 return {"users": users}
 
+    def flood(self, command):
+        """Sends VOUCHERS requests as long as this side's version 1 sequence lasts (at most
+        `count`), then counts the answers until the service closes or goes quiet."""
+        subject = bytes.fromhex(command["subject"])
+        sent = 0
+        while sent < command["count"] and self.next_out <= 0xFFFF:
+            self.send("vouchers", subject + struct.pack(">I", 0))
+            sent += 1
+        replies = 0
+        try:
+            while self.next_pdu(["vouchers"], timeout=command.get("timeout", 60)) is not None:
+                replies += 1
+        except Closed as closed:
+            return {"sent": sent, "replies": replies, "closed": closed.code, "reason": closed.reason, "last_seq": self.next_in - 2}
+        return {"sent": sent, "replies": replies, "timeout": True}
+
     def raw(self, command):
         """Sends a malformed or forged PDU (kind below) and reports what the service does."""
         kind = command["kind"]
@@ -323,6 +342,8 @@ def main():
                 answer = {"timeout": True} if pdu is None else peer.describe(pdu)
             elif op == "search":
                 answer = peer.search(command)
+            elif op == "flood":
+                answer = peer.flood(command)
             elif op == "raw":
                 answer = peer.raw(command)
             elif op == "close":

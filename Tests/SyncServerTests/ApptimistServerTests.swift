@@ -37,7 +37,7 @@ struct ApptimistServerTests {
     }
 
     /// A peer connected as `user` (not yet logged in); `subprotocols` nil offers v2 and v1, [] offers none (a seed client).
-    static func connect(_ port: Int, _ user: User, subprotocols: [String]? = nil) async throws -> (ScriptPeer, Int) {
+    static func connect(_ port: Int, _ user: User, subprotocols: [String]? = nil, options: JSONObject = [:]) async throws -> (ScriptPeer, Int) {
         let peer = try ScriptPeer(script: ScriptPeer.script("apptimist_peer.py"), lifetime: 170)
         var command: JSONObject = [
             "op": "connect", "port": .integer(Int64(port)), "service": .string(service),
@@ -45,6 +45,7 @@ struct ApptimistServerTests {
             "sign_seed": .string(ApptimistHex.encode(user.identity.signing.seed)),
         ]
         if let subprotocols { command["subprotocols"] = .array(subprotocols.map { .string($0) }) }
+        command.merge(options) { _, option in option }
         do {
             let answer = try await peer.send(command)
             let version = try #require(answer["version"]?.integerValue)
@@ -319,6 +320,28 @@ struct ApptimistServerTests {
             #expect(Self.code(try await Self.file(peer, "write", "kept", text: "good")) == 0)
             #expect(Self.code(try await Self.file(peer, "write", "kept", text: "evil", badBox: true)) == 22)
             #expect(try await Self.file(peer, "read", "kept")["text"]?.stringValue == "good")
+        }
+    }
+
+    // MARK: Sequences
+
+    /// Version 1's u16 sequence: the service's side (even numbers, its key sorting second) runs
+    /// out after 32,767 PDUs. It sends every one it sealed, then closes; it never wraps to reuse
+    /// a header nonce.
+    @Test func aConnectionWhoseSequenceRunsOutIsClosedNotWrapped() async throws {
+        try await withServer(configure: Self.configure) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let (peer, version) = try await Self.connect(server.port, alice, subprotocols: ["apptimist.v1"], options: ["device_first": true])
+            defer { Task { await peer.close() } }
+            #expect(version == 1)
+            #expect(try await peer.send(["op": "login"])["logged_in"]?.boolValue == true)
+            let answer = try await peer.send(["op": "flood", "subject": .string(alice.key), "count": 40_000], timeout: .seconds(150))
+            // The client's odd numbers 3...65535 after LOGIN; the service's 4...65534 after its echo.
+            #expect(answer["sent"]?.integerValue == 32_767)
+            #expect(answer["replies"]?.integerValue == 32_766)
+            #expect(answer["last_seq"]?.integerValue == 65_534)
+            #expect(answer["closed"]?.integerValue == 1000, "\(answer)")
+            #expect(answer["reason"]?.stringValue?.contains("sequence is used up") == true)
         }
     }
 

@@ -27,6 +27,8 @@ final class ApptimistConnection: Sendable {
     private let crypto: NIOLockedValueBox<ApptimistChannel>
     let outbox: FrameOutbox<[UInt8]>
     let state = NIOLockedValueBox(State())
+    /// This side's header sequence ran out: nothing more can be sealed on this connection.
+    private let exhausted = NIOLockedValueBox(false)
     private let wakeups: AsyncStream<Void>
     private let wakeup: AsyncStream<Void>.Continuation
     /// Ends the connection from anywhere (an exhausted sequence, a full outbox).
@@ -106,6 +108,7 @@ final class ApptimistConnection: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 while let frame = await connection.outbox.next() { try await outbound.write(.binary(ByteBuffer(bytes: frame))) }
+                if connection.exhausted.withLockedValue({ $0 }) { try await outbound.close(.normalClosure, reason: Self.exhaustedReason) }
             }
             group.addTask { await connection.deliverWhenWoken() }
             var verdict = Verdict.keepOpen
@@ -156,17 +159,31 @@ final class ApptimistConnection: Sendable {
     /// A sequence that would wrap closes the connection instead (never a repeated nonce).
     @discardableResult
     func send(_ pdu: ApptimistPDU, data: ApptimistSealedData = .none) -> Bool {
-        crypto.withLockedValue { channel in
-            do {
-                return outbox.enqueue(try channel.seal(pdu, data: data))
+        let failure = crypto.withLockedValue { channel -> ApptimistChannelError? in
+            do throws(ApptimistChannelError) {
+                let frame = try channel.seal(pdu, data: data)
+                outbox.enqueue(frame)
+                return nil
             } catch {
-                logger.info("closing an Apptimist connection: \(error)")
-                outbox.abandon()
-                closeChannel()
-                return false
+                return error
             }
         }
+        guard let failure else { return true }
+        if failure == .protocol(.sequenceExhausted) {
+            // What is sealed still goes out; then the writer closes the connection.
+            let first = exhausted.withLockedValue { exhausted in defer { exhausted = true }; return !exhausted }
+            if first { logger.info("closing an Apptimist connection: its sequence is used up") }
+            outbox.finish()
+        } else {
+            logger.info("closing an Apptimist connection: \(failure)")
+            outbox.abandon()
+            closeChannel()
+        }
+        return false
     }
+
+    /// The reason a connection whose sequence ran out is closed with (after its queued PDUs).
+    static let exhaustedReason = "the connection's sequence is used up; reconnect with a fresh device key"
 
     /// `plain` sealed from the service to the logged-in user (READ and LOCK contents, error texts).
     func sealForUser(_ plain: [UInt8]) -> ApptimistSealedData {
