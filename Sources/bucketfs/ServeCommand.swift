@@ -70,7 +70,7 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         name: .customLong("apptimist"),
-        help: "Also answer the Apptimist App-Server protocol as this service, on ws://HOST:PORT/SERVICE (README \"Apptimist server\"; needs --data).")
+        help: "Also answer the Apptimist App-Server protocol as this service, on ws://HOST:PORT/SERVICE (README \"Apptimist server\").")
     var apptimist: String?
 
     @Option(name: .customLong("shutdown-grace"), help: "Seconds connections get to close after SIGTERM/SIGINT before they are closed hard.")
@@ -107,7 +107,6 @@ struct Serve: AsyncParsableCommand {
             guard ApptimistSettings.isValidName(apptimist) else {
                 throw ValidationError("--apptimist: a service name is 1-64 of [A-Za-z0-9_-] and not 1, sock, socket.io, device, user, context or object")
             }
-            guard databaseURL == nil else { throw ValidationError("--apptimist needs --data: its PostgreSQL tables do not exist yet") }
         }
     }
 

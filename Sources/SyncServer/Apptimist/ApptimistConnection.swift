@@ -101,8 +101,21 @@ final class ApptimistConnection: Sendable {
                 stalledWriteTimeout: configuration.stalledWriteTimeout, logger: logger
             ).run()
         }
+        let delivery = Task { await connection.deliverWhenWoken() }
+        // A store other nodes write to (PostgreSQL): their messages for this user are looked
+        // for this often, as this node hears only of its own.
+        let poll = service.storage.pollInterval.map { interval in
+            Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: interval)
+                    connection.wake()
+                }
+            }
+        }
         defer {
             watchdog.cancel()
+            delivery.cancel()
+            poll?.cancel()
             connection.end()
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -110,7 +123,6 @@ final class ApptimistConnection: Sendable {
                 while let frame = await connection.outbox.next() { try await outbound.write(.binary(ByteBuffer(bytes: frame))) }
                 if connection.exhausted.withLockedValue({ $0 }) { try await outbound.close(.normalClosure, reason: Self.exhaustedReason) }
             }
-            group.addTask { await connection.deliverWhenWoken() }
             var verdict = Verdict.keepOpen
             for try await message in inbound.messages(maxSize: configuration.maxFrameSize) {
                 guard case .binary(let buffer) = message else {

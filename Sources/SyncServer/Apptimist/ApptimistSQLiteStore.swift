@@ -10,6 +10,9 @@ struct ApptimistSQLiteStore: ApptimistStorage {
 
     init(_ store: ServerStore) { pool = store.pool }
 
+    /// One node owns the file.
+    var pollInterval: Duration? { nil }
+
     static let schema = """
         CREATE TABLE apptimist_service (
             id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -190,33 +193,19 @@ struct ApptimistSQLiteStore: ApptimistStorage {
     }
 
     private static func message(_ row: Row) throws -> ApptimistQueuedMessage {
-        let versionByte: Int = row["version"]
-        guard let version = ApptimistVersion(rawValue: UInt8(clamping: versionByte)) else {
-            throw ApptimistStoreError.corrupt("message version \(versionByte)")
-        }
-        let header: ApptimistHeader
-        do {
-            header = try ApptimistHeader.parse(Array(row["header"] as Data), version: version)
-        } catch {
-            throw ApptimistStoreError.corrupt("message header: \(error)")
-        }
-        return ApptimistQueuedMessage(
-            seq: row["seq"], id: Array(row["message_id"] as Data), version: version, pdu: header.pdu,
-            data: ApptimistSealedData(nonce: (row["data_nonce"] as Data?).map { Array($0) }, sealed: Array(row["data"] as Data)))
+        try ApptimistQueuedMessage(
+            stored: row["seq"], id: Array(row["message_id"] as Data), version: row["version"], header: Array(row["header"] as Data),
+            nonce: (row["data_nonce"] as Data?).map { Array($0) }, data: Array(row["data"] as Data))
     }
 
     func replayStart(owner: [UInt8], head: [UInt8], max: UInt16) async throws -> Int64 {
-        try await pool.read { db in
-            // The window the seed's `max` lets the service search: the newest `max` messages.
-            let window = try Row.fetchAll(
+        let window = try await pool.read { db in
+            try Row.fetchAll(
                 db, sql: "SELECT seq, message_id FROM apptimist_messages WHERE owner = ? ORDER BY seq DESC LIMIT ?",
-                arguments: [Data(owner), max == 0 ? -1 : Int(max)])
-            if head.contains(where: { $0 != 0 }), let found = window.first(where: { Array($0["message_id"] as Data) == head }) {
-                return found["seq"]
-            }
-            guard max != 0, let oldest = window.last else { return 0 }
-            return (oldest["seq"] as Int64) - 1
+                arguments: [Data(owner), max == 0 ? -1 : Int(max)]
+            ).map { (seq: $0["seq"] as Int64, id: Array($0["message_id"] as Data)) }
         }
+        return ApptimistQueuedMessage.replayStart(window: window, head: head, max: max)
     }
 
     func truncate(owner: [UInt8], id: [UInt8]) async throws -> Bool {

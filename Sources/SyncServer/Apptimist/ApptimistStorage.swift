@@ -21,6 +21,31 @@ struct ApptimistQueuedMessage: Sendable, Hashable {
     var data: ApptimistSealedData
 }
 
+extension ApptimistQueuedMessage {
+    /// A message as a store keeps it: the header's bytes parsed again under its version.
+    init(stored seq: Int64, id: [UInt8], version versionNumber: Int, header: [UInt8], nonce: [UInt8]?, data: [UInt8]) throws {
+        guard let version = ApptimistVersion(rawValue: UInt8(clamping: versionNumber)) else {
+            throw ApptimistStoreError.corrupt("message version \(versionNumber)")
+        }
+        let parsed: ApptimistHeader
+        do {
+            parsed = try ApptimistHeader.parse(header, version: version)
+        } catch {
+            throw ApptimistStoreError.corrupt("message header: \(error)")
+        }
+        self.init(seq: seq, id: id, version: version, pdu: parsed.pdu, data: ApptimistSealedData(nonce: nonce, sealed: data))
+    }
+
+    /// Where LOGIN's replay starts, from the newest messages (seq, id) first: the window the
+    /// seed's `max` lets the service search (all when 0). After `head` when it is there; else
+    /// from the oldest of a limited window, or from the start.
+    static func replayStart(window: [(seq: Int64, id: [UInt8])], head: [UInt8], max: UInt16) -> Int64 {
+        if head.contains(where: { $0 != 0 }), let found = window.first(where: { $0.id == head }) { return found.seq }
+        guard max != 0, let oldest = window.last else { return 0 }
+        return oldest.seq - 1
+    }
+}
+
 /// What the three searches look for.
 enum ApptimistSearch: Sendable, Hashable {
     /// Accounts whose name starts with these bytes (the seed leaves the syntax open).
@@ -41,7 +66,7 @@ enum ApptimistStoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case .accountExists: return "an account with that public key exists"
         case .invitationRefused: return "the invitation token is unknown or used"
         case .corrupt(let what): return "corrupt Apptimist record: \(what)"
-        case .unsupportedStore: return "the Apptimist service runs on a SQLite data directory (--data); PostgreSQL is not supported yet"
+        case .unsupportedStore: return "this store has no Apptimist tables"
         }
     }
 }
@@ -49,6 +74,9 @@ enum ApptimistStoreError: Error, Sendable, Hashable, CustomStringConvertible {
 /// The seam between the Apptimist service and its durable state (SQLite now; a PostgreSQL store
 /// would implement the same).
 protocol ApptimistStorage: Sendable {
+    /// How often a logged-in connection looks for messages other nodes queued; nil when no
+    /// other node writes to this store.
+    var pollInterval: Duration? { get }
     /// The service's own key pairs, made on first use and kept.
     func serviceIdentity() async throws -> ApptimistIdentity
     /// A new single-use invitation token for NEW.
@@ -80,8 +108,12 @@ protocol ApptimistStorage: Sendable {
 }
 
 extension ServerStorage {
-    /// The Apptimist tables of this store, nil where the store has none yet (PostgreSQL).
-    var apptimist: (any ApptimistStorage)? { (self as? ServerStore).map(ApptimistSQLiteStore.init) }
+    /// The Apptimist tables of this store.
+    var apptimist: (any ApptimistStorage)? {
+        if let store = self as? ServerStore { return ApptimistSQLiteStore(store) }
+        if let store = self as? PostgresServerStore { return ApptimistPostgresStore(store) }
+        return nil
+    }
 }
 
 /// What the operator's command line does with a store's Apptimist accounts (`bucketfs apptimist`).
@@ -104,7 +136,7 @@ public struct ApptimistAdministration: Sendable {
 }
 
 extension ServerBackend {
-    /// The store's Apptimist accounts; throws on a store that has none yet (PostgreSQL).
+    /// The store's Apptimist accounts.
     public func apptimist() throws -> ApptimistAdministration {
         guard let storage = storage.apptimist else { throw ApptimistStoreError.unsupportedStore }
         return ApptimistAdministration(storage: storage)

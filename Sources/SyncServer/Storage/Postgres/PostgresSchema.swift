@@ -104,6 +104,8 @@ enum PostgresSchema {
         ]),
         // When the server accepted each kept version (issue 17); older versions show no time.
         (version: 2, sql: ["ALTER TABLE entity_versions ADD COLUMN accepted_at DOUBLE PRECISION"]),
+        // The Apptimist App-Server's tables (issue 18), as SQLite's migration "v4 apptimist".
+        (version: 3, sql: ApptimistPostgresStore.schema),
     ]
 
     /// Applies the migrations the database lacks, each in its own transaction, under a
