@@ -189,6 +189,23 @@ struct ApptimistServerTests {
         }
     }
 
+    @Test func aConnectionThatDoesNotLogInIsClosedAtTheInitTimeout() async throws {
+        try await withServer(configure: { configuration in
+            Self.configure(&configuration)
+            configuration.initTimeout = .seconds(1)
+        }) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let (idle, _) = try await Self.connect(server.port, alice)
+            defer { Task { await idle.close() } }
+            #expect(try await idle.send(["op": "recv", "timeout": 20])["closed"] != nil)
+            // One that logs in in time stays past it.
+            let peer = try await Self.loggedIn(server.port, alice)
+            defer { Task { await peer.close() } }
+            try await Task.sleep(for: .seconds(2))
+            #expect(Self.code(try await Self.file(peer, "write", "still", text: "here")) == 0)
+        }
+    }
+
     // MARK: Messages
 
     @Test(arguments: [nil, ["apptimist.v1"]] as [[String]?])

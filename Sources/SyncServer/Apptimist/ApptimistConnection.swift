@@ -88,19 +88,10 @@ final class ApptimistConnection: Sendable {
         let configuration = service.configuration
         configuration.statistics.webSocketOpened()
         defer { configuration.statistics.webSocketClosed() }
-        try await MaskedFramesOnly.install(on: channel)
         // LOGIN is this protocol's init: a connection that has not logged in within the init
         // timeout is closed, as a Simperium socket without `init` is.
         let initialization = NIOLockedValueBox(WebSocketWatchdog.InitState.waiting)
-        let activity = try? await channel.pipeline.handler(type: ConnectionActivity.self).get()
-        activity?.enterWebSocket(on: channel.eventLoop)
-        let watchdog = Task {
-            await WebSocketWatchdog(
-                channel: channel, activity: activity, initialization: initialization,
-                initTimeout: configuration.initTimeout, pingInterval: configuration.pingInterval,
-                stalledWriteTimeout: configuration.stalledWriteTimeout, logger: logger
-            ).run()
-        }
+        let watchdog = try await WebSocketWatchdog.watch(channel, initialization: initialization, configuration: configuration, logger: logger)
         let delivery = Task { await connection.deliverWhenWoken() }
         // A store other nodes write to (PostgreSQL): their messages for this user are looked
         // for this often, as this node hears only of its own.

@@ -65,3 +65,24 @@ struct WebSocketWatchdog: Sendable {
         channel.close(promise: nil)
     }
 }
+
+extension WebSocketWatchdog {
+    /// Puts a server WebSocket under its own deadlines: unmasked client frames refused, the
+    /// HTTP request deadline left behind, and a watchdog started (cancel it when the connection
+    /// ends). `initialization` is the protocol's init (Simperium's `init`, Apptimist's LOGIN).
+    static func watch(
+        _ channel: any Channel, initialization: NIOLockedValueBox<InitState>, configuration: ServerConfiguration, logger: Logger
+    ) async throws -> Task<Void, Never> {
+        // Frames read before this runs (the client's first, at most) are not checked.
+        try await MaskedFramesOnly.install(on: channel)
+        let activity = try? await channel.pipeline.handler(type: ConnectionActivity.self).get()
+        activity?.enterWebSocket(on: channel.eventLoop)
+        return Task {
+            await WebSocketWatchdog(
+                channel: channel, activity: activity, initialization: initialization,
+                initTimeout: configuration.initTimeout, pingInterval: configuration.pingInterval,
+                stalledWriteTimeout: configuration.stalledWriteTimeout, logger: logger
+            ).run()
+        }
+    }
+}

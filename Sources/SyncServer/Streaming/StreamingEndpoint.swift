@@ -48,18 +48,8 @@ struct StreamingEndpoint: Sendable {
         }
         configuration.statistics.webSocketOpened()
         defer { configuration.statistics.webSocketClosed() }
-        // Frames read before this runs (the client's first, at most) are not checked.
-        try await MaskedFramesOnly.install(on: channel)
         let initialization = NIOLockedValueBox(WebSocketWatchdog.InitState.waiting)
-        let activity = try? await channel.pipeline.handler(type: ConnectionActivity.self).get()
-        activity?.enterWebSocket(on: channel.eventLoop)
-        let watchdog = Task {
-            await WebSocketWatchdog(
-                channel: channel, activity: activity, initialization: initialization,
-                initTimeout: configuration.initTimeout, pingInterval: configuration.pingInterval,
-                stalledWriteTimeout: configuration.stalledWriteTimeout, logger: logger
-            ).run()
-        }
+        let watchdog = try await WebSocketWatchdog.watch(channel, initialization: initialization, configuration: configuration, logger: logger)
         defer {
             watchdog.cancel()
             session.close()
