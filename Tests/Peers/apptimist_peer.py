@@ -227,16 +227,18 @@ class Peer:
                 return {"users": users}
 
     def flood(self, command):
-        """Sends VOUCHERS requests as long as this side's version 1 sequence lasts (at most
-        `count`), then counts the answers until the service closes or goes quiet."""
-        subject = bytes.fromhex(command["subject"])
-        sent = 0
-        while sent < command["count"] and self.next_out <= 0xFFFF:
-            self.send("vouchers", subject + struct.pack(">I", 0))
-            sent += 1
-        replies = 0
+        """Sends READs of a name that is no file name (answered EINVAL without touching the
+        store) as long as this side's version 1 sequence lasts (at most `count`), a window at
+        a time, and counts the answers until the service closes or goes quiet."""
+        fields = self.public + struct.pack(">HB", 0, 3) + b"a/b"
+        sent = replies = 0
         try:
-            while self.next_pdu(["vouchers"], timeout=command.get("timeout", 60)) is not None:
+            while sent < command["count"] and self.next_out <= 0xFFFF:
+                self.send("read", fields)
+                sent += 1
+                if sent - replies >= 256:
+                    replies += self.next_pdu(["read"], timeout=command.get("timeout", 60)) is not None
+            while self.next_pdu(["read"], timeout=command.get("timeout", 60)) is not None:
                 replies += 1
         except Closed as closed:
             return {"sent": sent, "replies": replies, "closed": closed.code, "reason": closed.reason, "last_seq": self.next_in - 2}

@@ -384,7 +384,8 @@ struct ApptimistServerTests {
     // MARK: Sequences
 
     /// Version 1's u16 sequence: the service's side (even numbers, its key sorting second) runs
-    /// out after 32,767 PDUs. It sends every one it sealed, then closes; it never wraps to reuse
+    /// out after 32,767 PDUs (answers to READs it refuses without the store, to keep the load
+    /// on a shared machine low). It sends every one it sealed, then closes; it never wraps to reuse
     /// a header nonce.
     @Test func aConnectionWhoseSequenceRunsOutIsClosedNotWrapped() async throws {
         try await withServer(configure: Self.configure) { server in
@@ -393,7 +394,7 @@ struct ApptimistServerTests {
             defer { Task { await peer.close() } }
             #expect(version == 1)
             #expect(try await peer.send(["op": "login"])["logged_in"]?.boolValue == true)
-            let answer = try await peer.send(["op": "flood", "subject": .string(alice.key), "count": 40_000], timeout: .seconds(150))
+            let answer = try await peer.send(["op": "flood", "count": 40_000], timeout: .seconds(150))
             // The client's odd numbers 3...65535 after LOGIN; the service's 4...65534 after its echo.
             #expect(answer["sent"]?.integerValue == 32_767)
             #expect(answer["replies"]?.integerValue == 32_766)
