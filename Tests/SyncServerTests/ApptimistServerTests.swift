@@ -12,7 +12,9 @@ import Testing
 
 /// The Apptimist App-Server (issue 18) through a real socket, driven by an independent client
 /// (`Tests/Peers/apptimist_peer.py`: PyNaCl, websocket-client, its own frames and headers).
-@Suite("Apptimist server", .timeLimit(.minutes(3)))
+/// One test at a time: each starts Python peers, and a burst of them beside the in-process
+/// run's timing-sensitive socket tests stalled those on a loaded 2-core machine.
+@Suite("Apptimist server", .serialized, .timeLimit(.minutes(3)))
 struct ApptimistServerTests {
     static let service = "notes"
 
@@ -445,7 +447,7 @@ private func eventually(_ condition: () async throws -> Bool) async throws {
 }
 
 /// The same through a real `bucketfs serve --apptimist` and the operator's commands.
-@Suite("Apptimist serve binary", .timeLimit(.minutes(3)))
+@Suite("Apptimist serve binary", .serialized, .timeLimit(.minutes(3)))
 struct ApptimistServeBinaryTests {
     /// Runs `bucketfs ARGUMENTS`; its exit status and standard output (standard error appended
     /// to the failure message when it fails).
