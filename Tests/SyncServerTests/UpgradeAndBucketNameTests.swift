@@ -27,6 +27,11 @@ struct UpgradeAndBucketNameTests {
         try await withServer { server in
             let token = try await makeUser(server)
             let socket = try await server.socket()
+            // Accepted names first: a successful init ends the connection's init deadline, which a
+            // loaded machine could otherwise reach while only refusals had come back.
+            for (offset, name) in ["console", "a.b", "..a", "com10"].enumerated() {
+                _ = try await socket.authorize(token: token, bucket: name, channel: 20 + offset)
+            }
             for (channel, name) in [".", "..", "CON", "con", "con.txt", "LPT1", "nul.json"].enumerated() {
                 let request = InitRequest(clientID: "c", token: token, appID: "test-app", name: name, library: "tests", version: "1", cmd: nil)
                 socket.send("\(channel):init:\(request.renderPayload())")
@@ -34,9 +39,6 @@ struct UpgradeAndBucketNameTests {
                     throw TestFailure("bucket \(name) was not refused")
                 }
                 #expect(code == 500, "bucket \(name)")
-            }
-            for (offset, name) in ["console", "a.b", "..a", "com10"].enumerated() {
-                _ = try await socket.authorize(token: token, bucket: name, channel: 20 + offset)
             }
             await socket.close()
         }
