@@ -63,7 +63,7 @@ let package = Package(
             ]
         ),
         // The seam every sync engine implements for the mount (one engine per protocol).
-        .target(name: "SyncEngine", dependencies: ["SyncStore"]),
+        .target(name: "SyncEngine", dependencies: ["SyncStore", "JSONDiff"]),
         .target(
             name: "SyncClient",
             dependencies: [
@@ -87,6 +87,18 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .target(name: "ApptimistCrypto", dependencies: ["CSodium", "ApptimistProtocol"]),
         .target(name: "ApptimistProtocol"),
+        // The Apptimist engine (behind the SyncEngine seam): a user's files and messages.
+        .target(
+            name: "ApptimistClient",
+            dependencies: [
+                "ApptimistCrypto", "ApptimistProtocol", "JSONDiff", "SyncStore", "SyncEngine",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "BucketFS",
             dependencies: ["CFuse", "SyncStore", .product(name: "Logging", package: "swift-log")]
@@ -95,7 +107,7 @@ let package = Package(
             name: "bucketfs",
             dependencies: [
                 "JSONDiff", "SyncProtocol", "SyncServer", "SyncStore", "SyncEngine", "SyncClient", "TelepatClient", "BucketFS",
-                "DiffMatchPatch", "ApptimistCrypto", "ApptimistProtocol",
+                "DiffMatchPatch", "ApptimistCrypto", "ApptimistProtocol", "ApptimistClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -140,6 +152,10 @@ let package = Package(
         .testTarget(name: "TelepatProtocolTests", dependencies: ["TelepatProtocol", "JSONDiff"]),
         .testTarget(name: "ApptimistCryptoTests", dependencies: ["ApptimistCrypto", "ApptimistProtocol"]),
         .testTarget(name: "ApptimistProtocolTests", dependencies: ["ApptimistProtocol"]),
+        .testTarget(
+            name: "ApptimistClientTests",
+            dependencies: ["ApptimistClient", "ApptimistCrypto", "ApptimistProtocol", "SyncStore", "SyncEngine", "JSONDiff"]
+        ),
         .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "JSONDiff"]),
         .testTarget(
             name: "SyncClientTests",

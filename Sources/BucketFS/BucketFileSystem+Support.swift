@@ -152,7 +152,7 @@ extension BucketFileSystem {
         var names = Set(entries.map(\.name))
         let fileExtension = backend.fileExtension(bucket: bucket)
         for (index, entry) in entries.enumerated() {
-            guard case .localFile(let fileName) = entry.name, fileName.hasSuffix("." + fileExtension),
+            guard !fileExtension.isEmpty, case .localFile(let fileName) = entry.name, fileName.hasSuffix("." + fileExtension),
                 case .entity(let key) = FileNameCodec.itemName(forFileName: fileName, extension: fileExtension)
             else { continue }
             var destination = MountItemName.entity(key: key)

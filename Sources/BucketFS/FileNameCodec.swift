@@ -48,9 +48,14 @@ public enum FileNameCodec {
     }
 
     /// The file name of an entity key (`<stem>.json`, see the type's comment); `fileExtension`:
-    /// the bucket's (its `EntityFileFormat`'s), without the dot.
+    /// the bucket's (its `EntityFileFormat`'s), without the dot; empty: the stem alone.
     public static func fileName(forKey key: String, extension fileExtension: String = "json") -> String {
-        stem(forKey: key) + "." + fileExtension
+        stem(forKey: key) + suffix(fileExtension)
+    }
+
+    /// What follows the stem: `.<extension>`, or nothing for a format without one.
+    static func suffix(_ fileExtension: String) -> String {
+        fileExtension.isEmpty ? "" : "." + fileExtension
     }
 
     /// The key a typed name stands for: its bytes outside `[A-Za-z0-9._@-]` as `%XX` (upper case).
@@ -94,7 +99,7 @@ public enum FileNameCodec {
     /// What a file name inside a bucket stands for: an entity, or a local-only file.
     public static func itemName(forFileName fileName: String, extension fileExtension: String = "json") -> MountItemName {
         if ScratchNames.isScratch(fileName) { return .localFile(name: fileName) }
-        let suffix = "." + fileExtension
+        let suffix = Self.suffix(fileExtension)
         guard fileName.hasSuffix(suffix), fileName.utf8.count > suffix.utf8.count else { return .localFile(name: fileName) }
         let stem = String(decoding: fileName.utf8.dropLast(suffix.utf8.count), as: UTF8.self)
         guard stem.utf8.contains(UInt8(ascii: "%")) else { return .entity(key: keyEscape(stem)) }
@@ -106,7 +111,7 @@ public enum FileNameCodec {
     /// key's file name (`My Note.json`, `100%.json`); nil for entities, scratch names and others.
     public static func localJSONStem(_ fileName: String, extension fileExtension: String = "json") -> String? {
         // Asked at every save of a local file (editors' scratch files): the cheap tests first.
-        let suffix = "." + fileExtension
+        let suffix = Self.suffix(fileExtension)
         guard !ScratchNames.isScratch(fileName), fileName.hasSuffix(suffix), fileName.utf8.count > suffix.utf8.count,
             case .localFile = itemName(forFileName: fileName, extension: fileExtension)
         else { return nil }
@@ -130,7 +135,7 @@ public enum FileNameCodec {
         // The server takes keys of at most 256 bytes; cut at a character boundary.
         var text = String(decoding: output, as: UTF8.self)
         while keyEscape(text).utf8.count > 256 { text.removeLast() }
-        return text + "." + fileExtension
+        return text + Self.suffix(fileExtension)
     }
 
     /// `plainFileName` for an entity the server refused for its key: from the key's text, when

@@ -46,6 +46,11 @@ enum StoredFileFormat {
     private static let decoded = Mutex<[String: any EntityFileFormat]>([:])
 
     static func text(_ format: any EntityFileFormat) -> String? {
+        if let bytes = format as? BytesFieldFormat {
+            var object: JSONObject = ["bytes": .string(bytes.field), "extension": .string(bytes.fileExtension)]
+            if bytes.readOnly { object["readonly"] = .bool(true) }
+            return JSONValue.object(object).compactRendered()
+        }
         guard let text = format as? TextFieldFormat else { return nil }
         var object: JSONObject = ["text": .string(text.field), "extension": .string(text.fileExtension)]
         if let touch = text.touchField { object["touch"] = .string(touch) }
@@ -58,7 +63,10 @@ enum StoredFileFormat {
     static func format(_ text: String) -> any EntityFileFormat {
         if let known = decoded.withLock({ $0[text] }) { return known }
         let format: any EntityFileFormat
-        if let object = (try? JSONValue(parsing: text))?.objectValue, let field = object["text"]?.stringValue {
+        if let object = (try? JSONValue(parsing: text))?.objectValue, let field = object["bytes"]?.stringValue {
+            format = BytesFieldFormat(
+                field: field, fileExtension: object["extension"]?.stringValue ?? "", readOnly: object["readonly"]?.boolValue == true)
+        } else if let object = (try? JSONValue(parsing: text))?.objectValue, let field = object["text"]?.stringValue {
             format = TextFieldFormat(
                 field: field, fileExtension: object["extension"]?.stringValue ?? "txt", touchField: object["touch"]?.stringValue,
                 trashField: object["trash"]?.stringValue, template: object["template"]?.objectValue ?? [:])

@@ -25,9 +25,12 @@ struct Config: Codable {
         /// The protocol the servers speak; saved as `protocol` when not Simperium, so a config
         /// written before (which has none) reads as Simperium.
         var syncProtocol: SyncProtocolName
+        /// Apptimist: the identity file and the service's key card (no token: the keys log in).
+        var identity: String?
+        var serviceKey: String?
 
         private enum CodingKeys: String, CodingKey {
-            case server, servers, appID, apiKey, user, authURL, text
+            case server, servers, appID, apiKey, user, authURL, text, identity, serviceKey
             case syncProtocol = "protocol"
         }
 
@@ -55,6 +58,8 @@ struct Config: Codable {
             authURL = try container.decodeIfPresent(String.self, forKey: .authURL)
             text = try container.decodeIfPresent([String: TextViewSettings].self, forKey: .text)
             syncProtocol = try container.decodeIfPresent(SyncProtocolName.self, forKey: .syncProtocol) ?? .simperium
+            identity = try container.decodeIfPresent(String.self, forKey: .identity)
+            serviceKey = try container.decodeIfPresent(String.self, forKey: .serviceKey)
         }
 
         func encode(to encoder: any Encoder) throws {
@@ -67,6 +72,8 @@ struct Config: Codable {
             try container.encodeIfPresent(authURL, forKey: .authURL)
             try container.encodeIfPresent(text, forKey: .text)
             if syncProtocol != .simperium { try container.encode(syncProtocol, forKey: .syncProtocol) }
+            try container.encodeIfPresent(identity, forKey: .identity)
+            try container.encodeIfPresent(serviceKey, forKey: .serviceKey)
         }
     }
 

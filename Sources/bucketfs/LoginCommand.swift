@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ApptimistCrypto
 import SyncProtocol
 import TelepatClient
 
@@ -33,6 +34,12 @@ struct Login: AsyncParsableCommand {
     @Option(help: "The user name (default: the remote's saved user).")
     var user: String?
 
+    @Option(help: "An Apptimist remote: the identity file (kept by path; its keys log in, no password).")
+    var identity: String?
+
+    @Option(name: .customLong("service-key"), help: "An Apptimist remote: the service's public key card (256 hex digits).")
+    var serviceKey: String?
+
     @Option(name: .customLong("api-key"), help: "The X-Simperium-API-Key (default: the app id).")
     var apiKey: String?
 
@@ -44,6 +51,7 @@ struct Login: AsyncParsableCommand {
     func run() async throws {
         var config = try Config.load()
         let saved = config.remotes[name]
+        if (syncProtocol ?? saved?.syncProtocol) == .apptimist { return try saveApptimistRemote(&config, saved: saved) }
         guard let servers = server.isEmpty ? saved?.servers : server, let appID = appID ?? saved?.appID, let user = user ?? saved?.user else {
             throw CommandError("a new remote needs --server, --app-id and --user")
         }
@@ -62,6 +70,8 @@ struct Login: AsyncParsableCommand {
             let password = try Credentials.readPassword(prompt: "Password for \(user): ")
             token = try await AuthAPI.authorize(
                 servers: servers, authURL: authURL, appID: appID, apiKey: apiKey ?? appID, username: user, password: password)
+        case .apptimist:
+            throw CommandError("an Apptimist remote is saved without a login")
         case .telepat:
             guard servers.count == 1, AuthEndpoint.isHTTP(servers[0]) else {
                 throw CommandError("a Telepat remote has one --server, starting with http:// or https://")
@@ -80,5 +90,28 @@ struct Login: AsyncParsableCommand {
             servers: servers, appID: appID, apiKey: apiKey, user: user, authURL: authURL, text: saved?.text, syncProtocol: syncProtocol)
         try config.save()
         print("bucketfs: logged in to \(servers.joined(separator: ", ")) as \(user); mount with: bucketfs mount --remote \(name) DIR")
+    }
+
+    /// An Apptimist remote: the server, the identity file (by absolute path) and the service's
+    /// card, checked now; nothing secret is copied (the identity file stays where it is, 0600).
+    private func saveApptimistRemote(_ config: inout Config, saved: Config.Remote?) throws {
+        guard let server = server.first ?? saved?.servers.first, server.hasPrefix("ws://") else {
+            throw CommandError("an Apptimist remote needs --server ws://HOST[:PORT]/SERVICE")
+        }
+        guard let identity = identity.map(Paths.absolute) ?? saved?.identity, let serviceKey = serviceKey ?? saved?.serviceKey else {
+            throw CommandError("an Apptimist remote needs --identity FILE and --service-key KEY")
+        }
+        do {
+            _ = try ApptimistIdentity.load(path: identity)
+            _ = try ApptimistPublicKeys(hex: serviceKey)
+        } catch {
+            throw CommandError("\(error)")
+        }
+        var remote = Config.Remote(servers: [server], appID: "", apiKey: nil, user: nil, authURL: nil, syncProtocol: .apptimist)
+        remote.identity = identity
+        remote.serviceKey = serviceKey
+        config.remotes[name] = remote
+        try config.save()
+        print("bucketfs: saved the Apptimist remote \(name) (\(server)); mount with: bucketfs mount --remote \(name) DIR")
     }
 }

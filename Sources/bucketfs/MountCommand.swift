@@ -3,6 +3,8 @@ import BucketFS
 import Foundation
 import JSONDiff
 import Logging
+import ApptimistClient
+import ApptimistCrypto
 import SyncClient
 import SyncEngine
 import SyncProtocol
@@ -32,8 +34,16 @@ struct Mount: AsyncParsableCommand {
 
     @Option(
         name: .customLong("protocol"),
-        help: "The sync protocol of --server: simperium, or telepat (--server http(s)://HOST[:PORT] --app-id ID --api-key KEY, --user or --token, --bucket CONTEXT/MODEL). Default: a --remote's saved protocol, else simperium.")
+        help: "The sync protocol of --server: simperium, telepat (--server http(s)://HOST[:PORT] --app-id ID --api-key KEY, --user or --token, --bucket CONTEXT/MODEL), or apptimist (--server ws://HOST[:PORT]/SERVICE --identity FILE --service-key KEY). Default: a --remote's saved protocol, else simperium.")
     var syncProtocol: SyncProtocolName?
+
+    @Option(help: "With --protocol apptimist: the identity file holding your key pairs (mode 0600, from bucketfs apptimist keygen).")
+    var identity: String?
+
+    @Option(
+        name: .customLong("service-key"),
+        help: "With --protocol apptimist: the service's public key card (256 hex digits, from the service's operator), or a file holding it.")
+    var serviceKey: String?
 
     @Option(help: "A remote saved by `bucketfs login NAME` (server, app id and token).")
     var remote: String?
@@ -114,6 +124,19 @@ struct Mount: AsyncParsableCommand {
     }
 
     func validate() throws {
+        if syncProtocol == .apptimist, remote == nil {
+            guard server.count == 1, server[0].hasPrefix("ws://") else {
+                throw ValidationError("--protocol apptimist takes one --server ws://HOST[:PORT]/SERVICE")
+            }
+            guard identity != nil, serviceKey != nil else {
+                throw ValidationError("--protocol apptimist needs --identity FILE and --service-key KEY")
+            }
+            guard token == nil, user == nil, appID == nil, authURL == nil, buckets.isEmpty, textFields.isEmpty else {
+                throw ValidationError("an Apptimist mount takes --server, --identity and --service-key (its directories are files, messages and outbox)")
+            }
+            return
+        }
+        if identity != nil || serviceKey != nil { throw ValidationError("--identity and --service-key go with --protocol apptimist") }
         if syncProtocol == .telepat, remote == nil {
             guard !server.isEmpty else { throw ValidationError("--protocol telepat needs --server (or a --remote saved with bucketfs login --protocol telepat)") }
             guard server.count == 1 else { throw ValidationError("--protocol telepat takes one --server") }
@@ -196,6 +219,7 @@ private struct MountSession {
         var syncProtocol = command.syncProtocol ?? .simperium
         var telepatLogin: TelepatConfiguration.Login?
         var apiKey = command.apiKey
+        var (apptimistIdentity, apptimistServiceKey) = (command.identity, command.serviceKey)
         if let remoteName {
             let remote = try config.remote(named: remoteName)
             if let asked = command.syncProtocol, asked != remote.syncProtocol {
@@ -204,7 +228,10 @@ private struct MountSession {
             syncProtocol = remote.syncProtocol
             server = nil
             (servers, appID, apiKey) = (remote.servers, remote.appID, remote.apiKey)
-            let stored = try CredentialStore.token(forRemote: remoteName)
+            if syncProtocol == .apptimist {
+                (apptimistIdentity, apptimistServiceKey) = (remote.identity, remote.serviceKey)
+            }
+            let stored = syncProtocol == .apptimist ? "" : try CredentialStore.token(forRemote: remoteName)
             token = { stored }
             if syncProtocol == .telepat {
                 // A running mount renews its token; a saved one that has expired needs a login.
@@ -213,6 +240,10 @@ private struct MountSession {
                 }
                 telepatLogin = .token(stored)
             }
+        } else if syncProtocol == .apptimist {
+            server = nil
+            (servers, appID) = (command.server, "")
+            token = { @Sendable in throw CommandError("not a Simperium mount") }
         } else if !command.server.isEmpty, let app = command.appID {
             server = nil
             (servers, appID) = (command.server, app)
@@ -236,6 +267,7 @@ private struct MountSession {
         do { store = try SyncStore(path: storePath) } catch { throw CommandError("cannot open the store \(storePath): \(error)") }
 
         var buckets = command.buckets
+        if syncProtocol == .apptimist { buckets = ApptimistBuckets.all }
         if buckets.isEmpty { buckets = settings?.buckets ?? [] }
         if buckets.isEmpty { buckets = (try? store.buckets().map(\.name)) ?? [] }
         if buckets.isEmpty && server != nil { buckets = ["notes"] }
@@ -247,7 +279,7 @@ private struct MountSession {
             buckets: buckets,
             configured: (remoteName.flatMap { config.remotes[$0]?.text } ?? [:]).merging(settings?.text ?? [:]) { $1 },
             textFields: command.textFields, touch: command.touch, trashFields: command.trashFields, templates: command.template)
-        for bucket in buckets {
+        for bucket in buckets where syncProtocol != .apptimist {
             // Each mount says how its buckets show; a bucket shown differently before is rendered again.
             do { try store.setFileFormat(try textViews[bucket]?.format(), forBucket: bucket) } catch let error as StoreError {
                 throw CommandError("cannot set how bucket \(bucket) shows: \(error)")
@@ -271,6 +303,8 @@ private struct MountSession {
             client = try telepatEngine(
                 serverURL: servers[0], appID: appID, apiKey: apiKey ?? "", login: try telepatLogin ?? commandLineTelepatLogin(),
                 buckets: buckets, store: store, savingTokensTo: telepatLogin == nil ? nil : remoteName)
+        case .apptimist:
+            client = try apptimistEngine(serverURL: servers[0], identity: apptimistIdentity, serviceKey: apptimistServiceKey, store: store)
         }
         let wantsHistory = command.history || settings?.history == true
         if wantsHistory, client.versionHistory == nil {
@@ -369,6 +403,23 @@ private struct MountSession {
         }
         do { return try TelepatClient(configuration: configuration, store: store, logger: logger) } catch {
             throw CommandError("cannot start the Telepat engine: \(error)")
+        }
+    }
+
+    /// The Apptimist engine of `--identity` and `--service-key` (its buckets show bytes, not JSON).
+    private func apptimistEngine(serverURL: String, identity: String?, serviceKey: String?, store: SyncStore) throws -> ApptimistClient {
+        guard let identityPath = identity, let serviceKey else {
+            throw CommandError("--protocol apptimist needs --identity FILE and --service-key KEY")
+        }
+        do {
+            let identity = try ApptimistIdentity.load(path: Paths.absolute(identityPath))
+            let cardText = FileManager.default.fileExists(atPath: serviceKey)
+                ? (try? String(contentsOfFile: serviceKey, encoding: .utf8)) ?? "" : serviceKey
+            let service = try ApptimistPublicKeys(hex: cardText)
+            let configuration = ApptimistConfiguration(serverURL: serverURL, identity: identity, service: service)
+            return try ApptimistClient(configuration: configuration, store: store, logger: logger)
+        } catch {
+            throw CommandError("cannot start the Apptimist engine: \(error)")
         }
     }
 
@@ -523,6 +574,7 @@ enum SampleNotes {
 enum SyncProtocolName: String, ExpressibleByArgument, CaseIterable, Codable, Sendable {
     case simperium
     case telepat
+    case apptimist
 }
 
 /// mkdir or rmdir of a bucket at the mount root.

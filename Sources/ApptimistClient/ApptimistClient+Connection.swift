@@ -1,0 +1,224 @@
+import ApptimistCrypto
+import ApptimistProtocol
+import ApptimistSession
+import Foundation
+import JSONDiff
+import Logging
+import SyncEngine
+import SyncStore
+
+extension ApptimistClient {
+    /// Connect (a fresh ephemeral key each time), log in, read the files, send what is owed,
+    /// serve the socket until it ends; wait (exponential backoff with jitter), repeat. A
+    /// connection whose sequence would wrap is closed and opened again at once, never reused.
+    func connectionLoop() async {
+        var backoff = Backoff(initial: configuration.initialBackoff, maximum: configuration.maximumBackoff)
+        var generator = SystemRandomNumberGenerator()
+        var attempt = 0
+        var offlineSince = Date()
+        while running && !Task.isCancelled {
+            attempt += 1
+            stateBroadcaster.publish(.connecting(attempt: attempt))
+            var reason = "connection closed"
+            var reopenAtOnce = false
+            let started = ContinuousClock.now
+            do {
+                try await connectOnce()
+            } catch let error as ApptimistChannelError where error.isSequenceExhausted {
+                reason = "the connection's sequence is used up; reopening with a fresh key"
+                reopenAtOnce = true
+            } catch {
+                reason = String(describing: error)
+            }
+            logger.debug("apptimist connection ended: \(reason)")
+            let wasReady = connectionEnded(reason)
+            if wasReady {
+                if ContinuousClock.now - started >= configuration.stableConnection { backoff.reset() }
+                attempt = 0
+                offlineSince = Date()
+            }
+            guard running && !Task.isCancelled else { break }
+            if reopenAtOnce { continue }
+            let delay = backoff.nextDelay(using: &generator)
+            let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+            stateBroadcaster.publish(.offline(since: offlineSince, retryAt: Date().addingTimeInterval(seconds), reason: reason))
+            await sleepUnlessWoken(delay)
+        }
+    }
+
+    private func connectOnce() async throws {
+        let ephemeral = try BoxKeyPair.generate()
+        try await ApptimistSocket.connect(
+            address, query: Hex.string(ephemeral.publicKey), subprotocols: configuration.offeredSubprotocols,
+            maxMessageBytes: configuration.maxMessageBytes, timeout: configuration.connectTimeout
+        ) { accepted, messages, writer in
+            let version = try await self.negotiated(accepted)
+            try await self.serve(version: version, ephemeral: ephemeral, messages: messages, writer: writer)
+        }
+    }
+
+    /// The version the server's answer names, refused when below what this mount has seen.
+    func negotiated(_ accepted: String?) throws -> ApptimistVersion {
+        guard let version = ApptimistVersion.clientReading(accepted: accepted) else {
+            throw ApptimistEngineError.connection("the server chose a subprotocol that was not offered: \(accepted ?? "")")
+        }
+        let kept: String? = (try? store.engineSetting(Self.versionSetting)) ?? nil
+        let seen: ApptimistVersion? = kept.flatMap { UInt8($0) }.flatMap { ApptimistVersion(rawValue: $0) }
+        let minimum = max(configuration.minimumVersion, seen ?? .v1)
+        guard version >= minimum else {
+            throw ApptimistEngineError.downgrade(
+                offered: configuration.offeredSubprotocols.joined(separator: ", "), accepted: version, minimum: minimum)
+        }
+        if version > (seen ?? .v1) { try store.setEngineSetting(Self.versionSetting, to: String(version.rawValue)) }
+        return version
+    }
+
+    private func serve(
+        version: ApptimistVersion, ephemeral: BoxKeyPair, messages: AsyncThrowingStream<[UInt8], Error>, writer: ApptimistSocketWriter
+    ) async throws {
+        let channel = ApptimistChannel(
+            version: version, own: ephemeral, peerPublicKey: configuration.service.encryptionKey,
+            seedNonce: configuration.service.seedNonce)
+        connection = Connection(channel: channel, writer: writer)
+        let identity = configuration.identity
+        try await write(.login(
+            userPublicKey: identity.encryption.publicKey, signature: try identity.signedEncryptionKey(),
+            max: configuration.maxHistory, head: lastMessageID()))
+        stateBroadcaster.publish(.connected)
+        logger.info("apptimist: connected (protocol version \(version.rawValue))")
+        let work = Task { await self.afterLogin() }
+        defer { work.cancel() }
+        for try await message in messages {
+            try receive(message)
+        }
+    }
+
+    /// LOGIN's `head`: the last message this mount stored (zeros: every message queued).
+    func lastMessageID() -> [UInt8] {
+        let kept: String? = (try? store.engineSetting(Self.headSetting)) ?? nil
+        guard let kept, let id = Hex.bytes(kept), id.count == 64 else { return [UInt8](repeating: 0, count: 64) }
+        return id
+    }
+
+    /// Once logged in: read every file the mount knows and the access-control files, then send
+    /// what is owed.
+    func afterLogin() async {
+        do {
+            try await refreshFiles()
+            refreshed = true
+            for bucket in ApptimistBuckets.all {
+                let count = (try? store.localIndex(bucket: bucket).index.count) ?? 0
+                progressBroadcaster.publish(SyncProgress(bucket: bucket, entitiesDone: count, entitiesKnown: count, bytesReceived: 0, isReady: true))
+            }
+            await flush()
+        } catch {
+            logger.warning("apptimist: reading the files failed: \(error)")
+            await connection?.writer.close()
+        }
+    }
+
+    /// Seals and writes one PDU; a used-up sequence closes the connection (it is opened again).
+    func write(_ pdu: ApptimistPDU, data: [UInt8]? = nil, for recipient: [UInt8]? = nil) async throws {
+        guard var current = connection else { throw ApptimistEngineError.connection("not connected") }
+        let frame: [UInt8]
+        do throws(ApptimistChannelError) {
+            var sealedData: ApptimistSealedData?
+            if let data {
+                let reader: [UInt8] = recipient ?? configuration.service.encryptionKey
+                sealedData = try current.channel.sealData(data, for: reader, by: configuration.identity.encryption.secretKey)
+            }
+            frame = try current.channel.seal(pdu, data: sealedData)
+        } catch {
+            if error.isSequenceExhausted { await current.writer.close() }
+            throw error
+        }
+        connection?.channel = current.channel
+        try await current.writer.write(frame)
+    }
+
+    /// One binary message from the service. A PDU that does not open (forged, replayed, cut)
+    /// ends the connection: its sequence can no longer be trusted.
+    func receive(_ bytes: [UInt8]) throws {
+        guard var current = connection else { return }
+        let received = try current.channel.open(bytes)
+        connection?.channel = current.channel
+        switch received.pdu {
+        case .message(let time, _, let to, let from):
+            try receiveMessage(received, time: time, to: to, from: from)
+        case .truncate(let id):
+            try mirror.remove(key: Hex.string(id), bucket: ApptimistBuckets.messages)
+            answer(AnswerKey(type: .truncate, subject: id), ApptimistAnswer(error: 0, data: []))
+        case .read(let fields), .lock(let fields), .write(let fields), .remove(let fields):
+            let data = fields.error == 0 && received.frame.sealedData.isEmpty ? [] : try openFromService(received)
+            answer(AnswerKey(type: received.pdu.type, subject: fields.filename), ApptimistAnswer(error: fields.error, data: data))
+        case .redirect(let uri):
+            logger.notice("apptimist: the service redirects to \(String(decoding: uri, as: UTF8.self)); reconnecting")
+            Task { await self.connection?.writer.close() }
+        case .login, .new, .del, .pause, .resume, .vouch, .vouchers, .searchByName, .searchByUID, .searchByKey, .user:
+            logger.debug("apptimist: \(received.pdu.type) from the service, not used by the mount")
+        }
+    }
+
+    private func openFromService(_ received: ApptimistReceivedPDU) throws -> [UInt8] {
+        guard let connection else { throw ApptimistEngineError.connection("not connected") }
+        return try connection.channel.openData(
+            received, from: configuration.service.encryptionKey, with: configuration.identity.encryption.secretKey)
+    }
+
+    /// A message for this user (or one it sent, echoed): stored under its id, the head moved on.
+    private func receiveMessage(_ received: ApptimistReceivedPDU, time: UInt64, to: [UInt8], from: [UInt8]) throws {
+        guard let connection else { return }
+        let me = configuration.identity.encryption.publicKey
+        // A box opens with the other party's public key on either side (crypto_box's key is shared).
+        let other = from == me ? to : from
+        let data = try connection.channel.openData(received, from: other, with: configuration.identity.encryption.secretKey)
+        let id = Hex.string(try received.messageID())
+        var value = Self.messageFormat.value(of: data)
+        value["from"] = .string(Hex.string(from))
+        value["to"] = .string(Hex.string(to))
+        value["time"] = .integer(Int64(clamping: time))
+        try mirror.apply(state: value, key: id, bucket: ApptimistBuckets.messages)
+        try store.setEngineSetting(Self.headSetting, to: id)
+        if from == me { try outboxEchoed(data) }
+    }
+
+    func answer(_ key: AnswerKey, _ answer: ApptimistAnswer) {
+        guard var queue = waiters[key], !queue.isEmpty else { return }
+        let first = queue.removeFirst()
+        waiters[key] = queue.isEmpty ? nil : queue
+        first.yield(answer)
+        first.finish()
+    }
+
+    /// Sends a request and waits for its answer (the service answers requests in order). The
+    /// waiter is in place before the request goes: its answer may come at once.
+    func request(_ pdu: ApptimistPDU, answer key: AnswerKey, data: [UInt8]? = nil) async throws -> ApptimistAnswer {
+        let (answers, waiter) = AsyncThrowingStream<ApptimistAnswer, Error>.makeStream()
+        waiters[key, default: []].append(waiter)
+        let timeout = configuration.answerTimeout
+        let timer = Task {
+            try await Task.sleep(for: timeout)
+            waiter.finish(throwing: ApptimistEngineError.connection("no answer to \(pdu.type) within \(timeout)"))
+            await self.connection?.writer.close()
+        }
+        defer { timer.cancel() }
+        do {
+            try await write(pdu, data: data)
+        } catch {
+            waiter.finish(throwing: error)
+        }
+        for try await answer in answers { return answer }
+        throw ApptimistEngineError.connection("the connection ended before the answer to \(pdu.type)")
+    }
+
+    /// Returns whether the connection had logged in; fails every request waiting for an answer.
+    func connectionEnded(_ reason: String) -> Bool {
+        let wasConnected = connection != nil
+        connection = nil
+        refreshed = false
+        let pending = waiters.values.flatMap { $0 }
+        waiters = [:]
+        for waiter in pending { waiter.finish(throwing: ApptimistEngineError.connection(reason)) }
+        return wasConnected
+    }
+}

@@ -1,0 +1,218 @@
+import ApptimistCrypto
+import ApptimistProtocol
+import Foundation
+import JSONDiff
+import Logging
+import SyncEngine
+import SyncStore
+
+extension ApptimistClient {
+    /// READ of every file the store knows and of the service's access-control files: each one
+    /// read is the file's state now; a known file the service no longer has is removed.
+    func refreshFiles() async throws {
+        let bucket = ApptimistBuckets.files
+        var names = Set(ApptimistBuckets.reservedFiles)
+        for item in try store.localIndex(bucket: bucket).index { names.insert(ApptimistFileName.name(ofKey: item.key)) }
+        for name in names.sorted() {
+            let filename = Array(name.utf8)
+            let answer = try await request(
+                .read(ApptimistFileFields(publicKey: configuration.identity.encryption.publicKey, filename: filename)),
+                answer: AnswerKey(type: .read, subject: filename))
+            let key = ApptimistFileName.key(of: name)
+            if answer.error == 0 {
+                try mirror.apply(state: Self.fileFormat.value(of: answer.data), key: key, bucket: bucket)
+            } else if ApptimistFileName.isNotFound(answer.error) {
+                try mirror.remove(key: key, bucket: bucket)
+            } else {
+                logger.info("apptimist: READ \(name): \(answer.reason)")
+            }
+        }
+    }
+
+    /// Sends what the store owes, oldest first per bucket, one request at a time. Stops at a
+    /// failure that is not the change's own (the connection): the rest goes after a reconnect.
+    func flush() async {
+        guard !sending else {
+            flushAgain = true
+            return
+        }
+        sending = true
+        defer { sending = false }
+        repeat {
+            flushAgain = false
+            for bucket in ApptimistBuckets.all {
+                let owed: [OutgoingChange]
+                do { owed = try store.outgoingChanges(bucket: bucket) } catch {
+                    logger.error("apptimist: cannot read what \(bucket) owes: \(error)")
+                    continue
+                }
+                for change in owed {
+                    if case .rejected = change.state { continue }
+                    guard connection != nil, refreshed else { return }
+                    do {
+                        try await send(change)
+                    } catch {
+                        logger.warning("apptimist: \(change.bucket)/\(change.key) waits to be sent: \(error)")
+                        return
+                    }
+                }
+            }
+        } while flushAgain
+    }
+
+    private func send(_ change: OutgoingChange) async throws {
+        switch change.bucket {
+        case ApptimistBuckets.files: try await sendFile(change)
+        case ApptimistBuckets.messages: try await sendMessageRemoval(change)
+        case ApptimistBuckets.outbox: try await sendOutbox(change)
+        default: try refuse(change, code: 400, "not an Apptimist bucket: nothing is sent from it")
+        }
+    }
+
+    /// A saved file: LOCK, then WRITE of its whole bytes; a removed one: REMOVE. A refusal
+    /// (the lock held by another, no right to write) marks the save rejected, bytes kept.
+    private func sendFile(_ change: OutgoingChange) async throws {
+        let name = ApptimistFileName.name(ofKey: change.key)
+        if ApptimistBuckets.reservedFiles.contains(name) {
+            return try refuse(change, code: 403, "\(name) is an access-control file the service keeps: it is read here, never written")
+        }
+        guard let filename = ApptimistFileName.wireName(name) else {
+            return try refuse(change, code: 400, "\(name) is no Apptimist file name (1 to 255 bytes, no `/`)")
+        }
+        let fields = ApptimistFileFields(publicKey: configuration.identity.encryption.publicKey, filename: filename)
+        guard let value = try mirror.value(sentBy: change) else {
+            let answer = try await request(.remove(fields), answer: AnswerKey(type: .remove, subject: filename))
+            guard answer.error == 0 || ApptimistFileName.isNotFound(answer.error) else {
+                return try refuse(change, code: Int(answer.error), "REMOVE refused: \(answer.reason)")
+            }
+            try acknowledge(change)
+            return
+        }
+        let bytes = Self.fileFormat.bytes(of: value) ?? []
+        let lock = try await request(.lock(fields), answer: AnswerKey(type: .lock, subject: filename))
+        guard lock.error == 0 || ApptimistFileName.isNotFound(lock.error) else {
+            return try refuse(change, code: Int(lock.error), "LOCK refused: \(lock.reason)")
+        }
+        let written = try await request(.write(fields), answer: AnswerKey(type: .write, subject: filename), data: bytes)
+        guard written.error == 0 else {
+            return try refuse(change, code: Int(written.error), "WRITE refused: \(written.reason)")
+        }
+        try acknowledge(change)
+    }
+
+    /// A message file removed: TRUNCATE, done when the service echoes it. Messages cannot be
+    /// changed (the view keeps such bytes locally); a change that gets here anyway is refused.
+    private func sendMessageRemoval(_ change: OutgoingChange) async throws {
+        guard case .remove = change.operation else {
+            return try refuse(change, code: 403, "a message cannot be changed: its bytes are what was sent")
+        }
+        guard let id = Hex.bytes(change.key), id.count == 64 else {
+            try acknowledge(change)
+            return
+        }
+        _ = try await request(.truncate(messageID: id), answer: AnswerKey(type: .truncate, subject: id))
+        // The echo removed it from the store already (as it does for the user's other devices).
+        if let entity = try store.entity(bucket: change.bucket, key: change.key), entity.version != nil, !entity.deletedPending {
+            try acknowledge(change)
+        }
+    }
+
+    /// A file saved in the outbox: one MESSAGE per recipient it names, each sealed for that
+    /// recipient. It stays (state sent) until the service echoes it; it then moves into messages.
+    private func sendOutbox(_ change: OutgoingChange) async throws {
+        guard let value = try mirror.value(sentBy: change) else {
+            // Removed before it went (or after its echo): nothing to tell the service.
+            try acknowledge(change)
+            return
+        }
+        if change.state == .sent { return }
+        let data = Self.fileFormat.bytes(of: value) ?? []
+        let recipients: [[UInt8]]
+        switch OutboxRecipients.parse(data) {
+        case .success(let keys): recipients = keys
+        case .failure(let problem): return try refuse(change, code: 400, problem.description)
+        }
+        let me = configuration.identity.encryption.publicKey
+        let time = UInt64(max(0, Date().timeIntervalSince1970))
+        for recipient in recipients {
+            try await write(.message(time: time, recipient: recipient, to: recipient, from: me), data: data, for: recipient)
+        }
+        try store.markSent(ccids: [change.ccid])
+    }
+
+    /// One of this user's messages came back from the service: the outbox file holding those
+    /// bytes has gone out, and leaves the outbox (the message shows in messages/).
+    func outboxEchoed(_ data: [UInt8]) throws {
+        let bucket = ApptimistBuckets.outbox
+        for item in try store.localIndex(bucket: bucket).index {
+            guard let entity = try store.entity(bucket: bucket, key: item.key), let value = entity.value,
+                Self.fileFormat.bytes(of: value) == data
+            else { continue }
+            for change in try store.outgoingChanges(bucket: bucket) where change.key == item.key {
+                try acknowledge(change)
+            }
+            try mirror.remove(key: item.key, bucket: bucket)
+            return
+        }
+    }
+
+    private func acknowledge(_ change: OutgoingChange) throws {
+        if try mirror.acknowledge(change) { flushAgain = true }
+    }
+
+    private func refuse(_ change: OutgoingChange, code: Int, _ reason: String) throws {
+        logger.error("apptimist: refused, \(change.bucket)/\(change.key): \(reason)")
+        try store.refuse(ccid: change.ccid, code: code, reason: reason)
+    }
+}
+
+/// File names on the service and entity keys in the store. A key is the name with every byte
+/// outside `[A-Za-z0-9._@-]` as `%XX` (as the file system names keys), so `my file` is the key
+/// `my%20file` and shows as `files/my file`.
+enum ApptimistFileName {
+    private static let plain = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._@-")
+
+    static func key(of name: String) -> String {
+        name.addingPercentEncoding(withAllowedCharacters: plain) ?? name
+    }
+
+    static func name(ofKey key: String) -> String {
+        key.removingPercentEncoding ?? key
+    }
+
+    /// The name as the protocol carries it: a Linux file name, not a path.
+    static func wireName(_ name: String) -> [UInt8]? {
+        let bytes = Array(name.utf8)
+        guard !bytes.isEmpty, bytes.count <= 255, !bytes.contains(UInt8(ascii: "/")), !bytes.contains(0), name != ".", name != ".."
+        else { return nil }
+        return bytes
+    }
+
+    /// The codes a service answers for a file it does not have (ENOENT, HTTP's 404).
+    static func isNotFound(_ error: UInt16) -> Bool { error == 2 || error == 404 }
+}
+
+/// Who an outbox file goes to: its first line, `To: KEY[, KEY...]`, each KEY a recipient's
+/// public encryption key as 64 hex digits. The whole file, that line included, is the message.
+public enum OutboxRecipients {
+    public struct Problem: Error, CustomStringConvertible, Sendable {
+        public let description: String
+    }
+
+    public static func parse(_ data: [UInt8]) -> Result<[[UInt8]], Problem> {
+        let firstLine = data.prefix { $0 != UInt8(ascii: "\n") }
+        let line = String(decoding: firstLine, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard line.lowercased().hasPrefix("to:") else {
+            return .failure(Problem(description: "no recipients: an outbox file starts with a line `To: KEY[, KEY...]` (public keys, 64 hex digits)"))
+        }
+        var keys: [[UInt8]] = []
+        for part in line.dropFirst(3).split(whereSeparator: { $0 == "," || $0 == " " }) where !part.isEmpty {
+            guard let key = Hex.bytes(String(part)), key.count == 32 else {
+                return .failure(Problem(description: "`\(part)` is no recipient: a public key is 64 hex digits"))
+            }
+            if !keys.contains(key) { keys.append(key) }
+        }
+        guard !keys.isEmpty else { return .failure(Problem(description: "the To: line names no recipient")) }
+        return .success(keys)
+    }
+}

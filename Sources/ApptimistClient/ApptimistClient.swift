@@ -1,0 +1,143 @@
+import ApptimistCrypto
+import ApptimistProtocol
+import ApptimistSession
+import Foundation
+import JSONDiff
+import Logging
+import SyncEngine
+import SyncStore
+
+/// The Apptimist engine: one WebSocket to the service, LOGIN with the user's signed key, the
+/// user's files (READ at each connection, LOCK and WRITE for a save, REMOVE), the message stream
+/// (MESSAGE in, replayed from the last one seen; TRUNCATE), and the outbox (MESSAGE out). The
+/// store is the source of truth, as for every engine: saves are durable before they get here
+/// and are sent (again) once connected.
+public actor ApptimistClient: SyncEngine {
+    public nonisolated let store: SyncStore
+    let configuration: ApptimistConfiguration
+    let mirror: CountedVersionMirror
+    let logger: Logger
+    let address: ApptimistSocket.Address
+    static let fileFormat = BytesFieldFormat()
+    static let messageFormat = BytesFieldFormat(readOnly: true)
+
+    var running = false
+    var loopTask: Task<Void, Never>?
+    var wakeUp: CheckedContinuation<Void, Never>?
+    /// The open connection: its channel (sealing state) and writer; nil while offline.
+    var connection: Connection?
+    /// Files read since the connection opened (idle waits for them).
+    var refreshed = false
+    var sending = false
+    var flushAgain = false
+    /// Requests waiting for their answer, by the answer they wait for.
+    var waiters: [AnswerKey: [AsyncThrowingStream<ApptimistAnswer, Error>.Continuation]] = [:]
+
+    struct Connection {
+        var channel: ApptimistChannel
+        let writer: ApptimistSocketWriter
+    }
+
+    let stateBroadcaster = Broadcaster<ConnectionState>(initial: .stopped)
+    let progressBroadcaster = Broadcaster<SyncProgress>()
+    let authFailureBroadcaster = Broadcaster<BucketAuthFailure>()
+
+    static let headSetting = "apptimist.head"
+    static let versionSetting = "apptimist.version"
+
+    public init(configuration: ApptimistConfiguration, store: SyncStore, logger: Logger = Logger(label: "bucketfs.apptimist")) throws {
+        address = try ApptimistSocket.Address(url: configuration.serverURL)
+        for bucket in ApptimistBuckets.all {
+            try store.setFileFormat(bucket == ApptimistBuckets.messages ? Self.messageFormat : Self.fileFormat, forBucket: bucket)
+        }
+        self.configuration = configuration
+        self.store = store
+        mirror = CountedVersionMirror(store: store)
+        self.logger = logger
+    }
+
+    // MARK: - SyncEngine
+
+    public func start() {
+        guard !running else { return }
+        running = true
+        loopTask = Task { await self.connectionLoop() }
+    }
+
+    public func stop() async {
+        running = false
+        let task = loopTask
+        loopTask = nil
+        await connection?.writer.close()
+        wake()
+        task?.cancel()
+        await task?.value
+        stateBroadcaster.publish(.stopped)
+    }
+
+    public func send(_ changes: [OutgoingChange]) async {
+        guard connection != nil else { return }
+        await flush()
+    }
+
+    public func addBucket(_ name: String) async throws {
+        guard ApptimistBuckets.all.contains(name) else {
+            throw ApptimistEngineError.configuration("an Apptimist mount holds files, messages and outbox only, not \(name)")
+        }
+    }
+
+    public func stopSyncing(_ name: String) async {}
+
+    public func reconnectNow() { wake() }
+
+    public func isIdle() -> Bool {
+        guard connection != nil, refreshed, !sending else { return false }
+        for bucket in ApptimistBuckets.all {
+            guard let owed = try? store.outgoingChanges(bucket: bucket) else { return false }
+            // An outbox message sent waits for its echo; a refusal waits for the user.
+            if owed.contains(where: { change in
+                if case .rejected = change.state { return false }
+                return true
+            }) { return false }
+        }
+        return true
+    }
+
+    public nonisolated func connectionStates() -> AsyncStream<ConnectionState> { stateBroadcaster.stream() }
+    public nonisolated func progress() -> AsyncStream<SyncProgress> { progressBroadcaster.stream() }
+    public nonisolated func authFailures() -> AsyncStream<BucketAuthFailure> { authFailureBroadcaster.stream() }
+
+    public nonisolated var currentServer: ServerInUse? { ServerInUse(url: configuration.serverURL, position: 1, count: 1) }
+
+    func wake() {
+        let continuation = wakeUp
+        wakeUp = nil
+        continuation?.resume()
+    }
+
+    func sleepUnlessWoken(_ delay: Duration) async {
+        let sleeper = Task { try? await Task.sleep(for: delay); self.wake() }
+        await withCheckedContinuation { continuation in
+            if !running { continuation.resume() } else { wakeUp = continuation }
+        }
+        sleeper.cancel()
+    }
+}
+
+/// What a request waits for: an answer PDU of its type about its file (or message id).
+struct AnswerKey: Hashable {
+    let type: ApptimistPDUType
+    let subject: [UInt8]
+}
+
+/// An answer to a file request: its error code (0: done) and its opened data.
+struct ApptimistAnswer: Sendable {
+    let error: UInt16
+    let data: [UInt8]
+
+    /// The service's description of an error, as text.
+    var reason: String {
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? "error \(error)" : "error \(error): \(text)"
+    }
+}
