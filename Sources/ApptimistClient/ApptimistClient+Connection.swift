@@ -1,6 +1,5 @@
 import ApptimistCrypto
 import ApptimistProtocol
-import ApptimistSession
 import Foundation
 import JSONDiff
 import Logging
@@ -24,7 +23,7 @@ extension ApptimistClient {
             let started = ContinuousClock.now
             do {
                 try await connectOnce()
-            } catch let error as ApptimistChannelError where error.isSequenceExhausted {
+            } catch ApptimistChannelError.protocol(.sequenceExhausted) {
                 reason = "the connection's sequence is used up; reopening with a fresh key"
                 reopenAtOnce = true
             } catch {
@@ -49,7 +48,7 @@ extension ApptimistClient {
     private func connectOnce() async throws {
         let ephemeral = try BoxKeyPair.generate()
         try await ApptimistSocket.connect(
-            address, query: Hex.string(ephemeral.publicKey), subprotocols: configuration.offeredSubprotocols,
+            address, query: ApptimistHex.encode(ephemeral.publicKey), subprotocols: configuration.offeredSubprotocols,
             maxMessageBytes: configuration.maxMessageBytes, timeout: configuration.connectTimeout
         ) { accepted, messages, writer in
             let version = try await self.negotiated(accepted)
@@ -76,27 +75,35 @@ extension ApptimistClient {
     private func serve(
         version: ApptimistVersion, ephemeral: BoxKeyPair, messages: AsyncThrowingStream<[UInt8], Error>, writer: ApptimistSocketWriter
     ) async throws {
-        let channel = ApptimistChannel(
-            version: version, own: ephemeral, peerPublicKey: configuration.service.encryptionKey,
-            seedNonce: configuration.service.seedNonce)
+        let channel = try ApptimistChannel(
+            version: version, own: ephemeral, peerPublicKey: configuration.service.publicKey,
+            serviceDataNonce: configuration.service.dataNonce)
         connection = Connection(channel: channel, writer: writer)
         let identity = configuration.identity
         try await write(.login(
-            userPublicKey: identity.encryption.publicKey, signature: try identity.signedEncryptionKey(),
+            userPublicKey: identity.box.publicKey, signature: try identity.signedBoxKey(),
             max: configuration.maxHistory, head: lastMessageID()))
-        stateBroadcaster.publish(.connected)
-        logger.info("apptimist: connected (protocol version \(version.rawValue))")
-        let work = Task { await self.afterLogin() }
-        defer { work.cancel() }
+        logger.debug("apptimist: LOGIN sent (protocol version \(version.rawValue))")
+        defer { afterLoginTask?.cancel() }
         for try await message in messages {
             try receive(message)
         }
     }
 
+    /// The service echoed LOGIN: the account took the key. The queued messages follow by
+    /// themselves; the files are read, then what is owed is sent.
+    private func loggedIn() {
+        guard !loggedInNow else { return }
+        loggedInNow = true
+        stateBroadcaster.publish(.connected)
+        logger.info("apptimist: logged in to \(configuration.serverURL) (protocol version \(connection?.channel.version.rawValue ?? 0))")
+        afterLoginTask = Task { await self.afterLogin() }
+    }
+
     /// LOGIN's `head`: the last message this mount stored (zeros: every message queued).
     func lastMessageID() -> [UInt8] {
         let kept: String? = (try? store.engineSetting(Self.headSetting)) ?? nil
-        guard let kept, let id = Hex.bytes(kept), id.count == 64 else { return [UInt8](repeating: 0, count: 64) }
+        guard let kept, let id = ApptimistHex.decode(kept), id.count == 64 else { return [UInt8](repeating: 0, count: 64) }
         return id
     }
 
@@ -121,15 +128,15 @@ extension ApptimistClient {
     func write(_ pdu: ApptimistPDU, data: [UInt8]? = nil, for recipient: [UInt8]? = nil) async throws {
         guard var current = connection else { throw ApptimistEngineError.connection("not connected") }
         let frame: [UInt8]
-        do throws(ApptimistChannelError) {
-            var sealedData: ApptimistSealedData?
+        do {
+            var sealedData = ApptimistSealedData.none
             if let data {
-                let reader: [UInt8] = recipient ?? configuration.service.encryptionKey
-                sealedData = try current.channel.sealData(data, for: reader, by: configuration.identity.encryption.secretKey)
+                let reader: [UInt8] = recipient ?? configuration.service.publicKey
+                sealedData = try current.channel.sealData(data, to: reader, from: configuration.identity.box.secretKey)
             }
             frame = try current.channel.seal(pdu, data: sealedData)
         } catch {
-            if error.isSequenceExhausted { await current.writer.close() }
+            if case ApptimistChannelError.protocol(.sequenceExhausted) = error { await current.writer.close() }
             throw error
         }
         connection?.channel = current.channel
@@ -146,36 +153,39 @@ extension ApptimistClient {
         case .message(let time, _, let to, let from):
             try receiveMessage(received, time: time, to: to, from: from)
         case .truncate(let id):
-            try mirror.remove(key: Hex.string(id), bucket: ApptimistBuckets.messages)
+            try mirror.remove(key: ApptimistHex.encode(id), bucket: ApptimistBuckets.messages)
             answer(AnswerKey(type: .truncate, subject: id), ApptimistAnswer(error: 0, data: []))
         case .read(let fields), .lock(let fields), .write(let fields), .remove(let fields):
-            let data = fields.error == 0 && received.frame.sealedData.isEmpty ? [] : try openFromService(received)
+            let data = received.data.isEmpty ? [] : try openFromService(received)
             answer(AnswerKey(type: received.pdu.type, subject: fields.filename), ApptimistAnswer(error: fields.error, data: data))
         case .redirect(let uri):
             logger.notice("apptimist: the service redirects to \(String(decoding: uri, as: UTF8.self)); reconnecting")
             Task { await self.connection?.writer.close() }
-        case .login, .new, .del, .pause, .resume, .vouch, .vouchers, .searchByName, .searchByUID, .searchByKey, .user:
+        case .login:
+            loggedIn()
+        case .new, .del, .pause, .resume, .vouch, .vouchers, .searchByName, .searchByUID, .searchByKey, .user:
             logger.debug("apptimist: \(received.pdu.type) from the service, not used by the mount")
         }
     }
 
-    private func openFromService(_ received: ApptimistReceivedPDU) throws -> [UInt8] {
+    private func openFromService(_ received: ApptimistReceived) throws -> [UInt8] {
         guard let connection else { throw ApptimistEngineError.connection("not connected") }
         return try connection.channel.openData(
-            received, from: configuration.service.encryptionKey, with: configuration.identity.encryption.secretKey)
+            received.data, from: configuration.service.publicKey, to: configuration.identity.box.secretKey)
     }
 
     /// A message for this user (or one it sent, echoed): stored under its id, the head moved on.
-    private func receiveMessage(_ received: ApptimistReceivedPDU, time: UInt64, to: [UInt8], from: [UInt8]) throws {
+    private func receiveMessage(_ received: ApptimistReceived, time: UInt64, to: [UInt8], from: [UInt8]) throws {
         guard let connection else { return }
-        let me = configuration.identity.encryption.publicKey
+        let me = configuration.identity.box.publicKey
         // A box opens with the other party's public key on either side (crypto_box's key is shared).
         let other = from == me ? to : from
-        let data = try connection.channel.openData(received, from: other, with: configuration.identity.encryption.secretKey)
-        let id = Hex.string(try received.messageID())
+        let data = try connection.channel.openData(received.data, from: other, to: configuration.identity.box.secretKey)
+        // The seed's id: sha512 of the header as sent and the data part as in the frame.
+        let id = ApptimistHex.encode(try SHA512.digest(received.headerBytes + received.data.wireBytes))
         var value = Self.messageFormat.value(of: data)
-        value["from"] = .string(Hex.string(from))
-        value["to"] = .string(Hex.string(to))
+        value["from"] = .string(ApptimistHex.encode(from))
+        value["to"] = .string(ApptimistHex.encode(to))
         value["time"] = .integer(Int64(clamping: time))
         try mirror.apply(state: value, key: id, bucket: ApptimistBuckets.messages)
         try store.setEngineSetting(Self.headSetting, to: id)
@@ -213,9 +223,13 @@ extension ApptimistClient {
 
     /// Returns whether the connection had logged in; fails every request waiting for an answer.
     func connectionEnded(_ reason: String) -> Bool {
-        let wasConnected = connection != nil
+        let wasConnected = loggedInNow
         connection = nil
+        loggedInNow = false
         refreshed = false
+        sentOnThisConnection = []
+        afterLoginTask?.cancel()
+        afterLoginTask = nil
         let pending = waiters.values.flatMap { $0 }
         waiters = [:]
         for waiter in pending { waiter.finish(throwing: ApptimistEngineError.connection(reason)) }

@@ -12,11 +12,11 @@ extension ApptimistClient {
     func refreshFiles() async throws {
         let bucket = ApptimistBuckets.files
         var names = Set(ApptimistBuckets.reservedFiles)
-        for item in try store.localIndex(bucket: bucket).index { names.insert(ApptimistFileName.name(ofKey: item.key)) }
+        for key in try entityKeys(bucket) { names.insert(ApptimistFileName.name(ofKey: key)) }
         for name in names.sorted() {
             let filename = Array(name.utf8)
             let answer = try await request(
-                .read(ApptimistFileFields(publicKey: configuration.identity.encryption.publicKey, filename: filename)),
+                .read(ApptimistFileFields(publicKey: configuration.identity.box.publicKey, filename: filename)),
                 answer: AnswerKey(type: .read, subject: filename))
             let key = ApptimistFileName.key(of: name)
             if answer.error == 0 {
@@ -79,7 +79,7 @@ extension ApptimistClient {
         guard let filename = ApptimistFileName.wireName(name) else {
             return try refuse(change, code: 400, "\(name) is no Apptimist file name (1 to 255 bytes, no `/`)")
         }
-        let fields = ApptimistFileFields(publicKey: configuration.identity.encryption.publicKey, filename: filename)
+        let fields = ApptimistFileFields(publicKey: configuration.identity.box.publicKey, filename: filename)
         guard let value = try mirror.value(sentBy: change) else {
             let answer = try await request(.remove(fields), answer: AnswerKey(type: .remove, subject: filename))
             guard answer.error == 0 || ApptimistFileName.isNotFound(answer.error) else {
@@ -106,7 +106,7 @@ extension ApptimistClient {
         guard case .remove = change.operation else {
             return try refuse(change, code: 403, "a message cannot be changed: its bytes are what was sent")
         }
-        guard let id = Hex.bytes(change.key), id.count == 64 else {
+        guard let id = ApptimistHex.decode(change.key), id.count == 64 else {
             try acknowledge(change)
             return
         }
@@ -125,34 +125,46 @@ extension ApptimistClient {
             try acknowledge(change)
             return
         }
-        if change.state == .sent { return }
+        // Sent on this connection: its echo is on the way. Sent on an earlier one and not echoed
+        // (replayed after head) by now: sent again (a message goes at least once).
+        if sentOnThisConnection.contains(change.ccid) { return }
         let data = Self.fileFormat.bytes(of: value) ?? []
         let recipients: [[UInt8]]
         switch OutboxRecipients.parse(data) {
         case .success(let keys): recipients = keys
         case .failure(let problem): return try refuse(change, code: 400, problem.description)
         }
-        let me = configuration.identity.encryption.publicKey
+        let me = configuration.identity.box.publicKey
         let time = UInt64(max(0, Date().timeIntervalSince1970))
+        // Marked before it goes: the echo may be handled while the last PDU is being written.
+        try store.markSent(ccids: [change.ccid])
         for recipient in recipients {
             try await write(.message(time: time, recipient: recipient, to: recipient, from: me), data: data, for: recipient)
         }
-        try store.markSent(ccids: [change.ccid])
+        sentOnThisConnection.insert(change.ccid)
     }
 
     /// One of this user's messages came back from the service: the outbox file holding those
     /// bytes has gone out, and leaves the outbox (the message shows in messages/).
     func outboxEchoed(_ data: [UInt8]) throws {
         let bucket = ApptimistBuckets.outbox
-        for item in try store.localIndex(bucket: bucket).index {
-            guard let entity = try store.entity(bucket: bucket, key: item.key), let value = entity.value,
+        for key in try entityKeys(bucket) {
+            guard let entity = try store.entity(bucket: bucket, key: key), let value = entity.value,
                 Self.fileFormat.bytes(of: value) == data
             else { continue }
-            for change in try store.outgoingChanges(bucket: bucket) where change.key == item.key {
+            for change in try store.outgoingChanges(bucket: bucket) where change.key == key {
                 try acknowledge(change)
             }
-            try mirror.remove(key: item.key, bucket: bucket)
+            try mirror.remove(key: key, bucket: bucket)
             return
+        }
+    }
+
+    /// Every entity of the bucket, sent or not (the store's index holds only what the server has).
+    private func entityKeys(_ bucket: String) throws -> [String] {
+        try store.entries(bucket: bucket).compactMap { entry in
+            if case .entity(let key) = entry.name { return key }
+            return nil
         }
     }
 
@@ -207,7 +219,7 @@ public enum OutboxRecipients {
         }
         var keys: [[UInt8]] = []
         for part in line.dropFirst(3).split(whereSeparator: { $0 == "," || $0 == " " }) where !part.isEmpty {
-            guard let key = Hex.bytes(String(part)), key.count == 32 else {
+            guard let key = ApptimistHex.decode(String(part)), key.count == 32 else {
                 return .failure(Problem(description: "`\(part)` is no recipient: a public key is 64 hex digits"))
             }
             if !keys.contains(key) { keys.append(key) }

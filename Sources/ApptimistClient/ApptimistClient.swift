@@ -1,6 +1,5 @@
 import ApptimistCrypto
 import ApptimistProtocol
-import ApptimistSession
 import Foundation
 import JSONDiff
 import Logging
@@ -26,9 +25,14 @@ public actor ApptimistClient: SyncEngine {
     var wakeUp: CheckedContinuation<Void, Never>?
     /// The open connection: its channel (sealing state) and writer; nil while offline.
     var connection: Connection?
+    /// The service echoed this connection's LOGIN.
+    var loggedInNow = false
+    var afterLoginTask: Task<Void, Never>?
     /// Files read since the connection opened (idle waits for them).
     var refreshed = false
     var sending = false
+    /// Outbox changes whose MESSAGEs went on the current connection.
+    var sentOnThisConnection: Set<String> = []
     var flushAgain = false
     /// Requests waiting for their answer, by the answer they wait for.
     var waiters: [AnswerKey: [AsyncThrowingStream<ApptimistAnswer, Error>.Continuation]] = [:]
@@ -91,7 +95,7 @@ public actor ApptimistClient: SyncEngine {
     public func reconnectNow() { wake() }
 
     public func isIdle() -> Bool {
-        guard connection != nil, refreshed, !sending else { return false }
+        guard loggedInNow, refreshed, !sending else { return false }
         for bucket in ApptimistBuckets.all {
             guard let owed = try? store.outgoingChanges(bucket: bucket) else { return false }
             // An outbox message sent waits for its echo; a refusal waits for the user.

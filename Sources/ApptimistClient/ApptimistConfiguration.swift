@@ -7,8 +7,9 @@ public struct ApptimistConfiguration: Sendable {
     public var serverURL: String
     /// The user's key pairs (the identity file).
     public var identity: ApptimistIdentity
-    /// What the device knows of the service: its encryption key, signing key, and signature.
-    public var service: ApptimistPublicKeys
+    /// What the device knows of the service (its key document, signature checked): its box key
+    /// and its self-signature, whose first bytes start every header nonce.
+    public var service: ApptimistServiceKey
     /// The lowest version accepted: version 2 once a server was seen speaking it (so an attacker
     /// on the plain path cannot strip the offer and force version 1).
     public var minimumVersion: ApptimistVersion = .v1
@@ -27,7 +28,7 @@ public struct ApptimistConfiguration: Sendable {
     /// Tests only: the versions offered (default: every version, most preferred first).
     public var offeredSubprotocols: [String] = ApptimistVersion.offered
 
-    public init(serverURL: String, identity: ApptimistIdentity, service: ApptimistPublicKeys) {
+    public init(serverURL: String, identity: ApptimistIdentity, service: ApptimistServiceKey) {
         self.serverURL = serverURL
         self.identity = identity
         self.service = service
