@@ -37,7 +37,7 @@ struct Login: AsyncParsableCommand {
     @Option(help: "An Apptimist remote: the identity file (kept by path; its keys log in, no password).")
     var identity: String?
 
-    @Option(name: .customLong("service-key"), help: "An Apptimist remote: the service's public key card (256 hex digits).")
+    @Option(name: .customLong("service-key"), help: "An Apptimist remote: the service's key document file (bucketfs apptimist service-key), kept by path.")
     var serviceKey: String?
 
     @Option(name: .customLong("api-key"), help: "The X-Simperium-API-Key (default: the app id).")
@@ -98,12 +98,13 @@ struct Login: AsyncParsableCommand {
         guard let server = server.first ?? saved?.servers.first, server.hasPrefix("ws://") else {
             throw CommandError("an Apptimist remote needs --server ws://HOST[:PORT]/SERVICE")
         }
-        guard let identity = identity.map(Paths.absolute) ?? saved?.identity, let serviceKey = serviceKey ?? saved?.serviceKey else {
-            throw CommandError("an Apptimist remote needs --identity FILE and --service-key KEY")
+        guard let identity = identity.map(Paths.absolute) ?? saved?.identity, let serviceKey = serviceKey.map(Paths.absolute) ?? saved?.serviceKey
+        else {
+            throw CommandError("an Apptimist remote needs --identity FILE and --service-key FILE")
         }
         do {
-            _ = try ApptimistIdentity.load(path: identity)
-            _ = try ApptimistPublicKeys(hex: serviceKey)
+            _ = try ApptimistIdentity(file: identity)
+            _ = try ApptimistServiceKey(json: FileManager.default.contents(atPath: serviceKey) ?? Data(serviceKey.utf8))
         } catch {
             throw CommandError("\(error)")
         }

@@ -34,7 +34,7 @@ struct Mount: AsyncParsableCommand {
 
     @Option(
         name: .customLong("protocol"),
-        help: "The sync protocol of --server: simperium, telepat (--server http(s)://HOST[:PORT] --app-id ID --api-key KEY, --user or --token, --bucket CONTEXT/MODEL), or apptimist (--server ws://HOST[:PORT]/SERVICE --identity FILE --service-key KEY). Default: a --remote's saved protocol, else simperium.")
+        help: "The sync protocol of --server: simperium, telepat (--server http(s)://HOST[:PORT] --app-id ID --api-key KEY, --user or --token, --bucket CONTEXT/MODEL), or apptimist (--server ws://HOST[:PORT]/SERVICE --identity FILE --service-key FILE). Default: a --remote's saved protocol, else simperium.")
     var syncProtocol: SyncProtocolName?
 
     @Option(help: "With --protocol apptimist: the identity file holding your key pairs (mode 0600, from bucketfs apptimist keygen).")
@@ -42,7 +42,7 @@ struct Mount: AsyncParsableCommand {
 
     @Option(
         name: .customLong("service-key"),
-        help: "With --protocol apptimist: the service's public key card (256 hex digits, from the service's operator), or a file holding it.")
+        help: "With --protocol apptimist: the service's key document (a file, or the JSON itself: what `bucketfs apptimist service-key` prints and GET /SERVICE answers), pinned: its signature is checked.")
     var serviceKey: String?
 
     @Option(help: "A remote saved by `bucketfs login NAME` (server, app id and token).")
@@ -129,7 +129,7 @@ struct Mount: AsyncParsableCommand {
                 throw ValidationError("--protocol apptimist takes one --server ws://HOST[:PORT]/SERVICE")
             }
             guard identity != nil, serviceKey != nil else {
-                throw ValidationError("--protocol apptimist needs --identity FILE and --service-key KEY")
+                throw ValidationError("--protocol apptimist needs --identity FILE and --service-key FILE")
             }
             guard token == nil, user == nil, appID == nil, authURL == nil, buckets.isEmpty, textFields.isEmpty else {
                 throw ValidationError("an Apptimist mount takes --server, --identity and --service-key (its directories are files, messages and outbox)")
@@ -409,13 +409,12 @@ private struct MountSession {
     /// The Apptimist engine of `--identity` and `--service-key` (its buckets show bytes, not JSON).
     private func apptimistEngine(serverURL: String, identity: String?, serviceKey: String?, store: SyncStore) throws -> ApptimistClient {
         guard let identityPath = identity, let serviceKey else {
-            throw CommandError("--protocol apptimist needs --identity FILE and --service-key KEY")
+            throw CommandError("--protocol apptimist needs --identity FILE and --service-key FILE")
         }
         do {
-            let identity = try ApptimistIdentity.load(path: Paths.absolute(identityPath))
-            let cardText = FileManager.default.fileExists(atPath: serviceKey)
-                ? (try? String(contentsOfFile: serviceKey, encoding: .utf8)) ?? "" : serviceKey
-            let service = try ApptimistPublicKeys(hex: cardText)
+            let identity = try ApptimistIdentity(file: Paths.absolute(identityPath))
+            let document = FileManager.default.contents(atPath: Paths.absolute(serviceKey)) ?? Data(serviceKey.utf8)
+            let service = try ApptimistServiceKey(json: document)
             let configuration = ApptimistConfiguration(serverURL: serverURL, identity: identity, service: service)
             return try ApptimistClient(configuration: configuration, store: store, logger: logger)
         } catch {
