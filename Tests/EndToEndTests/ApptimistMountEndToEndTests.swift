@@ -1,0 +1,227 @@
+import Foundation
+import Testing
+
+/// Apptimist mounts (`--protocol apptimist`) against the real `bucketfs serve --apptimist`, with
+/// an independent client (Tests/Peers/apptimist_peer.py: PyNaCl and websocket-client) on the
+/// other side: files the mount writes are READ there, messages sent there show in messages/,
+/// outbox files reach it, a lock it holds refuses the mount's save, and offline saves, kill -9
+/// and a server restart lose nothing.
+@Suite(.serialized, .timeLimit(.minutes(5)))
+struct ApptimistMountEndToEndTests {
+    static let service = "notes"
+    static let peerScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Peers/apptimist_peer.py").path
+
+    /// An identity made with `bucketfs apptimist keygen`: its file and its keys in hex.
+    struct User {
+        let file: String
+        let publicKey: String
+        let boxSecret: String
+        let signSeed: String
+
+        static func make(_ sandbox: Sandbox, _ name: String, data: String) throws -> User {
+            let file = sandbox.root + "/\(name).identity"
+            let made = try sandbox.bucketfs(["apptimist", "keygen", file])
+            guard made.status == 0 else { throw SandboxError("keygen failed: \(made.stderr)") }
+            let added = try sandbox.bucketfs(["apptimist", "user", "add", "--data", data, "--identity", file, name])
+            guard added.status == 0 else { throw SandboxError("apptimist user add failed: \(added.stderr)") }
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
+            let box = try #require(json["box"] as? [String: String])
+            let sign = try #require(json["sign"] as? [String: String])
+            return User(
+                file: file, publicKey: try #require(box["public"]), boxSecret: try #require(box["secret"]), signSeed: try #require(sign["seed"]))
+        }
+    }
+
+    struct Server {
+        let process: Background
+        let port: Int
+        let data: String
+        var url: String { "ws://127.0.0.1:\(port)/\(ApptimistMountEndToEndTests.service)" }
+
+        static func start(_ sandbox: Sandbox, data: String, port: Int = 0) throws -> Server {
+            let process = try sandbox.start(
+                ["serve", "--data", data, "--port", "\(port)", "--apptimist", service], log: "server-\(UUID().uuidString.prefix(4)).log")
+            var found: Int?
+            _ = eventually(60) {
+                found = ServerProcess.port(in: process.log)
+                return found != nil || !process.isRunning
+            }
+            guard let found else { throw SandboxError("bucketfs serve --apptimist printed no port:\n\(process.logTail)") }
+            return Server(process: process, port: found, data: data)
+        }
+    }
+
+    /// A sandbox with a server's data directory, alice and bob, and the service key document.
+    struct World {
+        let sandbox: Sandbox
+        let data: String
+        let alice: User
+        let bob: User
+        let serviceKey: String
+
+        init() throws {
+            sandbox = try Sandbox()
+            data = try sandbox.directory("server")
+            alice = try User.make(sandbox, "alice", data: data)
+            bob = try User.make(sandbox, "bob", data: data)
+            let key = try sandbox.bucketfs(["apptimist", "service-key", "--data", data, "--service", ApptimistMountEndToEndTests.service])
+            guard key.status == 0 else { throw SandboxError("apptimist service-key failed: \(key.stderr)") }
+            serviceKey = sandbox.root + "/service.json"
+            try Data(key.stdout.utf8).write(to: URL(fileURLWithPath: serviceKey))
+        }
+
+        func mount(_ name: String, as user: User, on server: Server) throws -> MountProcess {
+            try MountProcess(sandbox, at: name, arguments: [
+                "--protocol", "apptimist", "--server", server.url, "--identity", user.file, "--service-key", serviceKey,
+                "--store", sandbox.root + "/\(name).sqlite", "--verbose",
+            ])
+        }
+    }
+
+    /// Runs the independent client as `user` with `commands` (after connect and login); its answers.
+    /// `head`: LOGIN's, the last message the client has (nil: every message queued for it).
+    func peer(_ server: Server, as user: User, head: String? = nil, _ commands: [[String: Any]]) throws -> [[String: Any]] {
+        let connect: [String: Any] = [
+            "op": "connect", "port": server.port, "service": Self.service, "box_secret": user.boxSecret, "sign_seed": user.signSeed,
+        ]
+        var login: [String: Any] = ["op": "login"]
+        if let head { login["head"] = head }
+        let all = [connect, login] + commands + [["op": "close"]]
+        let input = try all.map { String(decoding: try JSONSerialization.data(withJSONObject: $0), as: UTF8.self) }.joined(separator: "\n") + "\n"
+        let output = try Command.run("/usr/bin/env", ["python3", Self.peerScript, "90"], input: input, timeout: 120)
+        let answers = output.stdout.split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+        }
+        guard answers.count == all.count, answers.allSatisfy({ $0["error"] == nil }) else {
+            throw SandboxError("the peer failed: \(answers) \(output.stderr)")
+        }
+        guard answers[1]["logged_in"] as? Bool == true else { throw SandboxError("the peer did not log in: \(answers)") }
+        return Array(answers[2 ..< answers.count - 1])
+    }
+
+    func list(_ mount: MountProcess, _ directory: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: mount.path(directory))) ?? []).sorted()
+    }
+
+    func status(_ sandbox: Sandbox, _ mount: MountProcess) -> String {
+        (try? sandbox.bucketfs(["status", mount.mountPoint]).stdout) ?? ""
+    }
+
+    @Test func filesMessagesAndTheOutboxBetweenAMountAndAnIndependentClient() async throws {
+        let world = try World()
+        defer { world.sandbox.close() }
+        let server = try Server.start(world.sandbox, data: world.data)
+        let a = try world.mount("a", as: world.alice, on: server)
+        #expect(list(a, "") == ["files", "messages", "outbox"])
+
+        // A file written in the mount is LOCKed and WRITten: the other client READs its bytes.
+        try Files.write(a.path("files/hello.txt"), "hello from the mount\n")
+        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        let read = try peer(server, as: world.alice, [["op": "file", "kind": "read", "name": "hello.txt"]])
+        #expect(read[0]["code"] as? Int == 0 && read[0]["text"] as? String == "hello from the mount\n")
+
+        // A message bob sends alice shows in messages/, under its id, as its decrypted data.
+        let sent = try peer(server, as: world.bob, [["op": "message", "to": world.alice.publicKey, "text": "hi alice"]])
+        let id = try #require(sent[0]["id"] as? String)
+        #expect(await waitUntil(60) { list(a, "messages") == [id] })
+        #expect(try Files.read(a.path("messages/\(id)")) == "hi alice")
+        // Read-only: a write is refused by permissions.
+        let mode = try FileManager.default.attributesOfItem(atPath: a.path("messages/\(id)"))[.posixPermissions] as? Int
+        #expect(mode == 0o444)
+
+        // An outbox file goes to the recipient its To: line names, then moves into messages/.
+        let letter = "To: \(world.bob.publicKey)\n\nhello bob\n"
+        try Files.write(a.path("outbox/letter"), letter)
+        #expect(await waitUntil(60) { list(a, "outbox").isEmpty && list(a, "messages").count == 2 }, "\(a.process.logTail)")
+        let mine = try #require(list(a, "messages").first { $0 != id })
+        #expect(try Files.read(a.path("messages/\(mine)")) == letter)
+        // (Bob's queue holds what he sent too: he asks for what came after it.)
+        let received = try peer(server, as: world.bob, head: id, [["op": "recv", "kinds": ["message"], "timeout": 30]])
+        #expect(received[0]["text"] as? String == letter && received[0]["id"] as? String == mine)
+
+        // An outbox file naming nobody is refused, kept, and says why.
+        try Files.write(a.path("outbox/nobody"), "no recipients here\n")
+        #expect(await waitUntil(30) { status(world.sandbox, a).contains("rejected:400") })
+        #expect(try Files.read(a.path("outbox/nobody")) == "no recipients here\n")
+
+        // rm of a message TRUNCATEs it: a mount started afresh does not get it again.
+        try Command.shell("rm messages/\(id)", in: a.mountPoint)
+        #expect(await waitUntil(30) { !list(a, "messages").contains(id) })
+        let fresh = try world.mount("fresh", as: world.alice, on: server)
+        #expect(await waitUntil(60) { list(fresh, "messages") == [mine] })
+        try await Task.sleep(for: .seconds(1))
+        #expect(list(fresh, "messages") == [mine])
+
+        // rm of a file REMOVEs it on the service.
+        try Command.shell("rm files/hello.txt", in: a.mountPoint)
+        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        let gone = try peer(server, as: world.alice, [["op": "file", "kind": "read", "name": "hello.txt"]])
+        #expect(gone[0]["code"] as? Int == 2)
+    }
+
+    @Test func aLockHeldElsewhereRefusesTheSaveAndKeepsItsBytes() async throws {
+        let world = try World()
+        defer { world.sandbox.close() }
+        let server = try Server.start(world.sandbox, data: world.data)
+        let a = try world.mount("a", as: world.alice, on: server)
+        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        // The other client LOCKs the file and holds its connection (and so the lock) a while.
+        let holder = Task.detached {
+            let answers = try peer(server, as: world.alice, [
+                ["op": "file", "kind": "lock", "name": "shared.txt"], ["op": "recv", "kinds": ["none"], "timeout": 12],
+            ])
+            return answers[0]["code"] as? Int
+        }
+        try await Task.sleep(for: .seconds(4))
+        try Files.write(a.path("files/shared.txt"), "mine\n")
+        #expect(await waitUntil(30) { status(world.sandbox, a).contains("rejected:16") })
+        #expect(try Files.read(a.path("files/shared.txt")) == "mine\n")
+        #expect(try await holder.value == 0)
+    }
+
+    @Test func offlineSavesKillNineAndAServerRestartLoseNothing() async throws {
+        let world = try World()
+        defer { world.sandbox.close() }
+        var server = try Server.start(world.sandbox, data: world.data)
+        let a = try world.mount("a", as: world.alice, on: server)
+        try Files.write(a.path("files/one.txt"), "first\n")
+        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+
+        // The server goes away; the mount saves, is killed with -9, and comes back.
+        server.process.signal(SIGTERM)
+        #expect(server.process.waitForExit(timeout: 30))
+        try Files.write(a.path("files/one.txt"), "edited offline\n")
+        try Files.write(a.path("files/two.txt"), "made offline\n")
+        a.process.signal(SIGKILL)
+        #expect(a.process.waitForExit(timeout: 30))
+        try a.remount()
+        #expect(try Files.read(a.path("files/one.txt")) == "edited offline\n")
+        #expect(try Files.read(a.path("files/two.txt")) == "made offline\n")
+
+        // The server again on its port and data: both saves arrive; a message sent meanwhile shows.
+        server = try Server.start(world.sandbox, data: world.data, port: server.port)
+        #expect(await waitUntil(90) { status(world.sandbox, a).contains("0 saves waiting") })
+        let read = try peer(server, as: world.alice, [
+            ["op": "file", "kind": "read", "name": "one.txt"], ["op": "file", "kind": "read", "name": "two.txt"],
+        ])
+        #expect(read[0]["text"] as? String == "edited offline\n")
+        #expect(read[1]["text"] as? String == "made offline\n")
+        let sent = try peer(server, as: world.bob, [["op": "message", "to": world.alice.publicKey, "text": "after the restart"]])
+        let id = try #require(sent[0]["id"] as? String)
+        #expect(await waitUntil(60) { list(a, "messages") == [id] })
+        // The connection is up again, and the head kept: the message comes once.
+        try await Task.sleep(for: .seconds(1))
+        #expect(list(a, "messages") == [id])
+    }
+
+    /// Polls `condition` for up to `seconds`, sleeping without holding a pool thread.
+    func waitUntil(_ seconds: Double, _ condition: () -> Bool) async -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return condition()
+    }
+}
