@@ -13,7 +13,7 @@ import SyncStore
 /// and are sent (again) once connected.
 public actor ApptimistClient: SyncEngine {
     public nonisolated let store: SyncStore
-    let configuration: ApptimistConfiguration
+    nonisolated let configuration: ApptimistConfiguration
     let mirror: CountedVersionMirror
     let logger: Logger
     let address: ApptimistSocket.Address

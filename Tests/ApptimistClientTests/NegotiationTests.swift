@@ -1,0 +1,53 @@
+import ApptimistCrypto
+import ApptimistProtocol
+import Foundation
+import SyncStore
+import Testing
+
+@testable import ApptimistClient
+
+/// The version a connection speaks: the server's answer to the offer, never below what this
+/// mount's store has seen from it (so an attacker on the plain ws:// path cannot strip the offer).
+@Suite struct NegotiationTests {
+    func engine() throws -> (ApptimistClient, String) {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("apptimist-\(UUID().uuidString).sqlite").path
+        let service = try ApptimistServiceKey(service: "notes", identity: try .generate(name: "service"))
+        let configuration = ApptimistConfiguration(serverURL: "ws://127.0.0.1:9/notes", identity: try .generate(name: "alice"), service: service)
+        return (try ApptimistClient(configuration: configuration, store: try SyncStore(path: path)), path)
+    }
+
+    @Test func aStoreThatHasSeenVersion2RefusesVersion1() async throws {
+        let (client, path) = try engine()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        // A server that never spoke version 2 to this mount: a seed server (no answer) is version 1.
+        #expect(try await client.negotiated(nil) == .v1)
+        #expect(try await client.negotiated("apptimist.v1") == .v1)
+        #expect(try await client.negotiated("apptimist.v2") == .v2)
+        // From now on, version 1 is a downgrade, whether answered outright or by no answer.
+        await #expect(throws: ApptimistEngineError.self) { try await client.negotiated("apptimist.v1") }
+        await #expect(throws: ApptimistEngineError.self) { try await client.negotiated(nil) }
+        #expect(try await client.negotiated("apptimist.v2") == .v2)
+        // A subprotocol that was not offered is refused too.
+        await #expect(throws: ApptimistEngineError.self) { try await client.negotiated("chat") }
+
+        // Kept in the store: a mount started again over it refuses version 1 as well.
+        let again = try ApptimistClient(configuration: client.configuration, store: try SyncStore(path: path))
+        await #expect(throws: ApptimistEngineError.self) { try await again.negotiated("apptimist.v1") }
+    }
+
+    @Test func theMountShowsThreeDirectoriesOfBytes() throws {
+        let (client, path) = try engine()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(try client.store.buckets().map(\.name).sorted() == ["files", "messages", "outbox"])
+        #expect(try client.store.fileFormat(ofBucket: "messages") as? BytesFieldFormat == BytesFieldFormat(readOnly: true))
+        #expect(try client.store.fileFormat(ofBucket: "files") as? BytesFieldFormat == BytesFieldFormat())
+    }
+
+    @Test func aServerURLMustNameItsService() throws {
+        for url in ["ws://127.0.0.1:9", "ws://127.0.0.1:9/", "http://127.0.0.1/notes", "wss://host/notes"] {
+            #expect(throws: ApptimistEngineError.self) { try ApptimistSocket.Address(url: url) }
+        }
+        let address = try ApptimistSocket.Address(url: "ws://example.org/notes")
+        #expect(address.port == 80 && address.path == "/notes" && address.host == "example.org")
+    }
+}
