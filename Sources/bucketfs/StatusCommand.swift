@@ -151,7 +151,9 @@ struct MountReport: Codable {
 
     var text: String {
         var lines = ["\(mountpoint)  \(running ? "mounted (pid \(pid ?? 0))" : "not mounted")"]
-        lines.append("  server      \(MountRecord.describe(server: server, servers: servers, position: serverPosition)) (app \(appID))")
+        // An Apptimist mount has no app id (its service is in the URL).
+        let app = appID.isEmpty ? "" : " (app \(appID))"
+        lines.append("  server      \(MountRecord.describe(server: server, servers: servers, position: serverPosition))\(app)")
         var connectionLine = "  connection  \(connection.state)"
         if let since = connection.since { connectionLine += " since \(Self.time(since))" }
         if let retryAt = connection.retryAt {
