@@ -177,6 +177,9 @@ struct ApptimistMountEndToEndTests {
         try Files.write(a.path("files/shared.txt"), "mine\n")
         #expect(await waitUntil(30) { status(world.sandbox, a).contains("rejected:16") })
         #expect(try Files.read(a.path("files/shared.txt")) == "mine\n")
+        let state = try Command.python(
+            "import os, sys\nprint(os.getxattr(sys.argv[1], 'user.bucketfs.state').decode())", [a.path("files/shared.txt")], in: "/")
+        #expect(state.stdout.hasPrefix("rejected:16"))
         #expect(try await holder.value == 0)
     }
 
@@ -188,13 +191,25 @@ struct ApptimistMountEndToEndTests {
         try Files.write(a.path("files/one.txt"), "first\n")
         #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
 
-        // The server goes away; the mount saves, is killed with -9, and comes back.
+        // The server goes away; the mount saves, is killed with -9 mid-write, and comes back with
+        // every save it had taken (the unfinished write was never saved: it is not there).
         server.process.signal(SIGTERM)
         #expect(server.process.waitForExit(timeout: 30))
         try Files.write(a.path("files/one.txt"), "edited offline\n")
         try Files.write(a.path("files/two.txt"), "made offline\n")
+        // Killed in the middle of a write: a writer holds one.txt open, half rewritten, unsaved.
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        writer.arguments = [
+            "python3", "-c",
+            "import sys, time\nf = open(sys.argv[1], 'w')\nf.write('half a new'); f.flush()\ntime.sleep(60)", a.path("files/one.txt"),
+        ]
+        try writer.run()
+        defer { if writer.isRunning { kill(writer.processIdentifier, SIGKILL) } }
+        try await Task.sleep(for: .seconds(2))
         a.process.signal(SIGKILL)
         #expect(a.process.waitForExit(timeout: 30))
+        kill(writer.processIdentifier, SIGKILL)
         try a.remount()
         #expect(try Files.read(a.path("files/one.txt")) == "edited offline\n")
         #expect(try Files.read(a.path("files/two.txt")) == "made offline\n")
@@ -213,6 +228,31 @@ struct ApptimistMountEndToEndTests {
         // The connection is up again, and the head kept: the message comes once.
         try await Task.sleep(for: .seconds(1))
         #expect(list(a, "messages") == [id])
+    }
+
+    @Test func aSavedRemoteMountsWithItsIdentityAndServiceKey() async throws {
+        let world = try World()
+        defer { world.sandbox.close() }
+        let server = try Server.start(world.sandbox, data: world.data)
+        let login = try world.sandbox.bucketfs([
+            "login", "inbox", "--protocol", "apptimist", "--server", server.url, "--identity", world.alice.file,
+            "--service-key", world.serviceKey,
+        ])
+        #expect(login.status == 0, "\(login.stderr)")
+        let a = try MountProcess(world.sandbox, at: "a", arguments: ["--remote", "inbox", "--store", world.sandbox.root + "/a.sqlite"])
+        try Files.write(a.path("files/saved.txt"), "through a saved remote\n")
+        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        let read = try peer(server, as: world.alice, [["op": "file", "kind": "read", "name": "saved.txt"]])
+        #expect(read[0]["text"] as? String == "through a saved remote\n")
+        // A service key whose signature does not verify is refused before anything is saved.
+        var forged = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: world.serviceKey))) as? [String: Any])
+        forged["auth_key"] = world.bob.publicKey
+        let forgedPath = world.sandbox.root + "/forged.json"
+        try JSONSerialization.data(withJSONObject: forged).write(to: URL(fileURLWithPath: forgedPath))
+        let refused = try world.sandbox.bucketfs([
+            "login", "other", "--protocol", "apptimist", "--server", server.url, "--identity", world.alice.file, "--service-key", forgedPath,
+        ])
+        #expect(refused.status != 0 && refused.stderr.contains("signature"))
     }
 
     /// Polls `condition` for up to `seconds`, sleeping without holding a pool thread.
