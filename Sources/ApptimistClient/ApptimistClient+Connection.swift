@@ -180,9 +180,18 @@ extension ApptimistClient {
         let me = configuration.identity.box.publicKey
         // A box opens with the other party's public key on either side (crypto_box's key is shared).
         let other = from == me ? to : from
-        let data = try connection.channel.openData(received.data, from: other, to: configuration.identity.box.secretKey)
         // The seed's id: sha512 of the header as sent and the data part as in the frame.
         let id = ApptimistHex.encode(try SHA512.digest(received.headerBytes + received.data.wireBytes))
+        let data: [UInt8]
+        do {
+            data = try connection.channel.openData(received.data, from: other, to: configuration.identity.box.secretKey)
+        } catch {
+            // Not sealed for this user by its sender (forged, or for another key): nothing to
+            // show. The head moves past it, or every reconnect would replay it and end again.
+            logger.warning("apptimist: message \(id.prefix(16))... does not open (\(error)); skipped")
+            try store.setEngineSetting(Self.headSetting, to: id)
+            return
+        }
         var value = Self.messageFormat.value(of: data)
         value["from"] = .string(ApptimistHex.encode(from))
         value["to"] = .string(ApptimistHex.encode(to))
