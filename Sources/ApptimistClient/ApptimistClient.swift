@@ -17,7 +17,7 @@ public actor ApptimistClient: SyncEngine {
     let mirror: CountedVersionMirror
     let logger: Logger
     let address: ApptimistSocket.Address
-    static let fileFormat = BytesFieldFormat()
+    static let fileFormat = BytesFieldFormat(readOnlyKeys: Set(ApptimistBuckets.reservedFiles))
     static let messageFormat = BytesFieldFormat(readOnly: true)
 
     var running = false
@@ -31,6 +31,8 @@ public actor ApptimistClient: SyncEngine {
     /// Files read since the connection opened (idle waits for them).
     var refreshed = false
     var sending = false
+    /// This connection's sequence ran out: it is opened again at once, with a fresh device key.
+    var sequenceRanOut = false
     /// Outbox changes whose MESSAGEs went on the current connection.
     var sentOnThisConnection: Set<String> = []
     var flushAgain = false

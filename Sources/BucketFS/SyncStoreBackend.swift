@@ -299,9 +299,11 @@ public final class SyncStoreBackend: MountBackend {
     /// In a text view, 0444 for an entity it cannot show (its field is missing or no string), so
     /// editors say it is read-only, else 0644 (said outright: a node keeps permissions it was
     /// given). Such a file is empty: only empty files are looked at. A read-only bytes view (the
-    /// messages an Apptimist mount received) is 0444 throughout.
+    /// messages an Apptimist mount received) is 0444 throughout, and so are its read-only keys.
     private func readOnlyPermissions(_ bucket: String, _ name: MountItemName, size: Int) -> Int? {
-        if case .entity = name, let bytes = format(of: bucket) as? BytesFieldFormat { return bytes.readOnly ? 0o444 : 0o644 }
+        if case .entity(let key) = name, let bytes = format(of: bucket) as? BytesFieldFormat {
+            return bytes.isReadOnly(key: key) ? 0o444 : 0o644
+        }
         guard case .entity(let key) = name, let view = format(of: bucket) as? TextFieldFormat else { return nil }
         guard size == 0, let value = (try? store.entity(bucket: bucket, key: key))??.value, view.readOnlyReason(value) != nil
         else { return 0o644 }

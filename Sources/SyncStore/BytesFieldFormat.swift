@@ -10,15 +10,24 @@ import JSONDiff
 /// - A new file is not sent while it is empty (made, then written: it goes with its bytes).
 /// - `readOnly`: the bytes cannot change (a received message): written bytes other than those
 ///   shown are kept locally, state `invalid`, never sent.
+/// - `readOnlyKeys`: entities whose files show read-only (mode 0444) though the others are not
+///   (the service's access-control files); the engine refuses a save of one.
 public struct BytesFieldFormat: EntityFileFormat, Hashable {
     public let field: String
     public let fileExtension: String
     public let readOnly: Bool
+    public let readOnlyKeys: Set<String>
 
-    public init(field: String = "data", fileExtension: String = "", readOnly: Bool = false) {
+    public init(field: String = "data", fileExtension: String = "", readOnly: Bool = false, readOnlyKeys: Set<String> = []) {
         self.field = field
         self.fileExtension = fileExtension
         self.readOnly = readOnly
+        self.readOnlyKeys = readOnlyKeys
+    }
+
+    /// Whether the entity's file shows read-only.
+    public func isReadOnly(key: String) -> Bool {
+        readOnly || readOnlyKeys.contains(key)
     }
 
     public func render(_ value: JSONObject) -> [UInt8]? {

@@ -49,6 +49,7 @@ enum StoredFileFormat {
         if let bytes = format as? BytesFieldFormat {
             var object: JSONObject = ["bytes": .string(bytes.field), "extension": .string(bytes.fileExtension)]
             if bytes.readOnly { object["readonly"] = .bool(true) }
+            if !bytes.readOnlyKeys.isEmpty { object["readonlyKeys"] = .array(bytes.readOnlyKeys.sorted().map(JSONValue.string)) }
             return JSONValue.object(object).compactRendered()
         }
         guard let text = format as? TextFieldFormat else { return nil }
@@ -65,7 +66,8 @@ enum StoredFileFormat {
         let format: any EntityFileFormat
         if let object = (try? JSONValue(parsing: text))?.objectValue, let field = object["bytes"]?.stringValue {
             format = BytesFieldFormat(
-                field: field, fileExtension: object["extension"]?.stringValue ?? "", readOnly: object["readonly"]?.boolValue == true)
+                field: field, fileExtension: object["extension"]?.stringValue ?? "", readOnly: object["readonly"]?.boolValue == true,
+                readOnlyKeys: Set((object["readonlyKeys"]?.arrayValue ?? []).compactMap(\.stringValue)))
         } else if let object = (try? JSONValue(parsing: text))?.objectValue, let field = object["text"]?.stringValue {
             format = TextFieldFormat(
                 field: field, fileExtension: object["extension"]?.stringValue ?? "txt", touchField: object["touch"]?.stringValue,

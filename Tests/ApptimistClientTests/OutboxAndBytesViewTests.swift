@@ -36,5 +36,11 @@ import Testing
         let format = try #require(try reopened.fileFormat(ofBucket: "messages") as? BytesFieldFormat)
         #expect(format == BytesFieldFormat(readOnly: true))
         #expect(format.fileExtension == "")
+        // The service's access-control files: read-only among files that are not.
+        let files = BytesFieldFormat(readOnlyKeys: ["author", "editors"])
+        try store.setFileFormat(files, forBucket: "files")
+        let kept = try #require(try SyncStore(path: path).fileFormat(ofBucket: "files") as? BytesFieldFormat)
+        #expect(kept == files)
+        #expect(kept.isReadOnly(key: "author") && !kept.isReadOnly(key: "notes.txt"))
     }
 }
