@@ -29,6 +29,11 @@ extension ApptimistClient {
             } catch {
                 reason = String(describing: error)
             }
+            if sequenceRanOut {
+                sequenceRanOut = false
+                reason = "the connection's sequence is used up; reopening with a fresh key"
+                reopenAtOnce = true
+            }
             logger.debug("apptimist connection ended: \(reason)")
             let wasReady = connectionEnded(reason)
             if wasReady {
@@ -136,7 +141,10 @@ extension ApptimistClient {
             }
             frame = try current.channel.seal(pdu, data: sealedData)
         } catch {
-            if case ApptimistChannelError.protocol(.sequenceExhausted) = error { await current.writer.close() }
+            if case ApptimistChannelError.protocol(.sequenceExhausted) = error {
+                sequenceRanOut = true
+                await current.writer.close()
+            }
             throw error
         }
         connection?.channel = current.channel
