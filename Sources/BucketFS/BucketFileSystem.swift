@@ -396,6 +396,16 @@ public final class BucketFileSystem: Sendable {
         return nil
     }
 
+    /// Whether a mount in this namespace is served by FUSE connection `device` ("major:minor"):
+    /// after an umount, one is a new mount that was lent the ended connection's number.
+    public static func isMounted(device: String) -> Bool {
+        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+        return text.split(separator: "\n").contains { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 2 && fields[2] == device
+        }
+    }
+
     /// Ends a FUSE connection: pending and future requests fail with ENOTCONN (root only).
     ///
     /// Without it a detached connection whose loop has ended lives on while any process holds

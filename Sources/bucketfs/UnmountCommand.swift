@@ -1,4 +1,5 @@
 import ArgumentParser
+import BucketFS
 import Foundation
 
 /// `bucketfs unmount`: unmount and wait until the mount process has stored pending saves and exited.
@@ -17,6 +18,8 @@ struct Unmount: AsyncParsableCommand {
         let pid = (try? String(contentsOfFile: Paths.pidFile(for: mountpoint), encoding: .utf8))
             .flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         guard isMounted(mountpoint) else { throw CommandError("\(mountpoint) is not mounted") }
+        // Read before the umount: the name is gone from mountinfo after it.
+        let device = BucketFileSystem.fuseDevice(of: mountpoint)
         let fusermount = Process()
         fusermount.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         fusermount.arguments = ["fusermount3", "-u", mountpoint]
@@ -27,8 +30,18 @@ struct Unmount: AsyncParsableCommand {
         }
         // The mount process stores pending saves and then exits; wait for that.
         if let pid {
-            let deadline = Date().addingTimeInterval(timeout)
+            let started = Date()
+            let deadline = started.addingTimeInterval(timeout)
+            var aborted = false
             while kill(pid, 0) == 0 && Date() < deadline {
+                // A copy of the mount in another mount namespace (`unshare -m`, a service with
+                // PrivateTmp=) outlives our umount, and the mount process sees its file system
+                // end only with the connection: end it, unless its number went to a new mount.
+                if !aborted, let device, Date().timeIntervalSince(started) > 2, !BucketFileSystem.isMounted(device: device) {
+                    FileHandle.standardError.write(Data("bucketfs: \(mountpoint) lives on in another mount namespace; ending its FUSE connection\n".utf8))
+                    BucketFileSystem.abortConnection(device: device)
+                    aborted = true
+                }
                 try await Task.sleep(for: .milliseconds(50))
             }
             if kill(pid, 0) == 0 { throw CommandError("the mount process \(pid) is still finishing after \(Int(timeout)) s") }

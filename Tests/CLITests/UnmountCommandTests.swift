@@ -1,0 +1,37 @@
+import Foundation
+import Testing
+
+/// `bucketfs unmount` ends the mount process even when the mount lives on somewhere else.
+@Suite(.timeLimit(.minutes(2)))
+struct UnmountCommandTests {
+    /// `unshare -m` (as a service with PrivateTmp= gets) copies every mount into the new
+    /// namespace; fusermount3 then removes only our view, and the mount process would wait for
+    /// its file system to end as long as the copy lives.
+    @Test func aMountCopiedIntoAnotherNamespaceStillUnmountsAndKeepsItsSaves() throws {
+        let cli = try CLIHarness()
+        let (server, port, token) = try cli.serverWithUser(data: try cli.directory("server"))
+        defer { cli.stop(server) }
+        let mountpoint = try cli.directory("mnt")
+        try cli.mount(mountpoint, port: port, token: token)
+        try Data("{\"kept\": true}\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/a.json"))
+
+        let (holder, output) = try cli.startProcess(
+            ["/usr/bin/unshare", "-m", "--propagation", "private", "sh", "-c", "echo ready; exec sleep 60"])
+        defer { cli.stop(holder) }
+        try eventually { text(of: output).hasPrefix("ready") }
+        let copies = try String(contentsOfFile: "/proc/\(holder.processIdentifier)/mountinfo", encoding: .utf8)
+        #expect(copies.contains(mountpoint), "the other namespace holds no copy of the mount")
+
+        let started = Date()
+        let unmount = try cli.bucketfs(["unmount", mountpoint])
+        #expect(unmount.status == 0, "unmount failed: \(unmount.stderr)")
+        #expect(unmount.stderr.contains("another mount namespace"), "\(unmount.stderr)")
+        #expect(Date().timeIntervalSince(started) < 20)
+
+        // The save made before the unmount is there when the same store is mounted again.
+        try cli.mount(mountpoint, port: port, token: token)
+        let kept = try String(contentsOfFile: mountpoint + "/notes/a.json", encoding: .utf8)
+        #expect(kept.contains("\"kept\": true"))
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+    }
+}
