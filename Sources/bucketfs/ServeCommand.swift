@@ -152,9 +152,10 @@ struct Serve: AsyncParsableCommand {
         configuration.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
         configuration.shutdownGrace = .milliseconds(Int64(shutdownGrace * 1000))
         if let telepat {
-            // Device registrations live beside the SQLite database; on PostgreSQL, in memory.
+            // Device registrations and revoked tokens live beside the SQLite database; on PostgreSQL, in memory.
             let devices = data.map { URL(fileURLWithPath: $0).appendingPathComponent("telepat-devices.json").path }
-            let settings = try TelepatSettings(file: telepat, devicesPath: databaseURL == nil ? devices : nil)
+            var settings = try TelepatSettings(file: telepat, devicesPath: databaseURL == nil ? devices : nil)
+            settings.revokedTokensPath = databaseURL == nil ? data.map { URL(fileURLWithPath: $0).appendingPathComponent("telepat-revoked.json").path } : nil
             // Each application's objects live in its owner's account: it exists before anyone can register its name.
             do { try await store.prepareTelepat(settings) } catch {
                 store.close()

@@ -445,6 +445,33 @@ struct TelepatTests {
         }
     }
 
+    /// `/user/logout` revokes the token it carries (and only that one): every user route then
+    /// refuses it as an expired one; another token of the same user, or a new login, still works.
+    @Test func logoutRevokesItsToken() async throws {
+        try await withServer(store: .sqlite, configure: Self.configure) { server in
+            _ = try await makeUser(server, "ann")
+            let (peer, headers) = try await telepatClient(server, connected: false)
+            defer { Task { await peer.close() } }
+            let (_, again) = try await peer.http(
+                "POST", "/user/login-password", headers: Self.headers, body: .object(["username": "ann", "password": "secret-ann"]))
+            var other = headers
+            other["Authorization"] = "Bearer " + (try #require(again["content"]?["token"]?.stringValue))
+            let (me, _) = try await peer.http("GET", "/user/me", headers: headers, body: nil)
+            #expect(me == 200)
+            let (out, answer) = try await peer.http("POST", "/user/logout", headers: headers, body: nil)
+            #expect(out == 200 && answer["content"] == "Logged out")
+            for (method, path, body) in [
+                ("GET", "/user/me", nil), ("GET", "/user/refresh_token", nil), ("POST", "/user/logout", nil),
+                ("POST", "/object/count", .object(["channel": .object(["context": "c1", "model": "task"])])),
+            ] as [(String, String, JSONValue?)] {
+                let (status, error) = try await peer.http(method, path, headers: headers, body: body)
+                #expect(status == 401 && error["code"] == "014", "\(path): \(error)")
+            }
+            let (stillIn, _) = try await peer.http("GET", "/user/me", headers: other, body: nil)
+            #expect(stillIn == 200)
+        }
+    }
+
     @Test func badInputGetsTelepatsErrorShapeAndChangesNothing() async throws {
         try await withServer(store: .sqlite, configure: Self.configure) { server in
             let simperiumToken = try await makeUser(server, "ann")
@@ -582,12 +609,18 @@ struct TelepatTests {
     }
 
     @Test func theSocketAnswersPingsBindsDevicesAndClosesSilentOrMalformedPeers() async throws {
-        try await withServer(store: .sqlite, configure: { Self.configure(&$0, pingInterval: .seconds(2)) }) { server in
+        let statistics = ServerStatistics()
+        try await withServer(store: .sqlite, configure: {
+            Self.configure(&$0, pingInterval: .seconds(2))
+            $0.statistics = statistics
+        }) { server in
             let path = "/socket.io/?EIO=3&transport=websocket"
             let socket = try await TestSocket.connect(port: server.port, appID: "", path: path)
             guard case .open(let handshake) = try EngineIOPacket.parse(try await socket.receive()) else {
                 throw TestFailure("expected the Engine.IO open packet first")
             }
+            // Counted among the server's WebSockets while open.
+            #expect(statistics.openWebSockets == 1)
             #expect(handshake.pingInterval == 2000 && !handshake.sessionID.isEmpty)
             #expect(try await socket.receive() == "40")
             #expect(try await socket.request("2") == "3")
@@ -607,6 +640,9 @@ struct TelepatTests {
             #expect(await !socket.isEnded)
             _ = try await socket.waitForClose(timeout: .seconds(10))
             await socket.close()
+            let deadline = ContinuousClock.now + hangGuard
+            while statistics.openWebSockets > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(statistics.openWebSockets == 0)
 
             // A packet that is not Engine.IO at all ends the connection.
             let garbage = try await TestSocket.connect(port: server.port, appID: "", path: path)
@@ -673,6 +709,11 @@ struct TelepatTests {
             "context": "c1", "model": "task", "content": .object(["title": "survives"]),
         ]))
         #expect(created == 202)
+        let (_, second) = try await peer.http("POST", "/user/login-password", headers: Self.headers, body: .object(["username": "bob", "password": "pw-bob-1"]))
+        var loggedOut = headers
+        loggedOut["Authorization"] = "Bearer " + (try #require(second["content"]?["token"]?.stringValue))
+        let (out, _) = try await peer.http("POST", "/user/logout", headers: loggedOut, body: nil)
+        #expect(out == 200)
         await peer.close()
 
         #expect(await server.signal(SIGTERM, within: .seconds(20)) != nil)
@@ -689,5 +730,8 @@ struct TelepatTests {
         ]))
         #expect(status == 200)
         #expect(listed["content"]?.arrayValue?.compactMap { $0["title"] } == ["survives"])
+        // A token logged out before the restart stays refused (same secret, so only the list refuses it).
+        let (refused, error) = try await peer.http("GET", "/user/me", headers: loggedOut, body: nil)
+        #expect(refused == 401 && error["code"] == "014")
     }
 }

@@ -23,6 +23,7 @@ final class TelepatFrontEnd: Sendable {
     let devices: TelepatDevices
     let notifier: TelepatNotifier
     let owners: TelepatOwners
+    let revocations: TelepatRevocations
     let logger: Logger
 
     init(settings: TelepatSettings, configuration: ServerConfiguration, store: any ServerStorage, hub: SubscriptionHub, logger: Logger) {
@@ -36,6 +37,7 @@ final class TelepatFrontEnd: Sendable {
         self.devices = devices
         self.notifier = notifier
         owners = TelepatOwners(store: store)
+        revocations = TelepatRevocations(path: settings.revokedTokensPath, logger: logger)
         hub.observe { bucketID, change in notifier.changed(bucketID: bucketID, change: change, devices: devices) }
     }
 
@@ -59,7 +61,7 @@ final class TelepatFrontEnd: Sendable {
             (.post, "/user/login-password", .application, { try await $0.login($1, $2) }),
             (.get, "/user/refresh_token", .user, { try await $0.refresh($1, $2) }),
             (.get, "/user/me", .user, { _, caller, _ in TelepatResponse(content: caller.userJSON) }),
-            (.post, "/user/logout", .user, { _, _, _ in TelepatResponse(content: .string("Logged out")) }),
+            (.post, "/user/logout", .user, { $0.logout($1, $2) }),
             (.post, "/context/all", .application, { try await $0.contexts($1, $2) }),
             (.get, "/context/all", .application, { try await $0.contexts($1, $2) }),
             (.post, "/object/subscribe", .user, { try await $0.subscribe($1, $2) }),
@@ -93,6 +95,8 @@ final class TelepatFrontEnd: Sendable {
         var application: TelepatSettings.Application
         var device: String?
         var token: TelepatToken?
+        /// The JWT as sent (for a logout to revoke).
+        var jwt: String?
 
         var user: AuthenticatedUser? { token.map { AuthenticatedUser(id: $0.userID, username: $0.username) } }
 
@@ -132,7 +136,7 @@ final class TelepatFrontEnd: Sendable {
         guard let appID = request.headers[Self.appIDHeader], let application = settings.applications[appID] else {
             throw TelepatErrorResponse(.invalidApplication, "Unknown application")
         }
-        guard let sign = request.headers[Self.signHeader], sign.lowercased() == application.sign else {
+        guard let sign = request.headers[Self.signHeader], constantTimeEqual(Array(sign.lowercased().utf8), Array(application.sign.utf8)) else {
             throw TelepatErrorResponse(.invalidAPIKey, "Invalid API key")
         }
         var caller = Caller(application: application)
@@ -143,9 +147,11 @@ final class TelepatFrontEnd: Sendable {
         }
         let parts = authorization.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer",
-              let token = TelepatToken.verify(String(parts[1]), secret: settings.jwtSecret, now: Self.now())
+              let token = TelepatToken.verify(String(parts[1]), secret: settings.jwtSecret, now: Self.now()),
+              !revocations.isRevoked(String(parts[1]))
         else { throw TelepatErrorResponse(.invalidToken, "Invalid or expired token") }
         caller.token = token
+        caller.jwt = String(parts[1])
         return caller
     }
 
@@ -202,6 +208,12 @@ final class TelepatFrontEnd: Sendable {
             throw TelepatErrorResponse(.serverFailure, "Login failed")
         }
         return tokenResponse(TelepatToken(username: user.username, userID: user.id, publicID: credentials.userID, expires: 0))
+    }
+
+    /// Revokes the token the call carries: refused from now on, until and after it expires.
+    private func logout(_ caller: Caller, _ body: [UInt8]) -> TelepatResponse {
+        if let jwt = caller.jwt, let token = caller.token { revocations.revoke(jwt, expires: token.expires) }
+        return TelepatResponse(content: .string("Logged out"))
     }
 
     private func refresh(_ caller: Caller, _ body: [UInt8]) async throws -> TelepatResponse {

@@ -57,6 +57,8 @@ public struct TelepatSettings: Sendable {
     public var tokenLifetime: Int64 = 3600
     /// Where device registrations are kept (a JSON file); nil keeps them in memory only.
     public var devicesPath: String?
+    /// Where the tokens revoked by `/user/logout` are kept (a JSON file); nil: in memory only.
+    public var revokedTokensPath: String?
 
     public init(applications: [Application], jwtSecret: [UInt8]? = nil, devicesPath: String? = nil) {
         self.applications = Dictionary(applications.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })

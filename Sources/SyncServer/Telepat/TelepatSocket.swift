@@ -23,6 +23,8 @@ struct TelepatSocket: Sendable {
             logger.warning("closing a Telepat socket whose client does not read (outbound buffer full)")
             channel.close(promise: nil)
         }
+        frontEnd.configuration.statistics.webSocketOpened()
+        defer { frontEnd.configuration.statistics.webSocketClosed() }
         let activity = try? await channel.pipeline.handler(type: ConnectionActivity.self).get()
         activity?.enterWebSocket(on: channel.eventLoop)
         let handshake = EngineIOHandshake(

@@ -12,9 +12,11 @@ struct TelepatToken: Sendable, Hashable {
 
     func signed(secret: [UInt8], issuedAt: Int64) -> String {
         let header = Self.base64URL(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8))
+        // `jti`: each token is its own (two logins in one second would otherwise be one token,
+        // and a logout of one would revoke both).
         let claims: JSONValue = .object([
             "username": .string(username), "uid": .integer(userID), "id": .string(publicID),
-            "iat": .integer(issuedAt), "exp": .integer(expires),
+            "iat": .integer(issuedAt), "exp": .integer(expires), "jti": .string(UUID().uuidString.lowercased()),
         ])
         let input = header + "." + Self.base64URL(claims.compactRenderedBytes())
         return input + "." + Self.signature(input, secret: secret)
@@ -25,10 +27,7 @@ struct TelepatToken: Sendable, Hashable {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { return nil }
         let input = parts[0] + "." + parts[1]
-        let expected = Array(signature(String(input), secret: secret).utf8)
-        let given = Array(parts[2].utf8)
-        // Compared in full, not up to the first difference.
-        guard expected.count == given.count, zip(expected, given).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else { return nil }
+        guard constantTimeEqual(Array(signature(String(input), secret: secret).utf8), Array(parts[2].utf8)) else { return nil }
         guard let header = decode(parts[0]).flatMap({ try? JSONValue(parsing: $0) }), header["alg"] == .string("HS256"),
               let claims = decode(parts[1]).flatMap({ try? JSONValue(parsing: $0) }),
               case .string(let username)? = claims["username"], case .integer(let uid)? = claims["uid"],
