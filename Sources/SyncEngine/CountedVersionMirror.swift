@@ -4,8 +4,7 @@ import SyncStore
 /// A server without versions (Telepat, Apptimist) in the store: each whole state of an entity
 /// the engine sees from the server becomes the entity's next version, as a change from the last
 /// one (the ghost). Local edits made meanwhile are rebased over it by the store, so both
-/// survive; the server's last state wins per key. The same rules TelepatMirror keeps for
-/// Telepat's objects (which could move onto this type).
+/// survive; the server's last state wins per key. TelepatMirror keeps Telepat's objects by it.
 public struct CountedVersionMirror: Sendable {
     public let store: SyncStore
 
@@ -15,11 +14,20 @@ public struct CountedVersionMirror: Sendable {
 
     /// The server's whole state of `key` now (nothing when it is what the store has already).
     public func apply(state object: JSONObject, key: String, bucket: String) throws(StoreError) {
+        try apply(key: key, bucket: bucket) { _ in object }
+    }
+
+    /// The server's state of `key` worked out by `next` from what the store last had from the
+    /// server (its ghost; nil when it has none), as a patch is applied: nil changes nothing.
+    public func apply(key: String, bucket: String, _ next: (JSONObject?) -> JSONObject?) throws(StoreError) {
         let entity = try store.entity(bucket: bucket, key: key)
         let ghost = entity?.version == nil ? nil : entity?.ghost
+        guard let object = next(ghost) else { return }
         if let ghost, ghost == object { return }
         let version = (entity?.version ?? 0) + 1
         if entity != nil {
+            // The whole new state, as a reload brings it: local edits are rebased over it, and an
+            // entity waiting for a reload (a version missed) takes it too (no `e` to ask with).
             _ = try store.applyEntity(bucket: bucket, key: key, version: version, data: object)
             return
         }

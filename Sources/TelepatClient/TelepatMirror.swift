@@ -1,4 +1,5 @@
 import JSONDiff
+import SyncEngine
 import SyncStore
 import TelepatProtocol
 
@@ -9,17 +10,23 @@ import TelepatProtocol
 /// write wins, as on Telepat.
 struct TelepatMirror: Sendable {
     let store: SyncStore
+    private let counted: CountedVersionMirror
+
+    init(store: SyncStore) {
+        self.store = store
+        counted = CountedVersionMirror(store: store)
+    }
 
     /// The server's object as it is now (subscribe answer, `new` notification).
     func apply(object: JSONObject, bucket: String) throws(StoreError) {
         guard let id = object["id"]?.stringValue else { return }
-        try applyState(key: id, bucket: bucket) { _ in object }
+        try counted.apply(state: object, key: id, bucket: bucket)
     }
 
     /// An `updated` patch: the known object with it applied, by its meaning (`increment` adds,
     /// `append` appends; see `TelepatObject.applying`).
     func apply(patch: TelepatPatch, bucket: String) throws(StoreError) {
-        try applyState(key: patch.path.id, bucket: bucket) { ghost in
+        try counted.apply(key: patch.path.id, bucket: bucket) { ghost in
             // A patch of an object this mount never saw: nothing to patch; a fresh subscribe brings it.
             guard let ghost else { return nil }
             // One the object cannot take (an increment of text): the server's object differs
@@ -30,9 +37,7 @@ struct TelepatMirror: Sendable {
 
     /// The object is gone from the server.
     func remove(key: String, bucket: String) throws(StoreError) {
-        guard let entity = try store.entity(bucket: bucket, key: key), let version = entity.version else { return }
-        let change = RemoteChange(key: key, operation: .remove, sourceVersion: version, endVersion: version + 1, cv: nil)
-        _ = try store.applyRemote(bucket: bucket, changes: [change])
+        try counted.remove(key: key, bucket: bucket)
     }
 
     /// A fresh subscribe's answer: every object applied, and every object the store had from the
@@ -53,16 +58,7 @@ struct TelepatMirror: Sendable {
     /// version. True when the store has a next change of it ready (an edit made meanwhile).
     @discardableResult
     func acknowledge(_ change: OutgoingChange) throws(StoreError) -> Bool {
-        let version = change.sourceVersion ?? 0
-        let operation: RemoteChange.Operation
-        switch change.operation {
-        case .modify(let diff): operation = .modify(diff: diff)
-        case .remove: operation = .remove
-        }
-        let remote = RemoteChange(
-            key: change.key, operation: operation, sourceVersion: change.sourceVersion, endVersion: version + 1, cv: nil,
-            ccids: [change.ccid])
-        return !(try store.applyRemote(bucket: change.bucket, changes: [remote]).readyToSend.isEmpty)
+        try counted.acknowledge(change)
     }
 
     /// A created object arrived under its server id: it takes the local file's place (the
@@ -72,23 +68,6 @@ struct TelepatMirror: Sendable {
         try apply(object: object, bucket: change.bucket)
         let removal = RemoteChange(key: change.key, operation: .remove, sourceVersion: 1, endVersion: 2, cv: nil)
         _ = try store.applyRemote(bucket: change.bucket, changes: [removal])
-    }
-
-    private func applyState(key: String, bucket: String, _ next: (JSONObject?) -> JSONObject?) throws(StoreError) {
-        let entity = try store.entity(bucket: bucket, key: key)
-        let ghost = entity?.version == nil ? nil : entity?.ghost
-        guard let object = next(ghost) else { return }
-        if let ghost, ghost == object { return }
-        let version = (entity?.version ?? 0) + 1
-        if entity != nil {
-            // The whole new state, as a reload brings it: local edits are rebased over it, and an
-            // entity waiting for a reload (a version missed) takes it too (Telepat has no `e`).
-            _ = try store.applyEntity(bucket: bucket, key: key, version: version, data: object)
-            return
-        }
-        let diff = JSONDiffing.encode(JSONDiffing.diff(from: [:], to: object)).objectValue ?? [:]
-        let change = RemoteChange(key: key, operation: .modify(diff: diff), sourceVersion: nil, endVersion: version, cv: nil, data: object)
-        _ = try store.applyRemote(bucket: bucket, changes: [change])
     }
 }
 
