@@ -27,14 +27,11 @@ final class TelepatDevices: Sendable {
     }
 
     private let state = NIOLockedValueBox(State())
-    private let path: String?
-    private let logger: Logger
+    private let file: JSONObjectFile
 
     init(path: String?, logger: Logger) {
-        self.path = path
-        self.logger = logger
-        if let path, let data = FileManager.default.contents(atPath: path),
-           let object = (try? JSONValue(parsing: Array(data)))?.objectValue {
+        file = JSONObjectFile(path: path, holding: "Telepat devices", logger: logger)
+        if let object = file.load() {
             state.withLockedValue { state in
                 for (id, info) in object { state.devices[id.string] = info.objectValue ?? [:] }
             }
@@ -55,13 +52,7 @@ final class TelepatDevices: Sendable {
     }
 
     private func persist(_ snapshot: JSONObject) {
-        guard let path else { return }
-        do {
-            // Written whole then renamed: a crash leaves the old list or the new one.
-            try Data(JSONValue.object(snapshot).compactRenderedBytes()).write(to: URL(fileURLWithPath: path), options: .atomic)
-        } catch {
-            logger.error("cannot save Telepat devices", metadata: ["path": "\(path)", "error": "\(error)"])
-        }
+        file.save(snapshot)
     }
 
     /// Binds a socket to a device (a later bind of the same device replaces it).

@@ -10,14 +10,11 @@ import NIOConcurrencyHelpers
 /// restart, or another node, still takes a logged-out token until it expires).
 final class TelepatRevocations: Sendable {
     private let revoked = NIOLockedValueBox<[String: Int64]>([:])
-    private let path: String?
-    private let logger: Logger
+    private let file: JSONObjectFile
 
     init(path: String?, logger: Logger) {
-        self.path = path
-        self.logger = logger
-        if let path, let data = FileManager.default.contents(atPath: path),
-           let object = (try? JSONValue(parsing: Array(data)))?.objectValue {
+        file = JSONObjectFile(path: path, holding: "revoked Telepat tokens", logger: logger)
+        if let object = file.load() {
             let now = TelepatFrontEnd.now()
             revoked.withLockedValue { revoked in
                 for (digest, expiry) in object {
@@ -44,14 +41,7 @@ final class TelepatRevocations: Sendable {
     }
 
     private func persist(_ revoked: [String: Int64]) {
-        guard let path else { return }
-        let json = JSONValue.object(JSONObject(uniqueKeysWithValues: revoked.map { (JSONKey($0.key), JSONValue.integer($0.value)) }))
-        do {
-            // Written whole then renamed: a crash leaves the old list or the new one.
-            try Data(json.compactRenderedBytes()).write(to: URL(fileURLWithPath: path), options: .atomic)
-        } catch {
-            logger.error("cannot save revoked Telepat tokens", metadata: ["path": "\(path)", "error": "\(error)"])
-        }
+        file.save(JSONObject(uniqueKeysWithValues: revoked.map { (JSONKey($0.key), JSONValue.integer($0.value)) }))
     }
 
     private static func digest(_ token: String) -> String {
