@@ -13,6 +13,7 @@ extension BucketFileSystem {
         }
         let realIno = node.ino
         let truncate = info.flags & O_TRUNC != 0
+        if info.writes { backend.openedForWriting(bucket: bucket, name: item) }
         let opened = state.withLock { state -> UInt64? in
             var open = state.openFiles[realIno] ?? OpenFile()
             if truncate {
@@ -450,6 +451,7 @@ extension BucketFileSystem {
             }
             let reply = try rememberedEntry(node.ino)
             if let info, let handle {
+                backend.openedForWriting(bucket: bucket, name: item)
                 // A write-only descriptor of a new file (`> file`, an editor's scratch file)
                 // writes through, past the page cache: the kernel then skips the
                 // security.capability lookup it makes before the first cached write to each new
@@ -483,6 +485,7 @@ extension BucketFileSystem {
                 throw FSError.notFound
             }
             let truncate = info.flags & O_TRUNC != 0
+            if info.writes { backend.openedForWriting(bucket: bucket, name: item) }
             let (epoch, inMemory) = state.withLock { ($0.remoteEpoch, $0.openFiles[ino]?.loaded ?? false) }
             // A working copy in memory is the file (one created in memory is not stored yet).
             let content = truncate || inMemory ? .bytes([]) : try backend.content(bucket: bucket, name: item)

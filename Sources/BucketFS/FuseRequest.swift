@@ -95,4 +95,6 @@ struct FileInfo: @unchecked Sendable {
 
     var handle: UInt64 { raw.fh }
     var flags: Int32 { raw.flags }
+    /// Opened to change the file: for writing, or truncated.
+    var writes: Bool { flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 }
 }

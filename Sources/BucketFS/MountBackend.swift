@@ -181,6 +181,10 @@ public protocol MountBackend: Sendable {
     func status(bucket: String, key: String) throws(FSError) -> MountEntityStatus?
     /// Entities changed by the server, each published after its transaction committed.
     func remoteChanges() -> AsyncStream<MountChange>
+    /// The file was opened for writing or created (before any byte is written): the backend hands
+    /// that on to the sync engine (an Apptimist mount takes the file's LOCK) and returns at once,
+    /// never waiting for it.
+    func openedForWriting(bucket: String, name: MountItemName)
     /// What the bucket's entity files end in, without the dot (`json`, or `txt` for a text
     /// view); it does not change while mounted.
     func fileExtension(bucket: String) -> String
@@ -188,4 +192,5 @@ public protocol MountBackend: Sendable {
 
 extension MountBackend {
     public func fileExtension(bucket: String) -> String { "json" }
+    public func openedForWriting(bucket: String, name: MountItemName) {}
 }

@@ -14,6 +14,7 @@ public final class SyncStoreBackend: MountBackend {
     private let onOutgoing: @Sendable ([OutgoingChange]) -> Void
     private let onBucketCreated: @Sendable (String) -> Void
     private let onBucketRemoved: @Sendable (String) -> Void
+    private let onOpenedForWriting: @Sendable (_ bucket: String, _ key: String) -> Void
     private let logger: Logger
     /// Removes chunks no file needs any more, off the file system's queues.
     private let reclaimer = DispatchQueue(label: "bucketfs-reclaim")
@@ -26,11 +27,13 @@ public final class SyncStoreBackend: MountBackend {
 
     /// An adapter over `store`; `onOutgoing` receives changes ready to send after each local edit,
     /// `onBucketCreated` the name of a bucket made with mkdir (so the engine starts syncing it),
-    /// `onBucketRemoved` the name of one removed with rmdir (so the engine stops).
+    /// `onBucketRemoved` the name of one removed with rmdir (so the engine stops),
+    /// `onOpenedForWriting` the bucket and key of an entity opened for writing (it must not wait).
     public init(
         store: SyncStore, logger: Logger = Logger(label: "bucketfs.fuse"),
         onBucketCreated: @escaping @Sendable (String) -> Void = { _ in },
         onBucketRemoved: @escaping @Sendable (String) -> Void = { _ in },
+        onOpenedForWriting: @escaping @Sendable (_ bucket: String, _ key: String) -> Void = { _, _ in },
         onOutgoing: @escaping @Sendable ([OutgoingChange]) -> Void = { _ in }
     ) {
         self.store = store
@@ -38,6 +41,7 @@ public final class SyncStoreBackend: MountBackend {
         self.logger = logger
         self.onBucketCreated = onBucketCreated
         self.onBucketRemoved = onBucketRemoved
+        self.onOpenedForWriting = onOpenedForWriting
         self.onOutgoing = onOutgoing
     }
 
@@ -62,6 +66,11 @@ public final class SyncStoreBackend: MountBackend {
         // wait for the server. The server keeps its data, and mkdir brings it back.
         try mapped { () throws(StoreError) in try store.removeBucket(named: name) }
         onBucketRemoved(name)
+    }
+
+    public func openedForWriting(bucket: String, name: MountItemName) {
+        // A local-only file is never sent: nothing to reserve.
+        if case .entity(let key) = name { onOpenedForWriting(bucket, key) }
     }
 
     public func entries(bucket: String) throws(FSError) -> [MountEntry] {

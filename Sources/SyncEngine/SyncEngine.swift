@@ -20,6 +20,11 @@ public protocol SyncEngine: AnyObject, Sendable {
     /// Stops syncing a bucket the store has forgotten already (rmdir at the mount root).
     func stopSyncing(_ name: String) async
 
+    /// A file of the mount was opened for writing (or created): an engine whose protocol reserves
+    /// a file before it is written (Apptimist's LOCK) does so now, in the background. Called off
+    /// the file system's request path; the save that follows goes through `send` as always.
+    func openedForWriting(bucket: String, key: String) async
+
     /// Skips the current reconnect delay (e.g. the network came back).
     func reconnectNow() async
 
@@ -45,6 +50,8 @@ public protocol SyncEngine: AnyObject, Sendable {
 extension SyncEngine {
     public var versionHistory: (any EntityVersionFetching)? { nil }
     public var currentServer: ServerInUse? { nil }
+    /// Most protocols have no locks: opening a file tells the server nothing.
+    public func openedForWriting(bucket: String, key: String) async {}
 
     /// Waits until `isIdle()` (or the timeout); true if idle.
     public func waitUntilIdle(timeout: Duration) async -> Bool {

@@ -143,6 +143,21 @@ extension SyncStore {
         }
     }
 
+    /// The service refused the entity before any change of it was sent (Apptimist: the LOCK taken
+    /// when the file is opened for writing is held elsewhere): `rejected:<code>` with `reason`
+    /// at once, until the next save or a change from the server. Nothing stored is dropped.
+    public func refuseEntity(bucket: String, key: String, code: Int, reason: String) throws(StoreError) {
+        try write { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            guard var entity = try EntityRow.find(bucketID: bucketRow.id, key: key, db),
+                entity.state != EntityState.invalid.description
+            else { return }
+            entity.state = EntityState.rejected(code: code).description
+            entity.reason = reason
+            try entity.update(db)
+        }
+    }
+
     private static func refuse(_ change: inout ChangeRow, _ entity: inout EntityRow, code: Int, reason: String, _ db: Database) throws {
         change.state = "rejected:\(code)"
         try change.update(db)
