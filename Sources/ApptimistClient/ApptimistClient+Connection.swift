@@ -245,6 +245,9 @@ extension ApptimistClient {
         loggedInNow = false
         refreshed = false
         sentOnThisConnection = []
+        // The service drops a connection's locks with it.
+        heldLocks = [:]
+        locksWanted = []
         afterLoginTask?.cancel()
         afterLoginTask = nil
         let pending = waiters.values.flatMap { $0 }

@@ -40,6 +40,10 @@ extension ApptimistClient {
         defer { sending = false }
         repeat {
             flushAgain = false
+            do { try await takeWantedLocks() } catch {
+                logger.warning("apptimist: a LOCK waits for the next connection: \(error)")
+                return
+            }
             for bucket in ApptimistBuckets.all {
                 let owed: [OutgoingChange]
                 do { owed = try store.outgoingChanges(bucket: bucket) } catch {
@@ -60,6 +64,40 @@ extension ApptimistClient {
         } while flushAgain
     }
 
+    /// The LOCKs of files opened for writing, before what is owed: a lock held by another
+    /// connection shows on the file at once (`rejected:16`), before the user saves; the save
+    /// still goes (and LOCKs again), and is refused then if the lock is still held.
+    private func takeWantedLocks() async throws {
+        while !locksWanted.isEmpty {
+            guard connection != nil, refreshed else {
+                locksWanted = []
+                return
+            }
+            let key = locksWanted.removeFirst()
+            let name = ApptimistFileName.name(ofKey: key)
+            guard !ApptimistBuckets.reservedFiles.contains(name), !holdsLock(key), let filename = ApptimistFileName.wireName(name)
+            else { continue }
+            let fields = ApptimistFileFields(publicKey: configuration.identity.box.publicKey, filename: filename)
+            let answer = try await request(.lock(fields), answer: AnswerKey(type: .lock, subject: filename))
+            if answer.error == 0 || ApptimistFileName.isNotFound(answer.error) {
+                heldLocks[key] = .now
+                logger.info("apptimist: LOCK \(name): held (opened for writing)")
+            } else {
+                let reason = "LOCK refused when opened for writing: \(answer.reason)"
+                logger.error("apptimist: refused, \(ApptimistBuckets.files)/\(key): \(reason)")
+                try store.refuseEntity(bucket: ApptimistBuckets.files, key: key, code: Int(answer.error), reason: reason)
+            }
+        }
+    }
+
+    /// How long a lock taken here is relied on: the service keeps one 5 minutes; past this the
+    /// save LOCKs again.
+    static let lockLifetime: Duration = .seconds(240)
+
+    func holdsLock(_ key: String) -> Bool {
+        heldLocks[key].map { ContinuousClock.now - $0 < Self.lockLifetime } ?? false
+    }
+
     private func send(_ change: OutgoingChange) async throws {
         switch change.bucket {
         case ApptimistBuckets.files: try await sendFile(change)
@@ -69,7 +107,8 @@ extension ApptimistClient {
         }
     }
 
-    /// A saved file: LOCK, then WRITE of its whole bytes; a removed one: REMOVE. A refusal
+    /// A saved file: LOCK (unless held since it was opened), then WRITE of its whole bytes; a
+    /// removed one: REMOVE. A refusal
     /// (the lock held by another, no right to write) marks the save rejected, bytes kept.
     private func sendFile(_ change: OutgoingChange) async throws {
         let name = ApptimistFileName.name(ofKey: change.key)
@@ -82,6 +121,7 @@ extension ApptimistClient {
         let fields = ApptimistFileFields(publicKey: configuration.identity.box.publicKey, filename: filename)
         guard let value = try mirror.value(sentBy: change) else {
             let answer = try await request(.remove(fields), answer: AnswerKey(type: .remove, subject: filename))
+            heldLocks[change.key] = nil
             guard answer.error == 0 || ApptimistFileName.isNotFound(answer.error) else {
                 return try refuse(change, code: Int(answer.error), "REMOVE refused: \(answer.reason)")
             }
@@ -89,10 +129,15 @@ extension ApptimistClient {
             return
         }
         let bytes = Self.fileFormat.bytes(of: value) ?? []
-        let lock = try await request(.lock(fields), answer: AnswerKey(type: .lock, subject: filename))
-        guard lock.error == 0 || ApptimistFileName.isNotFound(lock.error) else {
-            return try refuse(change, code: Int(lock.error), "LOCK refused: \(lock.reason)")
+        // Taken when the file was opened for writing, and still held: WRITE at once.
+        if !holdsLock(change.key) {
+            let lock = try await request(.lock(fields), answer: AnswerKey(type: .lock, subject: filename))
+            guard lock.error == 0 || ApptimistFileName.isNotFound(lock.error) else {
+                return try refuse(change, code: Int(lock.error), "LOCK refused: \(lock.reason)")
+            }
         }
+        // The WRITE ends the lock (as does a refused one: the next save LOCKs again).
+        heldLocks[change.key] = nil
         let written = try await request(.write(fields), answer: AnswerKey(type: .write, subject: filename), data: bytes)
         guard written.error == 0 else {
             return try refuse(change, code: Int(written.error), "WRITE refused: \(written.reason)")

@@ -36,6 +36,11 @@ public actor ApptimistClient: SyncEngine {
     /// Outbox changes whose MESSAGEs went on the current connection.
     var sentOnThisConnection: Set<String> = []
     var flushAgain = false
+    /// Files opened for writing whose LOCK is to be taken (keys, in the order opened).
+    var locksWanted: [String] = []
+    /// Locks this connection holds, by key, since when: a save of one sends WRITE without
+    /// LOCKing again while it lasts.
+    var heldLocks: [String: ContinuousClock.Instant] = [:]
     /// Requests waiting for their answer, by the answer they wait for.
     var waiters: [AnswerKey: [AsyncThrowingStream<ApptimistAnswer, Error>.Continuation]] = [:]
 
@@ -94,10 +99,18 @@ public actor ApptimistClient: SyncEngine {
 
     public func stopSyncing(_ name: String) async {}
 
+    /// A file opened for writing is LOCKed at once when connected, before any save (issue #18);
+    /// offline nothing is taken: the save LOCKs when it is sent.
+    public func openedForWriting(bucket: String, key: String) async {
+        guard bucket == ApptimistBuckets.files, connection != nil, refreshed else { return }
+        if !locksWanted.contains(key) { locksWanted.append(key) }
+        await flush()
+    }
+
     public func reconnectNow() { wake() }
 
     public func isIdle() -> Bool {
-        guard loggedInNow, refreshed, !sending else { return false }
+        guard loggedInNow, refreshed, !sending, locksWanted.isEmpty else { return false }
         for bucket in ApptimistBuckets.all {
             guard let owed = try? store.outgoingChanges(bucket: bucket) else { return false }
             // An outbox message sent waits for its echo; a refusal waits for the user.

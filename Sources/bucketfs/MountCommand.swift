@@ -322,12 +322,20 @@ private struct MountSession {
         // mkdir and rmdir at the root reach the engine in the order they happened.
         let (bucketEdits, bucketEditsInput) = AsyncStream<BucketEdit>.makeStream()
         let localSaves = LocalSaveQueue()
+        // Files opened for writing reach the engine in the background: a FUSE request never waits
+        // for it. Only Apptimist has locks to take; the other protocols are not told.
+        let (writeOpens, writeOpensInput) = AsyncStream<OpenedFile>.makeStream()
+        let tellsOpens = syncProtocol == .apptimist
+        let onOpenedForWriting: @Sendable (String, String) -> Void = { bucket, key in
+            if tellsOpens { writeOpensInput.yield(OpenedFile(bucket: bucket, key: key)) }
+        }
         let reporters = [
             Task { await reportConnection(client, record: record, acknowledgements: acknowledgements) },
             Task { await reportRemoteChanges(store, feed: feed, titled: Set(textViews.keys)) },
             Task { await reportProgress(client) },
             Task { await reportAuthFailures(client, record: record) },
             Task { await applyBucketEdits(bucketEdits, to: client, logger: logger) },
+            Task { for await opened in writeOpens { await client.openedForWriting(bucket: opened.bucket, key: opened.key) } },
             Task { await sendLocalSaves(localSaves, to: client, feed: feed, store: store, titled: Set(textViews.keys)) },
         ]
 
@@ -335,6 +343,7 @@ private struct MountSession {
             store: store, logger: logger,
             onBucketCreated: { bucketEditsInput.yield(.created($0)) },
             onBucketRemoved: { bucketEditsInput.yield(.removed($0)) },
+            onOpenedForWriting: onOpenedForWriting,
             onOutgoing: localSaves.add
         )
         let fileSystem = BucketFileSystem(backend: backend, logger: logger)
@@ -580,4 +589,10 @@ enum SyncProtocolName: String, ExpressibleByArgument, CaseIterable, Codable, Sen
 private enum BucketEdit: Sendable {
     case created(String)
     case removed(String)
+}
+
+/// An entity file the mount opened for writing.
+private struct OpenedFile: Sendable {
+    let bucket: String
+    let key: String
 }
