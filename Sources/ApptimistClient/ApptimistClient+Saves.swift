@@ -77,6 +77,12 @@ extension ApptimistClient {
             let name = ApptimistFileName.name(ofKey: key)
             guard !ApptimistBuckets.reservedFiles.contains(name), !holdsLock(key), let filename = ApptimistFileName.wireName(name)
             else { continue }
+            // Saved already (closed before its LOCK went): the save LOCKs and WRITEs, and a LOCK
+            // taken after that WRITE would hold the file for nobody.
+            if try store.outgoingChanges(bucket: ApptimistBuckets.files).contains(where: { change in
+                if case .rejected = change.state { return false }
+                return change.key == key
+            }) { continue }
             let fields = ApptimistFileFields(publicKey: configuration.identity.box.publicKey, filename: filename)
             let answer = try await request(.lock(fields), answer: AnswerKey(type: .lock, subject: filename))
             if answer.error == 0 || ApptimistFileName.isNotFound(answer.error) {

@@ -104,7 +104,8 @@ public actor ApptimistClient: SyncEngine {
     public func openedForWriting(bucket: String, key: String) async {
         guard bucket == ApptimistBuckets.files, connection != nil, refreshed else { return }
         if !locksWanted.contains(key) { locksWanted.append(key) }
-        await flush()
+        // Not awaited: the next open is taken in while this LOCK waits for its answer.
+        Task { await self.flush() }
     }
 
     public func reconnectNow() { wake() }

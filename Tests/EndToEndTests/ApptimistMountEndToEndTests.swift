@@ -202,22 +202,70 @@ struct ApptimistMountEndToEndTests {
         #expect(gone[0]["code"] as? Int == 2)
     }
 
-    @Test func aLockHeldElsewhereRefusesTheSaveAndKeepsItsBytes() async throws {
+    @Test func aLockHeldElsewhereRefusesTheOpenAtOnceAndTheSaveKeepsItsBytes() async throws {
         let world = try World()
         defer { world.sandbox.close() }
         let server = try Server.start(world.sandbox, data: world.data)
         let a = try world.mount("a", as: world.alice, on: server)
+        try Files.write(a.path("files/shared.txt"), "first\n")
         #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
         // The other client LOCKs the file and holds its connection (and so the lock) open.
         let holder = try InteractivePeer(server, as: world.alice)
         defer { holder.close() }
         #expect(try holder.send(["op": "file", "kind": "lock", "name": "shared.txt"])["code"] as? Int == 0)
-        try Files.write(a.path("files/shared.txt"), "mine\n")
-        #expect(await waitUntil(30) { status(world.sandbox, a).contains("rejected:16") })
-        #expect(try Files.read(a.path("files/shared.txt")) == "mine\n")
-        let state = try Command.python(
-            "import os, sys\nprint(os.getxattr(sys.argv[1], 'user.bucketfs.state').decode())", [a.path("files/shared.txt")], in: "/")
-        #expect(state.stdout.hasPrefix("rejected:16"))
+        // Opened for writing, nothing written yet: the mount's LOCK is refused, and the file
+        // says so before any save.
+        let fd = open(a.path("files/shared.txt"), O_WRONLY)
+        try #require(fd >= 0)
+        var open = true
+        defer { if open { Glibc.close(fd) } }
+        #expect(await waitUntil(30) { state(a.path("files/shared.txt")).hasPrefix("rejected:16") }, "\(a.process.logTail)")
+        #expect(status(world.sandbox, a).contains("LOCK refused when opened for writing"))
+        #expect(try Files.read(a.path("files/shared.txt")) == "first\n")
+        // The save at close still goes (LOCK again, refused again): its bytes are kept.
+        // (Over the 6 bytes there, from offset 0: no O_TRUNC.)
+        #expect(Array("mine!\n".utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == 6)
+        Glibc.close(fd)
+        open = false
+        #expect(await waitUntil(30) { status(world.sandbox, a).contains("LOCK refused: ") }, "\(a.process.logTail)")
+        #expect(try Files.read(a.path("files/shared.txt")) == "mine!\n")
+        #expect(state(a.path("files/shared.txt")).hasPrefix("rejected:16"))
+        let read = try holder.send(["op": "file", "kind": "read", "name": "shared.txt"])
+        #expect(read["text"] as? String == "first\n")
+    }
+
+    @Test func openingAFileForWritingTakesItsLockAndTheWriteAtCloseGivesItBack() async throws {
+        let world = try World()
+        defer { world.sandbox.close() }
+        let server = try Server.start(world.sandbox, data: world.data)
+        let a = try world.mount("a", as: world.alice, on: server)
+        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        // Created and kept open, no byte written: the mount LOCKs it at once.
+        let fd = open(a.path("files/draft.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        try #require(fd >= 0)
+        var open = true
+        defer { if open { Glibc.close(fd) } }
+        #expect(await waitUntil(30) { a.process.log.contains("LOCK draft.txt: held (opened for writing)") }, "\(a.process.logTail)")
+        // Another connection of the same user cannot take it meanwhile.
+        let other = try InteractivePeer(server, as: world.alice)
+        defer { other.close() }
+        let refused = try other.send(["op": "file", "kind": "lock", "name": "draft.txt"])
+        #expect(refused["code"] as? Int == 16, "\(refused)")
+        // Written and closed: the WRITE ends the lock; the other connection takes it and reads
+        // the bytes.
+        #expect(Array("draft\n".utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == 6)
+        Glibc.close(fd)
+        open = false
+        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") }, "\(a.process.logTail)")
+        let taken = try other.send(["op": "file", "kind": "lock", "name": "draft.txt"])
+        #expect(taken["code"] as? Int == 0 && taken["text"] as? String == "draft\n", "\(taken)")
+    }
+
+    /// The file's `user.bucketfs.state` xattr ("" when it has none).
+    func state(_ path: String) -> String {
+        let read = try? Command.python(
+            "import os, sys\nprint(os.getxattr(sys.argv[1], 'user.bucketfs.state').decode())", [path], in: "/")
+        return read?.stdout ?? ""
     }
 
     @Test func offlineSavesKillNineAndAServerRestartLoseNothing() async throws {
