@@ -14,13 +14,16 @@ final class MountFixture: @unchecked Sendable {
     private(set) var fileSystem: BucketFileSystem
     private let watchdog: DispatchWorkItem
     private var closed = false
+    private let onOpenedForWriting: @Sendable (_ bucket: String, _ key: String) -> Void
 
     /// Mounts a store (new, or `storePath` of an earlier fixture) with bucket `notes`;
     /// `formats`: buckets shown other than as JSON (a text view).
     init(
         storePath existingStore: String? = nil, buckets: [String] = ["notes"], options: MountOptions = MountOptions(),
-        formats: [String: any EntityFileFormat] = [:], timeLimit: Double = 270
+        formats: [String: any EntityFileFormat] = [:], timeLimit: Double = 270,
+        onOpenedForWriting: @escaping @Sendable (_ bucket: String, _ key: String) -> Void = { _, _ in }
     ) throws {
+        self.onOpenedForWriting = onOpenedForWriting
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-test-\(UUID().uuidString)")
         let mount = directory.appendingPathComponent("mnt")
         try FileManager.default.createDirectory(at: mount, withIntermediateDirectories: true)
@@ -29,7 +32,7 @@ final class MountFixture: @unchecked Sendable {
         store = try SyncStore(path: storePath)
         for bucket in buckets { _ = try store.ensureBucket(bucket) }
         for (bucket, format) in formats { try store.setFileFormat(format, forBucket: bucket) }
-        fileSystem = BucketFileSystem(backend: SyncStoreBackend(store: store))
+        fileSystem = BucketFileSystem(backend: SyncStoreBackend(store: store, onOpenedForWriting: onOpenedForWriting))
         try fileSystem.mount(at: mountPoint, options: options)
         fileSystem.start()
         let mountPoint = self.mountPoint
@@ -64,7 +67,7 @@ final class MountFixture: @unchecked Sendable {
     func remount() throws {
         unmount()
         store = try SyncStore(path: storePath)
-        fileSystem = BucketFileSystem(backend: SyncStoreBackend(store: store))
+        fileSystem = BucketFileSystem(backend: SyncStoreBackend(store: store, onOpenedForWriting: onOpenedForWriting))
         try fileSystem.mount(at: mountPoint, options: MountOptions())
         fileSystem.start()
         closed = false
