@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "SyncProtocol", targets: ["SyncProtocol"]),
         .library(name: "TelepatProtocol", targets: ["TelepatProtocol"]),
         .library(name: "ApptimistProtocol", targets: ["ApptimistProtocol"]),
+        .library(name: "ApptimistCrypto", targets: ["ApptimistCrypto"]),
         .library(name: "SyncServer", targets: ["SyncServer"]),
         .library(name: "SyncStore", targets: ["SyncStore"]),
         .library(name: "SyncEngine", targets: ["SyncEngine"]),

@@ -70,6 +70,16 @@ let package = Package(
             path: "SyncBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
         ),
+        // A plain timing loop (scripts/bench-apptimist runs it and reads its JSON): the crypto one
+        // Apptimist PDU costs, beside the same frame unsealed.
+        .executableTarget(
+            name: "ApptimistCryptoTiming",
+            dependencies: [
+                .product(name: "ApptimistCrypto", package: bucketfs),
+                .product(name: "ApptimistProtocol", package: bucketfs),
+            ],
+            path: "ApptimistCryptoTiming"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
