@@ -33,6 +33,17 @@ final class FrameOutbox<Frame: OutboxFrame>: Sendable {
         var finished = false
         /// The connection overflowed or closed: queued frames are dropped.
         var abandoned = false
+
+        /// Drops every queued frame and accepts no more; returns the waiting writer to resume.
+        mutating func abandon() -> CheckedContinuation<Frame?, Never>? {
+            abandoned = true
+            frames = []
+            head = 0
+            bytes = 0
+            handedOut = 0
+            defer { waiter = nil }
+            return waiter
+        }
     }
 
     private enum EnqueueAction { case rejected, queued, resume(CheckedContinuation<Frame?, Never>), overflowed(CheckedContinuation<Frame?, Never>?) }
@@ -56,13 +67,7 @@ final class FrameOutbox<Frame: OutboxFrame>: Sendable {
             guard !state.finished, !state.abandoned else { return .rejected }
             let size = frame.outboxBytes
             if state.bytes + state.handedOut + size > limit {
-                state.abandoned = true
-                state.frames = []
-                state.head = 0
-                state.bytes = 0
-                state.handedOut = 0
-                defer { state.waiter = nil }
-                return .overflowed(state.waiter)
+                return .overflowed(state.abandon())
             }
             if let waiter = state.waiter {
                 state.waiter = nil
@@ -130,15 +135,7 @@ final class FrameOutbox<Frame: OutboxFrame>: Sendable {
 
     /// Drops everything queued and accepts nothing more (the connection is gone).
     func abandon() {
-        let waiter = state.withLockedValue { state -> CheckedContinuation<Frame?, Never>? in
-            state.abandoned = true
-            state.frames = []
-            state.head = 0
-            state.bytes = 0
-            state.handedOut = 0
-            defer { state.waiter = nil }
-            return state.waiter
-        }
+        let waiter = state.withLockedValue { $0.abandon() }
         waiter?.resume(returning: nil)
     }
 }
