@@ -48,7 +48,11 @@ import Testing
         #expect(answer.contains("Database unavailable"))
         #expect(ContinuousClock.now - asked < .seconds(20))
         let acknowledgedBefore = progress.acknowledged
-        try await Task.sleep(for: .seconds(2))
+        // Down until a node has given up on a change (a writer's connection closed for the
+        // database, after the 5 s wait for a pooled connection), not for a fixed while: a fixed
+        // 2 s ended before any change gave up on a quick machine.
+        let givingUp = ContinuousClock.now + .seconds(60)
+        while progress.closedUnavailable == 0, ContinuousClock.now < givingUp { try await Task.sleep(for: .milliseconds(100)) }
         try cluster.start()
         let restarted = progress.acknowledged
         // Writing goes on after PostgreSQL is back, on both nodes.
@@ -181,12 +185,15 @@ import Testing
 
 /// How many changes each writer saw acknowledged, and whether the load should stop.
 final class LoadProgress: Sendable {
-    private let state = NIOLockedValueBox<(acknowledged: [String: Int], finished: Bool)>(([:], false))
+    private let state = NIOLockedValueBox<(acknowledged: [String: Int], closedUnavailable: Int, finished: Bool)>(([:], 0, false))
 
     var acknowledged: [String: Int] { state.withLockedValue { $0.acknowledged } }
     var isFinished: Bool { state.withLockedValue { $0.finished } }
+    /// Connections the nodes closed saying their database was unavailable, so far.
+    var closedUnavailable: Int { state.withLockedValue { $0.closedUnavailable } }
 
     func acknowledge(_ writer: String) { state.withLockedValue { $0.acknowledged[writer, default: 0] += 1 } }
+    func closedForTheDatabase() { state.withLockedValue { $0.closedUnavailable += 1 } }
     func finish() { state.withLockedValue { $0.finished = true } }
 
     /// Waits until each writer has `count` acknowledgements more than in `after`.
@@ -274,6 +281,7 @@ struct LoadWriter: Sendable {
                 if let socket {
                     if await socket.isEnded, let frame = await socket.closeFrame, frame.reason == StreamingEndpoint.unavailableReason {
                         result.closedUnavailable += 1
+                        progress.closedForTheDatabase()
                     }
                     await socket.close()
                 }
