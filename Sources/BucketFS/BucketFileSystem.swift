@@ -386,11 +386,8 @@ public final class BucketFileSystem: Sendable {
     /// The mount's device ("major:minor") from /proc/self/mountinfo; reading it never touches the mount.
     /// The FUSE device (`major:minor`) mounted at `mountPoint`, if one is.
     public static func fuseDevice(of mountPoint: String) -> String? {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
         let resolved = URL(fileURLWithPath: mountPoint).standardizedFileURL.path
-        for line in text.split(separator: "\n").reversed() {
-            let fields = line.split(separator: " ")
-            guard fields.count > 4, fields[4] == resolved || fields[4] == mountPoint else { continue }
+        for fields in mountInfo().reversed() where fields.count > 4 && (fields[4] == resolved || fields[4] == mountPoint) {
             return String(fields[2])
         }
         return nil
@@ -399,11 +396,14 @@ public final class BucketFileSystem: Sendable {
     /// Whether a mount in this namespace is served by FUSE connection `device` ("major:minor"):
     /// after an umount, one is a new mount that was lent the ended connection's number.
     public static func isMounted(device: String) -> Bool {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
-        return text.split(separator: "\n").contains { line in
-            let fields = line.split(separator: " ")
-            return fields.count > 2 && fields[2] == device
-        }
+        mountInfo().contains { $0.count > 2 && $0[2] == device }
+    }
+
+    /// The lines of /proc/self/mountinfo, each split into its fields (field 2 the device, 4 the
+    /// mount point); empty when it cannot be read.
+    private static func mountInfo() -> [[Substring]] {
+        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").map { $0.split(separator: " ") }
     }
 
     /// Ends a FUSE connection: pending and future requests fail with ENOTCONN (root only).
