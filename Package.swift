@@ -162,6 +162,7 @@ let package = Package(
             name: "SyncClientTests",
             dependencies: [
                 "SyncClient", "SyncEngine", "SyncStore", "SyncServer", "SyncProtocol", "JSONDiff", "PostgresTestSupport",
+                "ApptimistClient", "ApptimistCrypto", "ApptimistProtocol",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),

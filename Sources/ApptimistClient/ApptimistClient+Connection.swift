@@ -61,14 +61,15 @@ extension ApptimistClient {
         }
     }
 
-    /// The version the server's answer names, refused when below what this mount has seen.
+    /// The version the server's answer names, refused when below what this mount has seen or
+    /// below the highest version its pinned service key lists.
     func negotiated(_ accepted: String?) throws -> ApptimistVersion {
         guard let version = ApptimistVersion.clientReading(accepted: accepted) else {
             throw ApptimistEngineError.connection("the server chose a subprotocol that was not offered: \(accepted ?? "")")
         }
         let kept: String? = (try? store.engineSetting(Self.versionSetting)) ?? nil
         let seen: ApptimistVersion? = kept.flatMap { UInt8($0) }.flatMap { ApptimistVersion(rawValue: $0) }
-        let minimum = max(configuration.minimumVersion, seen ?? .v1)
+        let minimum = max(configuration.minimumVersion, seen ?? .v1, configuration.service.versions.first ?? .v1)
         guard version >= minimum else {
             throw ApptimistEngineError.downgrade(
                 offered: configuration.offeredSubprotocols.joined(separator: ", "), accepted: version, minimum: minimum)
@@ -82,7 +83,7 @@ extension ApptimistClient {
     ) async throws {
         let channel = try ApptimistChannel(
             version: version, own: ephemeral, peerPublicKey: configuration.service.publicKey,
-            serviceDataNonce: configuration.service.dataNonce)
+            serviceDataNonce: configuration.service.dataNonce, sequenceLimit: configuration.sequenceLimit)
         connection = Connection(channel: channel, writer: writer)
         let identity = configuration.identity
         try await write(.login(

@@ -25,6 +25,9 @@ public struct ApptimistConfiguration: Sendable {
     public var stableConnection: Duration = .seconds(10)
     /// Largest binary message accepted.
     public var maxMessageBytes: Int = 64 * 1024 * 1024
+    /// Tests only: the highest header sequence number the mount sends on one connection before
+    /// it closes it and opens another (default: the version's maximum, 65,535 in version 1).
+    public var sequenceLimit: UInt64?
     /// Tests only: the versions offered (default: every version, most preferred first).
     public var offeredSubprotocols: [String] = ApptimistVersion.offered
 

@@ -13,7 +13,11 @@ public struct ApptimistChannel: Sendable {
     private let serviceDataNonce: [UInt8]
     private var sequence: HeaderSequence
 
-    public init(version: ApptimistVersion, own: BoxKeyPair, peerPublicKey: [UInt8], serviceDataNonce: [UInt8]) throws(ApptimistChannelError) {
+    /// `sequenceLimit`: the highest header sequence number this side sends before the
+    /// connection must be reopened (default: the version's maximum).
+    public init(
+        version: ApptimistVersion, own: BoxKeyPair, peerPublicKey: [UInt8], serviceDataNonce: [UInt8], sequenceLimit: UInt64? = nil
+    ) throws(ApptimistChannelError) {
         guard peerPublicKey.count == CryptoBox.keyLength else {
             throw .protocol(.wrongFieldLength(field: "peer public key", expected: CryptoBox.keyLength, actual: peerPublicKey.count))
         }
@@ -24,7 +28,7 @@ public struct ApptimistChannel: Sendable {
         self.own = own
         self.peerPublicKey = peerPublicKey
         self.serviceDataNonce = serviceDataNonce
-        sequence = HeaderSequence(version: version, ownPublicKey: own.publicKey, peerPublicKey: peerPublicKey)
+        sequence = HeaderSequence(version: version, ownPublicKey: own.publicKey, peerPublicKey: peerPublicKey, outgoingLimit: sequenceLimit)
     }
 
     /// The sequence number the next received header must carry.

@@ -14,12 +14,18 @@ public struct ApptimistServiceKey: Hashable, Sendable {
     public var publicKey: [UInt8]
     public var authKey: [UInt8]
     public var signature: [UInt8]
+    /// The protocol versions the service speaks, as its document lists them (empty: the
+    /// document does not say, as a seed service's would not). A client that pinned a document
+    /// listing version 2 refuses version 1 from the first connection on: an attacker on the
+    /// plain ws:// path cannot strip the offer even against a fresh store.
+    public var versions: [ApptimistVersion]
 
-    public init(service: String, identity: ApptimistIdentity) throws(ApptimistCryptoError) {
+    public init(service: String, identity: ApptimistIdentity, versions: [ApptimistVersion] = ApptimistVersion.allCases) throws(ApptimistCryptoError) {
         self.service = service
         publicKey = identity.box.publicKey
         authKey = identity.signing.publicKey
         signature = try identity.signedBoxKey()
+        self.versions = versions.sorted(by: >)
     }
 
     /// The seed's fixed `dataNonce`: version 1's data nonce, and both versions' header nonce prefix.
@@ -33,7 +39,7 @@ public struct ApptimistServiceKey: Hashable, Sendable {
     public func json() -> Data {
         let object: [String: Any] = [
             "service": service, "public_key": ApptimistHex.encode(publicKey), "auth_key": ApptimistHex.encode(authKey),
-            "signature": ApptimistHex.encode(signature), "versions": ApptimistVersion.offered,
+            "signature": ApptimistHex.encode(signature), "versions": versions.map(\.subprotocol),
         ]
         return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
     }
@@ -50,6 +56,9 @@ public struct ApptimistServiceKey: Hashable, Sendable {
         self.publicKey = publicKey
         self.authKey = authKey
         self.signature = signature
+        // Names this bucketfs does not know (a later version) are skipped, not refused.
+        let listed = (object["versions"] as? [String] ?? []).compactMap { name in ApptimistVersion.allCases.first { $0.subprotocol == name } }
+        versions = Set(listed).sorted(by: >)
         do {
             try verify()
         } catch {

@@ -70,16 +70,20 @@ public struct HeaderSequence: Hashable, Sendable {
     /// The number of the next PDU this side sends, and of the next it expects.
     public private(set) var nextOutgoing: UInt64
     public private(set) var nextIncoming: UInt64
+    /// The highest number this side sends: the version's maximum, or less where a side chooses
+    /// to reopen sooner (tests drive a reopen with a small one).
+    public let outgoingLimit: UInt64
 
-    public init(version: ApptimistVersion, ownPublicKey: [UInt8], peerPublicKey: [UInt8]) {
+    public init(version: ApptimistVersion, ownPublicKey: [UInt8], peerPublicKey: [UInt8], outgoingLimit: UInt64? = nil) {
         self.version = version
+        self.outgoingLimit = min(outgoingLimit ?? version.maxSequence, version.maxSequence)
         let ownFirst = !peerPublicKey.lexicographicallyPrecedes(ownPublicKey)
         nextOutgoing = ownFirst ? 1 : 2
         nextIncoming = ownFirst ? 2 : 1
     }
 
     public mutating func takeOutgoing() throws(ApptimistProtocolError) -> UInt64 {
-        try Self.take(&nextOutgoing, maximum: version.maxSequence)
+        try Self.take(&nextOutgoing, maximum: outgoingLimit)
     }
 
     public mutating func takeIncoming() throws(ApptimistProtocolError) -> UInt64 {

@@ -9,9 +9,11 @@ import Testing
 /// The version a connection speaks: the server's answer to the offer, never below what this
 /// mount's store has seen from it (so an attacker on the plain ws:// path cannot strip the offer).
 @Suite struct NegotiationTests {
-    func engine() throws -> (ApptimistClient, String) {
+    /// An engine over a fresh store; `versions` is what its pinned service key lists (none: a
+    /// seed service's document, which does not say).
+    func engine(versions: [ApptimistVersion] = []) throws -> (ApptimistClient, String) {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("apptimist-\(UUID().uuidString).sqlite").path
-        let service = try ApptimistServiceKey(service: "notes", identity: try .generate(name: "service"))
+        let service = try ApptimistServiceKey(service: "notes", identity: try .generate(name: "service"), versions: versions)
         let configuration = ApptimistConfiguration(serverURL: "ws://127.0.0.1:9/notes", identity: try .generate(name: "alice"), service: service)
         return (try ApptimistClient(configuration: configuration, store: try SyncStore(path: path)), path)
     }
@@ -33,6 +35,28 @@ import Testing
         // Kept in the store: a mount started again over it refuses version 1 as well.
         let again = try ApptimistClient(configuration: client.configuration, store: try SyncStore(path: path))
         await #expect(throws: ApptimistEngineError.self) { try await again.negotiated("apptimist.v1") }
+    }
+
+    /// A pinned service key that lists version 2 refuses version 1 from a fresh store's first
+    /// connection: a store is not needed to have seen version 2 (a new mount of a saved remote).
+    @Test func aPinnedKeyListingVersion2RefusesVersion1FromTheStart() async throws {
+        let (client, path) = try engine(versions: [.v1, .v2])
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        await #expect(throws: ApptimistEngineError.self) { try await client.negotiated(nil) }
+        await #expect(throws: ApptimistEngineError.self) { try await client.negotiated("apptimist.v1") }
+        #expect(try await client.negotiated("apptimist.v2") == .v2)
+
+        // The document as `GET /SERVICE` and `bucketfs apptimist service-key` give it lists the
+        // versions; read back, it still does. One that lists only version 1, or a version this
+        // bucketfs does not know, asks for no more than version 1.
+        let key = client.configuration.service
+        #expect(try ApptimistServiceKey(json: key.json()).versions == [.v2, .v1])
+        var object = try #require(try JSONSerialization.jsonObject(with: key.json()) as? [String: Any])
+        object["versions"] = ["apptimist.v1", "apptimist.v9"]
+        let older = try ApptimistServiceKey(json: try JSONSerialization.data(withJSONObject: object))
+        #expect(older.versions == [.v1])
+        object["versions"] = nil
+        #expect(try ApptimistServiceKey(json: try JSONSerialization.data(withJSONObject: object)).versions == [])
     }
 
     @Test func theMountShowsThreeDirectoriesOfBytes() throws {

@@ -101,4 +101,15 @@ struct FrameTests {
         #expect(last == 65_534)
         #expect(throws: ApptimistProtocolError.sequenceExhausted) { try even.takeOutgoing() }
     }
+
+    /// A side may choose to reopen sooner than its version must: a lower outgoing limit is kept
+    /// (never a higher one), and the peer's numbers are checked against the version alone.
+    @Test func aLowerOutgoingLimitEndsTheSequenceSooner() throws {
+        var sequence = HeaderSequence(version: .v2, ownPublicKey: [1], peerPublicKey: [2], outgoingLimit: 5)
+        #expect(try [sequence.takeOutgoing(), sequence.takeOutgoing(), sequence.takeOutgoing()] == [1, 3, 5])
+        #expect(throws: ApptimistProtocolError.sequenceExhausted) { try sequence.takeOutgoing() }
+        for _ in 0 ..< 10 { _ = try sequence.takeIncoming() }
+        let capped = HeaderSequence(version: .v1, ownPublicKey: [1], peerPublicKey: [2], outgoingLimit: .max)
+        #expect(capped.outgoingLimit == 65_535)
+    }
 }
