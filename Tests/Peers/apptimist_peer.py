@@ -169,7 +169,9 @@ class Peer:
         name = command["name"].encode()
         data = b""
         if kind == "write":
-            data = self.seal_data(self.user_box, command["text"].encode())
+            # "hex": bytes that are no text (an access-control file's keys).
+            plain = bytes.fromhex(command["hex"]) if "hex" in command else command["text"].encode()
+            data = self.seal_data(self.user_box, plain)
             if command.get("bad_box"):
                 data = data[:-1] + bytes([data[-1] ^ 1])
         self.send(kind, owner + struct.pack(">HB", 0, len(name)) + name, data)
@@ -192,12 +194,23 @@ class Peer:
         header = bytes([self.version, TYPES["message"]]) + fields
         return {"id": hashlib.sha512(header + data).hexdigest()}
 
-    def describe(self, pdu):
+    def delete(self, command):
+        """DEL of an event or forum; {"deleted": false} when the service sends no echo in time."""
+        key = bytes.fromhex(command["key"])
+        self.send("del", key)
+        echo = self.next_pdu(["del"], timeout=command.get("timeout", 30))
+        return {"deleted": echo is not None and echo["key"] == key}
+
+    def describe(self, pdu, open_as=None):
+        """`open_as`: the secret key (hex) to open a message's data with instead of the user's,
+        as a forum member opens a forum message (sealed by its sender to the forum's key)."""
         kind = pdu["type"]
         if kind == "message":
             other = pdu["from"] if pdu["from"] != self.public else pdu["to"]
-            text = self.open_data(Box(self.box, PublicKey(other)), pdu["data"]).decode("utf-8", "replace")
-            return {"type": kind, "id": pdu["id"].hex(), "from": pdu["from"].hex(), "to": pdu["to"].hex(), "text": text}
+            own = PrivateKey(bytes.fromhex(open_as)) if open_as else self.box
+            text = self.open_data(Box(own, PublicKey(other)), pdu["data"]).decode("utf-8", "replace")
+            return {"type": kind, "id": pdu["id"].hex(), "recipient": pdu["recipient"].hex(), "from": pdu["from"].hex(),
+                    "to": pdu["to"].hex(), "text": text}
         result = {"type": kind}
         for key, value in pdu.items():
             if key in ("type", "data", "header"):
@@ -322,7 +335,9 @@ def main():
                 answer = peer.message(command)
             elif op == "recv":
                 pdu = peer.next_pdu(command.get("kinds"), timeout=command.get("timeout", 30))
-                answer = {"timeout": True} if pdu is None else peer.describe(pdu)
+                answer = {"timeout": True} if pdu is None else peer.describe(pdu, command.get("open_as"))
+            elif op == "del":
+                answer = peer.delete(command)
             elif op == "truncate":
                 peer.send("truncate", bytes.fromhex(command["id"]))
                 answer = {"sent": True}

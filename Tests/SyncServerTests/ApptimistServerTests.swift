@@ -437,7 +437,7 @@ struct ApptimistServerTests {
 }
 
 /// Polls `condition` until it holds (bounded by the hang guard).
-private func eventually(_ condition: () async throws -> Bool) async throws {
+func eventually(_ condition: () async throws -> Bool) async throws {
     let deadline = ContinuousClock.now + hangGuard
     while ContinuousClock.now < deadline {
         if try await condition() { return }

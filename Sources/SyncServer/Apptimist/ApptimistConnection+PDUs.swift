@@ -107,6 +107,10 @@ extension ApptimistConnection {
         }
     }
 
+    /// A user's message is queued for its recipient and echoed to the sender. One whose `to` and
+    /// `recipient` are an event or forum is copied instead to the forum's members it reaches
+    /// (`ApptimistForum`), each copy's `recipient` that member and its data as sent (sealed to
+    /// the forum's key: the service holds no secret key to seal it again; Docs/apptimist-protocol.md).
     private func queueMessage(
         _ received: ApptimistReceived, time: UInt64, recipient: [UInt8], to: [UInt8], from: [UInt8], user: ApptimistAccount
     ) async throws {
@@ -114,14 +118,36 @@ extension ApptimistConnection {
             logger.info("ignoring a MESSAGE whose sender is not the logged-in user")
             return
         }
-        // The seed's id: sha512 of the header (as sealed, version byte first) and the data part.
-        let id = try SHA512.digest(received.headerBytes + received.data.wireBytes)
-        let message = ApptimistQueuedMessage(
-            seq: 0, id: id, version: version, pdu: .message(time: time, recipient: recipient, to: to, from: from), data: received.data)
-        // The recipient's queue, and the sender's: its devices see what it sent (the echo).
-        let owners = recipient == from ? [from] : [recipient, from]
-        try await service.storage.queueMessage(message, owners: owners)
-        for owner in owners { service.messagesQueued(for: owner) }
+        // The message as sent: what the sender's devices see (the echo), under the seed's id.
+        let sent = try ApptimistQueuedMessage(version: version, pdu: .message(time: time, recipient: recipient, to: to, from: from), data: received.data)
+        var copies: [(owner: [UInt8], message: ApptimistQueuedMessage)] = []
+        var event = try await forum(to)
+        if event == nil, recipient != to { event = try await forum(recipient) }
+        if let forum = event {
+            guard recipient == to else {
+                logger.info("ignoring a MESSAGE to a forum whose recipient is not the forum")
+                return
+            }
+            guard forum.isMember(from) else {
+                logger.info("ignoring a MESSAGE to a forum from someone who is not a member")
+                return
+            }
+            for member in forum.recipients(ofMessageFrom: from) {
+                let copy = ApptimistPDU.message(time: time, recipient: member, to: to, from: from)
+                copies.append((owner: member, message: try ApptimistQueuedMessage(version: version, pdu: copy, data: received.data)))
+            }
+        } else if recipient != from {
+            copies.append((owner: recipient, message: sent))
+        }
+        copies.append((owner: from, message: sent))
+        try await service.storage.queueMessages(copies)
+        for copy in copies { service.messagesQueued(for: copy.owner) }
+    }
+
+    /// The event or forum `key` is, or nil (a user, or no account).
+    private func forum(_ key: [UInt8]) async throws -> ApptimistForum? {
+        guard let account = try await service.storage.account(publicKey: key) else { return nil }
+        return try await ApptimistForum(account, storage: service.storage)
     }
 
     private func vouch(subject: [UInt8], signature: [UInt8], user: ApptimistAccount) async throws {
@@ -161,21 +187,10 @@ extension ApptimistConnection {
 
     private func access(to owner: [UInt8], user: ApptimistAccount) async throws -> Access {
         if owner == user.publicKey { return Access(read: true, write: true, control: false) }
-        guard let target = try await service.storage.account(publicKey: owner), let author = target.author else {
-            return Access(read: false, write: false, control: false)
-        }
-        if author == user.publicKey { return Access(read: true, write: true, control: true) }
-        func lists(_ name: String) async throws -> Bool {
-            let keys = try await service.storage.file(owner: owner, name: Array(name.utf8)) ?? []
-            return stride(from: 0, to: keys.count - CryptoBox.keyLength + 1, by: CryptoBox.keyLength).contains {
-                Array(keys[$0 ..< $0 + CryptoBox.keyLength]) == user.publicKey
-            }
-        }
-        if try await lists("editors") { return Access(read: true, write: true, control: false) }
-        let moderator = try await lists("moderators")
-        let subscriber = try await lists("subscribers")
-        let member = moderator || subscriber
-        return Access(read: member, write: false, control: false)
+        guard let forum = try await forum(owner) else { return Access(read: false, write: false, control: false) }
+        if forum.author == user.publicKey { return Access(read: true, write: true, control: true) }
+        if forum.editors.contains(user.publicKey) { return Access(read: true, write: true, control: false) }
+        return Access(read: forum.isMember(user.publicKey), write: false, control: false)
     }
 
     /// A Linux file name, not a path: 1-255 bytes, no '/' or NUL, not '.' or '..'.
@@ -189,8 +204,9 @@ extension ApptimistConnection {
         send(pdu(answer), data: sealForUser(Array(why.utf8)))
     }
 
-    private func lockKey(_ fields: ApptimistFileFields) -> ApptimistFileLocks.Key {
-        ApptimistFileLocks.Key(owner: fields.publicKey, name: fields.filename)
+    /// Ends this connection's lock on the file (its WRITE or REMOVE).
+    private func releaseLock(_ fields: ApptimistFileFields) async throws {
+        try await service.storage.releaseLock(owner: fields.publicKey, name: fields.filename, holder: lockHolder)
     }
 
     private func read(_ fields: ApptimistFileFields, user: ApptimistAccount, locking: Bool) async throws {
@@ -203,7 +219,9 @@ extension ApptimistConnection {
             guard access.write || (access.control && Self.reservedNames.contains(fields.filename)) else {
                 return refuse(pdu, fields, .denied, "the file is read-only")
             }
-            guard service.locks.take(lockKey(fields), by: ObjectIdentifier(self)) else {
+            guard try await service.storage.takeLock(
+                owner: fields.publicKey, name: fields.filename, holder: lockHolder, lifetime: service.settings.lockLifetime)
+            else {
                 return refuse(pdu, fields, .busy, "another connection holds the file's lock")
             }
         } else if contents == nil {
@@ -223,7 +241,7 @@ extension ApptimistConnection {
         } else if !access.write {
             return (.denied, "no write access to that user's files")
         }
-        if service.locks.isHeld(lockKey(fields), byOtherThan: ObjectIdentifier(self)) {
+        if try await service.storage.isLocked(owner: fields.publicKey, name: fields.filename, byOtherThan: lockHolder) {
             return (.busy, "another connection holds the file's lock")
         }
         return nil
@@ -235,7 +253,7 @@ extension ApptimistConnection {
             return refuse({ .write($0) }, fields, .invalid, "the data does not open (sealed for another key or nonce, or corrupted)")
         }
         try await service.storage.writeFile(owner: fields.publicKey, name: fields.filename, contents: contents)
-        service.locks.release(lockKey(fields), by: ObjectIdentifier(self))
+        try await releaseLock(fields)
         var answer = fields
         answer.error = 0
         send(.write(answer))
@@ -246,7 +264,7 @@ extension ApptimistConnection {
         guard try await service.storage.removeFile(owner: fields.publicKey, name: fields.filename) else {
             return refuse({ .remove($0) }, fields, .notFound, "no such file")
         }
-        service.locks.release(lockKey(fields), by: ObjectIdentifier(self))
+        try await releaseLock(fields)
         var answer = fields
         answer.error = 0
         send(.remove(answer))

@@ -27,6 +27,8 @@ final class ApptimistConnection: Sendable {
     private let crypto: NIOLockedValueBox<ApptimistChannel>
     let outbox: FrameOutbox<[UInt8]>
     let state = NIOLockedValueBox(State())
+    /// Who this connection's file locks are held by (this node and connection).
+    let lockHolder: ApptimistLockHolder
     /// This side's header sequence ran out: nothing more can be sealed on this connection.
     private let exhausted = NIOLockedValueBox(false)
     private let wakeups: AsyncStream<Void>
@@ -43,6 +45,7 @@ final class ApptimistConnection: Sendable {
         self.crypto = NIOLockedValueBox(crypto)
         self.logger = logger
         self.closeChannel = closeChannel
+        lockHolder = service.nextLockHolder()
         outbox = FrameOutbox(limit: service.configuration.maxOutboundBufferBytes) {
             logger.warning("closing an Apptimist connection whose client does not read (outbound buffer full)")
             closeChannel()

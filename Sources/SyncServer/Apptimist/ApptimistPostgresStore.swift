@@ -72,6 +72,22 @@ struct ApptimistPostgresStore: ApptimistStorage {
         """,
     ]
 
+    /// The file locks every node takes (migration 4): one row per locked file, its holder a
+    /// node's connection (`ApptimistLockHolder.bytes`), expiring by the database's clock (so a
+    /// crashed node's locks end too, and nodes' clocks need not agree).
+    static let lockSchema = [
+        """
+        CREATE TABLE apptimist_locks (
+            owner BYTEA NOT NULL,
+            name BYTEA NOT NULL,
+            holder BYTEA NOT NULL,
+            expires_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (owner, name)
+        )
+        """,
+        "CREATE INDEX apptimist_locks_by_holder ON apptimist_locks(holder)",
+    ]
+
     func serviceIdentity() async throws -> ApptimistIdentity {
         let fresh = try ApptimistIdentity.generate(name: "service")
         _ = try await client.rows("""
@@ -193,13 +209,13 @@ struct ApptimistPostgresStore: ApptimistStorage {
             """, "removing an Apptimist file", logger: logger).isEmpty
     }
 
-    func queueMessage(_ message: ApptimistQueuedMessage, owners: [[UInt8]]) async throws {
-        let header = Data(try ApptimistHeader(version: message.version, pdu: message.pdu).render())
+    func queueMessages(_ copies: [(owner: [UInt8], message: ApptimistQueuedMessage)]) async throws {
+        let rows = try copies.map { copy in (copy, Data(try ApptimistHeader(version: copy.message.version, pdu: copy.message.pdu).render())) }
         let logger = self.logger
         try await client.withAvailableConnection("queueing an Apptimist message") { connection in
             try await connection.withTransaction(logger: logger) { connection in
                 try await connection.query("SELECT pg_advisory_xact_lock(\(Self.queueLockKey))", logger: logger)
-                for owner in owners {
+                for ((owner, message), header) in rows {
                     try await connection.query("""
                         INSERT INTO apptimist_messages (owner, message_id, version, header, data_nonce, data)
                         SELECT \(Data(owner)), \(Data(message.id)), \(Int(message.version.rawValue)), \(header),
@@ -253,5 +269,36 @@ struct ApptimistPostgresStore: ApptimistStorage {
         try await client.rows("""
             SELECT voucher FROM apptimist_vouches WHERE subject = \(Data(subject)) ORDER BY voucher
             """, "reading vouchers", logger: logger).map { Array(try $0.decode(Data.self)) }
+    }
+
+    func takeLock(owner: [UInt8], name: [UInt8], holder: ApptimistLockHolder, lifetime: Duration) async throws -> Bool {
+        // One statement: a new lock, a renewal by its holder, or the takeover of an expired one;
+        // no row back when another holder's lock stands.
+        try await !client.rows("""
+            INSERT INTO apptimist_locks (owner, name, holder, expires_at)
+            VALUES (\(Data(owner)), \(Data(name)), \(Data(holder.bytes)), now() + make_interval(secs => \(lifetime / .seconds(1))))
+            ON CONFLICT (owner, name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+            WHERE apptimist_locks.holder = excluded.holder OR apptimist_locks.expires_at <= now()
+            RETURNING 1
+            """, "taking an Apptimist file lock", logger: logger).isEmpty
+    }
+
+    func isLocked(owner: [UInt8], name: [UInt8], byOtherThan holder: ApptimistLockHolder) async throws -> Bool {
+        try await !client.rows("""
+            SELECT 1 FROM apptimist_locks
+            WHERE owner = \(Data(owner)) AND name = \(Data(name)) AND holder <> \(Data(holder.bytes)) AND expires_at > now()
+            """, "reading an Apptimist file lock", logger: logger).isEmpty
+    }
+
+    func releaseLock(owner: [UInt8], name: [UInt8], holder: ApptimistLockHolder) async throws {
+        _ = try await client.rows("""
+            DELETE FROM apptimist_locks WHERE owner = \(Data(owner)) AND name = \(Data(name)) AND holder = \(Data(holder.bytes))
+            """, "releasing an Apptimist file lock", logger: logger)
+    }
+
+    func releaseLocks(holder: ApptimistLockHolder) async throws {
+        _ = try await client.rows("""
+            DELETE FROM apptimist_locks WHERE holder = \(Data(holder.bytes))
+            """, "releasing an Apptimist connection's file locks", logger: logger)
     }
 }

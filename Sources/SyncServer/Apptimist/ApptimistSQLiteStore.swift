@@ -7,8 +7,13 @@ import GRDB
 /// The Apptimist tables in the server's SQLite file (migration "v4 apptimist").
 struct ApptimistSQLiteStore: ApptimistStorage {
     let pool: DatabasePool
+    /// The store's file locks, in memory (`ApptimistFileLocks`).
+    let locks: ApptimistFileLocks
 
-    init(_ store: ServerStore) { pool = store.pool }
+    init(_ store: ServerStore) {
+        pool = store.pool
+        locks = store.apptimistLocks
+    }
 
     /// One node owns the file.
     var pollInterval: Duration? { nil }
@@ -165,10 +170,10 @@ struct ApptimistSQLiteStore: ApptimistStorage {
         }
     }
 
-    func queueMessage(_ message: ApptimistQueuedMessage, owners: [[UInt8]]) async throws {
-        let header = try ApptimistHeader(version: message.version, pdu: message.pdu).render()
+    func queueMessages(_ copies: [(owner: [UInt8], message: ApptimistQueuedMessage)]) async throws {
+        let rows = try copies.map { copy in (copy, try ApptimistHeader(version: copy.message.version, pdu: copy.message.pdu).render()) }
         try await pool.write { db in
-            for owner in owners {
+            for ((owner, message), header) in rows {
                 try db.execute(
                     sql: """
                         INSERT INTO apptimist_messages (owner, message_id, version, header, data_nonce, data)
@@ -235,5 +240,21 @@ struct ApptimistSQLiteStore: ApptimistStorage {
             try Data.fetchAll(db, sql: "SELECT voucher FROM apptimist_vouches WHERE subject = ? ORDER BY voucher", arguments: [Data(subject)])
                 .map { Array($0) }
         }
+    }
+
+    func takeLock(owner: [UInt8], name: [UInt8], holder: ApptimistLockHolder, lifetime: Duration) async throws -> Bool {
+        locks.take(ApptimistFileLocks.Key(owner: owner, name: name), by: holder, lifetime: lifetime)
+    }
+
+    func isLocked(owner: [UInt8], name: [UInt8], byOtherThan holder: ApptimistLockHolder) async throws -> Bool {
+        locks.isHeld(ApptimistFileLocks.Key(owner: owner, name: name), byOtherThan: holder)
+    }
+
+    func releaseLock(owner: [UInt8], name: [UInt8], holder: ApptimistLockHolder) async throws {
+        locks.release(ApptimistFileLocks.Key(owner: owner, name: name), by: holder)
+    }
+
+    func releaseLocks(holder: ApptimistLockHolder) async throws {
+        locks.releaseAll(of: holder)
     }
 }

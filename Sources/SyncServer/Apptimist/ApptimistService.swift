@@ -6,7 +6,7 @@ import Logging
 import NIOConcurrencyHelpers
 
 /// One Apptimist App-Server: its keys, its store, and what its connections share (who is
-/// logged in where, for message delivery and TRUNCATE echoes, and the file locks).
+/// logged in where, for message delivery and TRUNCATE echoes; the file locks are the store's).
 final class ApptimistService: Sendable {
     let settings: ApptimistSettings
     let configuration: ServerConfiguration
@@ -14,14 +14,24 @@ final class ApptimistService: Sendable {
     let logger: Logger
     private let identityCache = NIOLockedValueBox<ApptimistIdentity?>(nil)
     private let sessions = NIOLockedValueBox<[[UInt8]: [ObjectIdentifier: ApptimistConnection]]>([:])
-    let locks: ApptimistFileLocks
+    /// This node among the nodes of one store (random per start): the first part of its
+    /// connections' lock holders.
+    private let node: [UInt8] = (0 ..< 16).map { _ in UInt8.random(in: 0 ... 255) }
+    private let connectionCount = NIOLockedValueBox<UInt64>(0)
 
     init(settings: ApptimistSettings, configuration: ServerConfiguration, storage: any ApptimistStorage, logger: Logger) {
         self.settings = settings
         self.configuration = configuration
         self.storage = storage
         self.logger = logger
-        locks = ApptimistFileLocks(lifetime: settings.lockLifetime)
+    }
+
+    /// The lock holder a new connection of this node takes file locks as.
+    func nextLockHolder() -> ApptimistLockHolder {
+        ApptimistLockHolder(node: node, connection: connectionCount.withLockedValue { count in
+            count += 1
+            return count
+        })
     }
 
     /// The service's key pairs (made and stored on first use).
@@ -81,7 +91,15 @@ final class ApptimistService: Sendable {
     }
 
     func ended(_ connection: ApptimistConnection, user: [UInt8]?) {
-        locks.releaseAll(of: ObjectIdentifier(connection))
+        // Off the closing path (the store may be a network away); a lock not released here
+        // (the store unreachable) expires.
+        Task { [storage, logger, holder = connection.lockHolder] in
+            do {
+                try await storage.releaseLocks(holder: holder)
+            } catch {
+                logger.warning("releasing a closed Apptimist connection's locks failed (they expire): \(error)")
+            }
+        }
         guard let user else { return }
         sessions.withLockedValue { sessions in
             sessions[user]?[ObjectIdentifier(connection)] = nil
@@ -104,48 +122,47 @@ final class ApptimistService: Sendable {
     }
 }
 
-/// File locks (LOCK until WRITE or REMOVE), per owner and file name, held by a connection. In
-/// memory: a restarted server has none (clients LOCK again when they reconnect).
+/// File locks (LOCK until WRITE or REMOVE), per owner and file name, held by a connection, in
+/// memory: the SQLite store's (one node; a lock ends with its connection, so a restarted server
+/// rightly has none, and clients LOCK again when they reconnect).
 final class ApptimistFileLocks: Sendable {
     struct Key: Hashable, Sendable {
         var owner: [UInt8]
         var name: [UInt8]
     }
 
-    private struct Holder {
-        var connection: ObjectIdentifier
-        var since: ContinuousClock.Instant
+    private struct Lock {
+        var holder: ApptimistLockHolder
+        var expiry: ContinuousClock.Instant
     }
 
-    private let held = NIOLockedValueBox<[Key: Holder]>([:])
-    private let lifetime: Duration
+    private let held = NIOLockedValueBox<[Key: Lock]>([:])
 
-    init(lifetime: Duration) { self.lifetime = lifetime }
-
-    /// Takes (or renews) the lock for `connection`; false when another connection holds it.
-    func take(_ key: Key, by connection: ObjectIdentifier) -> Bool {
+    /// Takes (or renews) the lock for `holder`; false when another holder's has not expired.
+    func take(_ key: Key, by holder: ApptimistLockHolder, lifetime: Duration) -> Bool {
         held.withLockedValue { held in
-            if let holder = held[key], holder.connection != connection, ContinuousClock.now - holder.since < lifetime { return false }
-            held[key] = Holder(connection: connection, since: .now)
+            let now = ContinuousClock.now
+            if let lock = held[key], lock.holder != holder, now < lock.expiry { return false }
+            held[key] = Lock(holder: holder, expiry: now + lifetime)
             return true
         }
     }
 
-    /// Whether someone other than `connection` holds a live lock on `key`.
-    func isHeld(_ key: Key, byOtherThan connection: ObjectIdentifier) -> Bool {
+    /// Whether someone other than `holder` holds a live lock on `key`.
+    func isHeld(_ key: Key, byOtherThan holder: ApptimistLockHolder) -> Bool {
         held.withLockedValue { held in
-            guard let holder = held[key] else { return false }
-            return holder.connection != connection && ContinuousClock.now - holder.since < lifetime
+            guard let lock = held[key] else { return false }
+            return lock.holder != holder && ContinuousClock.now < lock.expiry
         }
     }
 
-    func release(_ key: Key, by connection: ObjectIdentifier) {
+    func release(_ key: Key, by holder: ApptimistLockHolder) {
         held.withLockedValue { held in
-            if held[key]?.connection == connection { held[key] = nil }
+            if held[key]?.holder == holder { held[key] = nil }
         }
     }
 
-    func releaseAll(of connection: ObjectIdentifier) {
-        held.withLockedValue { held in held = held.filter { $0.value.connection != connection } }
+    func releaseAll(of holder: ApptimistLockHolder) {
+        held.withLockedValue { held in held = held.filter { $0.value.holder != holder } }
     }
 }

@@ -22,6 +22,13 @@ struct ApptimistQueuedMessage: Sendable, Hashable {
 }
 
 extension ApptimistQueuedMessage {
+    /// A message to queue, with the seed's id: sha512 of the header (rendered under `version`,
+    /// version byte first, as every receiver opens it) and the data part as framed.
+    init(version: ApptimistVersion, pdu: ApptimistPDU, data: ApptimistSealedData) throws {
+        let header = try ApptimistHeader(version: version, pdu: pdu).render()
+        self.init(seq: 0, id: try SHA512.digest(header + data.wireBytes), version: version, pdu: pdu, data: data)
+    }
+
     /// A message as a store keeps it: the header's bytes parsed again under its version.
     init(stored seq: Int64, id: [UInt8], version versionNumber: Int, header: [UInt8], nonce: [UInt8]?, data: [UInt8]) throws {
         guard let version = ApptimistVersion(rawValue: UInt8(clamping: versionNumber)) else {
@@ -93,8 +100,8 @@ protocol ApptimistStorage: Sendable {
     func writeFile(owner: [UInt8], name: [UInt8], contents: [UInt8]) async throws
     /// False when there was no such file.
     func removeFile(owner: [UInt8], name: [UInt8]) async throws -> Bool
-    /// Appends one message to each owner's queue (one transaction); owners without an account are skipped.
-    func queueMessage(_ message: ApptimistQueuedMessage, owners: [[UInt8]]) async throws
+    /// Appends each copy to its owner's queue (one transaction); owners without an account are skipped.
+    func queueMessages(_ copies: [(owner: [UInt8], message: ApptimistQueuedMessage)]) async throws
     /// The owner's messages after `seq`, oldest first, at most `limit`.
     func messages(owner: [UInt8], after seq: Int64, limit: Int) async throws -> [ApptimistQueuedMessage]
     /// Where LOGIN's replay starts (deliver after the returned seq): after `head` when it is
@@ -105,6 +112,45 @@ protocol ApptimistStorage: Sendable {
     /// Records (or with nil, revokes) `voucher`'s signature of `subject`.
     func setVouch(subject: [UInt8], voucher: [UInt8], signature: [UInt8]?) async throws
     func vouchers(subject: [UInt8]) async throws -> [[UInt8]]
+
+    // File locks (LOCK until WRITE or REMOVE, the connection's end, or the lifetime): the
+    // service's nodes share them (one node: in memory; PostgreSQL: a table).
+
+    /// Takes (or renews) the lock on `owner`'s `name` for `holder`, expiring `lifetime` from now;
+    /// false when another holder's lock has not expired (an expired one is taken over).
+    func takeLock(owner: [UInt8], name: [UInt8], holder: ApptimistLockHolder, lifetime: Duration) async throws -> Bool
+    /// Whether a holder other than `holder` has a lock on the file that has not expired.
+    func isLocked(owner: [UInt8], name: [UInt8], byOtherThan holder: ApptimistLockHolder) async throws -> Bool
+    /// Ends `holder`'s lock on the file, if it has it.
+    func releaseLock(owner: [UInt8], name: [UInt8], holder: ApptimistLockHolder) async throws
+    /// Ends every lock of `holder` (its connection ended).
+    func releaseLocks(holder: ApptimistLockHolder) async throws
+}
+
+extension ApptimistStorage {
+    /// Appends `message` to each owner's queue (one transaction): the same id in every queue.
+    func queueMessage(_ message: ApptimistQueuedMessage, owners: [[UInt8]]) async throws {
+        try await queueMessages(owners.map { (owner: $0, message: message) })
+    }
+
+    /// The 32-byte keys an access-control file (`editors`, `moderators`, `subscribers`) of
+    /// `owner` lists; none when there is no such file (a trailing partial key is ignored).
+    func keys(listedIn name: String, of owner: [UInt8]) async throws -> [[UInt8]] {
+        let bytes = try await file(owner: owner, name: Array(name.utf8)) ?? []
+        return stride(from: 0, to: bytes.count - CryptoBox.keyLength + 1, by: CryptoBox.keyLength).map {
+            Array(bytes[$0 ..< $0 + CryptoBox.keyLength])
+        }
+    }
+}
+
+/// Who holds a file lock: a connection (`connection`, numbered by its node) of a node (`node`,
+/// random per start of the service), so no two connections of any nodes on one store share one.
+struct ApptimistLockHolder: Sendable, Hashable {
+    var node: [UInt8]
+    var connection: UInt64
+
+    /// The holder as one byte string (the node, then the connection as 8 big-endian bytes).
+    var bytes: [UInt8] { node + withUnsafeBytes(of: connection.bigEndian) { Array($0) } }
 }
 
 extension ServerStorage {

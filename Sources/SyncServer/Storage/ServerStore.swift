@@ -18,6 +18,8 @@ public final class ServerStore: Sendable {
     /// Runs each committed batch's completions (acknowledgements, broadcasts) in commit order,
     /// while the writer goes on with the next batch.
     let completionQueue = DispatchQueue(label: "bucketfs-server.completions")
+    /// The Apptimist service's file locks: in memory, as the one node on this file owns them.
+    let apptimistLocks = ApptimistFileLocks()
 
     /// Opens (creating if needed) the store in `directory` and migrates its schema.
     /// - Parameter passwordIterations: PBKDF2 rounds for new passwords (existing ones keep theirs).

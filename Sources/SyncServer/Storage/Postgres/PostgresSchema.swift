@@ -106,6 +106,8 @@ enum PostgresSchema {
         (version: 2, sql: ["ALTER TABLE entity_versions ADD COLUMN accepted_at DOUBLE PRECISION"]),
         // The Apptimist App-Server's tables (issue 18), as SQLite's migration "v4 apptimist".
         (version: 3, sql: ApptimistPostgresStore.schema),
+        // The Apptimist file locks, shared by the nodes (in memory on SQLite: one node).
+        (version: 4, sql: ApptimistPostgresStore.lockSchema),
     ]
 
     /// Applies the migrations the database lacks, each in its own transaction, under a
