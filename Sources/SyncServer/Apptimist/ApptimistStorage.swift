@@ -78,8 +78,8 @@ enum ApptimistStoreError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// The seam between the Apptimist service and its durable state (SQLite now; a PostgreSQL store
-/// would implement the same).
+/// The seam between the Apptimist service and its durable state: `ApptimistSQLiteStore` and
+/// `ApptimistPostgresStore`; the service never knows which it talks to.
 protocol ApptimistStorage: Sendable {
     /// How often a logged-in connection looks for messages other nodes queued; nil when no
     /// other node writes to this store.
