@@ -61,5 +61,8 @@ public struct BytesFieldFormat: EntityFileFormat, Hashable {
 
     public var parsesOntoBase: Bool { true }
 
+    /// Base64 text merged by jsondiff is no file either side wrote: the local bytes win whole.
+    public var mergesEdits: Bool { false }
+
     public func removal(of value: JSONObject, at time: StoreTime) -> JSONObject? { nil }
 }

@@ -21,6 +21,14 @@ public protocol EntityFileFormat: Sendable {
     /// What removing the file does to the entity: nil removes it; a value keeps it with that
     /// value and without a file (a trash flag set).
     func removal(of value: JSONObject, at time: StoreTime) -> JSONObject?
+    /// Whether a local edit and a remote one of the same entity are merged (jsondiff's
+    /// transform). False for opaque values (bytes): the local value is then kept whole, state
+    /// `conflict`, and sent over the server's.
+    var mergesEdits: Bool { get }
+}
+
+extension EntityFileFormat {
+    public var mergesEdits: Bool { true }
 }
 
 /// Why written bytes are no value of their entity (the `invalid` state's reason).

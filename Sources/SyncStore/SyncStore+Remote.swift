@@ -165,14 +165,19 @@ extension SyncStore {
         }
         var merged = newGhost
         if let local = try row.local() {
-            do {
+            if !bucket.format.mergesEdits, local != oldGhost, newGhost != oldGhost, local != newGhost {
+                // Opaque bytes changed on both sides: the local ones kept whole, sent over the server's.
+                merged = local
+                row.state = EntityState.conflict.description
+                row.reason = "changed on the server while changed here; local bytes kept and sent over the server's"
+            } else { do {
                 merged = try Merge.rebase(local: local, oldGhost: oldGhost, newGhost: newGhost, remoteDiff: remoteDiff)
             } catch {
                 // Could not merge: keep the local value whole (nothing lost), send it over the new version.
                 merged = local
                 row.state = EntityState.conflict.description
                 row.reason = "local and remote edits could not be merged (\(error)); local value kept"
-            }
+            } }
         }
         if row.state == EntityState.invalid.description {
             // The file holds bytes that are not JSON; keep them (the user is mid-edit), track the value.

@@ -2,6 +2,7 @@ import ApptimistClient
 import ApptimistProtocol
 import Foundation
 import JSONDiff
+import SyncEngine
 import SyncStore
 import Testing
 
@@ -42,5 +43,28 @@ import Testing
         let kept = try #require(try SyncStore(path: path).fileFormat(ofBucket: "files") as? BytesFieldFormat)
         #expect(kept == files)
         #expect(kept.isReadOnly(key: "author") && !kept.isReadOnly(key: "notes.txt"))
+    }
+
+    /// Bytes are opaque: a remote change of a file whose save is owed here keeps the local
+    /// bytes whole (state conflict, sent over the server's), never a jsondiff merge of base64
+    /// text (which is no file either side wrote). A change only on one side is taken as it is.
+    @Test func aRemoteChangeOverAnOwedSaveOfBytesKeepsTheLocalBytes() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("apptimist-\(UUID().uuidString).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let store = try SyncStore(path: path)
+        let format = BytesFieldFormat()
+        try store.setFileFormat(format, forBucket: "files")
+        let mirror = CountedVersionMirror(store: store)
+        try mirror.apply(state: format.value(of: Array("hello world\n".utf8)), key: "f", bucket: "files")
+        _ = try store.saveLocal(bucket: "files", key: "f", bytes: Array("hello brave world\n".utf8))
+        try mirror.apply(state: format.value(of: Array("hello wide world\n".utf8)), key: "f", bucket: "files")
+        let entity = try #require(try store.entity(bucket: "files", key: "f"))
+        #expect(entity.value.flatMap(format.bytes(of:)) == Array("hello brave world\n".utf8))
+        #expect(entity.state == .conflict)
+        #expect(try store.outgoingChanges(bucket: "files").map(\.key) == ["f"])
+        // Nothing owed: the server's bytes are taken.
+        try mirror.apply(state: format.value(of: Array("other\n".utf8)), key: "g", bucket: "files")
+        try mirror.apply(state: format.value(of: Array("changed\n".utf8)), key: "g", bucket: "files")
+        #expect(try store.entity(bucket: "files", key: "g")?.value.flatMap(format.bytes(of:)) == Array("changed\n".utf8))
     }
 }
