@@ -124,7 +124,12 @@ class Peer:
         header = self.header_box.decrypt(sealed, self.header_nonce(self.next_in))
         self.next_in += 2
         assert header[0] == self.version, "header version %d on a version %d connection" % (header[0], self.version)
-        return parse(header, data)
+        pdu = parse(header, data)
+        # A MESSAGE from the service's own key is a file notice (Docs/apptimist-protocol.md):
+        # its own kind, so that waiting for messages does not take one.
+        if pdu["type"] == "message" and pdu["from"] == self.service_public:
+            pdu["type"] = "notice"
+        return pdu
 
     def next_pdu(self, kinds=None, timeout=30):
         """The next PDU of one of `kinds` (others are kept for `recv`)."""
@@ -211,6 +216,12 @@ class Peer:
             text = self.open_data(Box(own, PublicKey(other)), pdu["data"]).decode("utf-8", "replace")
             return {"type": kind, "id": pdu["id"].hex(), "recipient": pdu["recipient"].hex(), "from": pdu["from"].hex(),
                     "to": pdu["to"].hex(), "text": text}
+        if kind == "notice":
+            notice = json.loads(self.open_data(self.user_box, pdu["data"]))
+            notice["name"] = bytes.fromhex(notice["file"]).decode("utf-8", "replace")
+            notice.update({"type": kind, "id": pdu["id"].hex(), "from": pdu["from"].hex(), "to": pdu["to"].hex(),
+                           "recipient": pdu["recipient"].hex(), "version": pdu["header"][0]})
+            return notice
         result = {"type": kind}
         for key, value in pdu.items():
             if key in ("type", "data", "header"):

@@ -146,6 +146,145 @@ struct ApptimistServerTests {
         }
     }
 
+    // MARK: File notices
+
+    /// The notices a peer receives until `timeout` seconds pass with none (each one described).
+    static func notices(_ peer: ScriptPeer, timeout: Int = 2) async throws -> [JSONValue] {
+        var notices: [JSONValue] = []
+        while true {
+            let answer = try await peer.send(["op": "recv", "kinds": ["notice"], "timeout": .integer(Int64(timeout))])
+            if answer["timeout"]?.boolValue == true { return notices }
+            #expect(answer["type"]?.stringValue == "notice", "\(answer)")
+            notices.append(answer)
+        }
+    }
+
+    static func sha512Hex(_ text: String) throws -> String { ApptimistHex.encode(try SHA512.digest(Array(text.utf8))) }
+
+    /// Every WRITE and REMOVE of a user's file, by any connection, queues a file notice for the
+    /// user (Docs/apptimist-protocol.md, "File notices"): the user's other connection gets exactly
+    /// one per change, from the service's key, sealed to the user, naming the file, its size and
+    /// hash; a refused change queues none.
+    @Test(arguments: StoreKind.allCases)
+    func aWriteOrRemoveByOneConnectionIsNoticedOnTheUsersOthers(store: StoreKind) async throws {
+        try await withServer(store: store, configure: Self.configure) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let bob = try await Self.addUser(server, "bob")
+            let serviceKey = ApptimistHex.encode(try await Self.storage(server).serviceIdentity().box.publicKey)
+            let writer = try await Self.loggedIn(server.port, alice)
+            let watcher = try await Self.loggedIn(server.port, alice)
+            let stranger = try await Self.loggedIn(server.port, bob)
+            defer { Task { await writer.close(); await watcher.close(); await stranger.close() } }
+
+            #expect(Self.code(try await Self.file(writer, "write", "notes.txt", text: "hello")) == 0)
+            let written = try await Self.notices(watcher)
+            #expect(written.count == 1, "\(written)")
+            let notice = try #require(written.first)
+            #expect(notice["name"]?.stringValue == "notes.txt")
+            #expect(notice["file"]?.stringValue == ApptimistHex.encode(Array("notes.txt".utf8)))
+            #expect(notice["op"]?.stringValue == "write")
+            #expect(notice["size"]?.integerValue == 5)
+            #expect(notice["sha512"]?.stringValue == (try Self.sha512Hex("hello")))
+            #expect(notice["from"]?.stringValue == serviceKey)
+            #expect(notice["to"]?.stringValue == alice.key)
+            #expect(notice["recipient"]?.stringValue == alice.key)
+            #expect(notice["version"]?.integerValue == 2)
+            // The writing connection hears of it too (after its answer); another user does not.
+            #expect(try await Self.notices(writer).map { $0["name"]?.stringValue } == ["notes.txt"])
+            #expect(try await Self.notices(stranger, timeout: 1).isEmpty)
+
+            // An overwrite, then a removal: one notice each.
+            #expect(Self.code(try await Self.file(writer, "write", "notes.txt", text: "hello again")) == 0)
+            let overwritten = try await Self.notices(watcher)
+            #expect(overwritten.map { $0["sha512"]?.stringValue } == [try Self.sha512Hex("hello again")])
+            #expect(overwritten.first?["size"]?.integerValue == 11)
+            #expect(Self.code(try await Self.file(writer, "remove", "notes.txt")) == 0)
+            let removed = try await Self.notices(watcher)
+            #expect(removed.map { $0["op"]?.stringValue } == ["remove"])
+            #expect(removed.first?["name"]?.stringValue == "notes.txt")
+            #expect(removed.first?["sha512"] == nil)
+
+            // Refused changes queue nothing: a REMOVE of no file, a WRITE against another's lock.
+            #expect(Self.code(try await Self.file(writer, "remove", "notes.txt")) == 2)
+            #expect(Self.code(try await Self.file(watcher, "lock", "held")) == 0)
+            #expect(Self.code(try await Self.file(writer, "write", "held", text: "x")) == 16)
+            #expect(try await Self.notices(watcher, timeout: 1).isEmpty)
+        }
+    }
+
+    /// At most one notice per file is queued: five saves of one file leave one notice (the last
+    /// contents'), so a device logging in with a zero head gets a listing of the user's files
+    /// (one stored without a notice gets one at LOGIN); a head that was a notice since replaced
+    /// replays the queue from its start.
+    @Test(arguments: StoreKind.allCases)
+    func noticesCoalesceSoAFreshLoginListsTheFiles(store: StoreKind) async throws {
+        try await withServer(store: store, configure: Self.configure) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let bob = try await Self.addUser(server, "bob")
+            let writer = try await Self.loggedIn(server.port, alice)
+            defer { Task { await writer.close() } }
+            var firstNoticeID: String?
+            for index in 1 ... 5 {
+                #expect(Self.code(try await Self.file(writer, "write", "same.txt", text: "version \(index)")) == 0)
+                let notices = try await Self.notices(writer, timeout: 1)
+                if firstNoticeID == nil { firstNoticeID = notices.first?["id"]?.stringValue }
+            }
+            #expect(Self.code(try await Self.file(writer, "write", "other.txt", text: "other")) == 0)
+            #expect(Self.code(try await Self.file(writer, "write", "gone.txt", text: "soon gone")) == 0)
+            #expect(Self.code(try await Self.file(writer, "remove", "gone.txt")) == 0)
+            // A message to the user stays in the queue beside the notices.
+            let friend = try await Self.loggedIn(server.port, bob)
+            defer { Task { await friend.close() } }
+            _ = try await friend.send(["op": "message", "to": .string(alice.key), "text": "hi alice"])
+            _ = try await friend.send(["op": "recv", "kinds": ["message"]])
+
+            let queued = try await Self.storage(server).messages(owner: alice.identity.box.publicKey, after: 0, limit: 100)
+            #expect(queued.count == 4, "3 notices and a message: \(queued.count)")
+            // A file stored without a notice (as before notices existed) gets one at the next LOGIN.
+            try await Self.storage(server).writeFile(owner: alice.identity.box.publicKey, name: Array("old.txt".utf8), contents: Array("old".utf8), notice: nil)
+
+            func fresh(head: String?) async throws -> (notices: [JSONValue], messages: [String]) {
+                let peer = try await Self.loggedIn(server.port, alice, head: head)
+                defer { Task { await peer.close() } }
+                let notices = try await Self.notices(peer)
+                var messages: [String] = []
+                while let text = try await peer.send(["op": "recv", "kinds": ["message"], "timeout": 1])["text"]?.stringValue { messages.append(text) }
+                return (notices, messages)
+            }
+            let listing = try await fresh(head: nil)
+            #expect(listing.notices.map { $0["name"]?.stringValue ?? "" }.sorted() == ["gone.txt", "old.txt", "other.txt", "same.txt"])
+            #expect(listing.notices.first { $0["name"]?.stringValue == "old.txt" }?["sha512"]?.stringValue == (try Self.sha512Hex("old")))
+            let same = listing.notices.first { $0["name"]?.stringValue == "same.txt" }
+            #expect(same?["sha512"]?.stringValue == (try Self.sha512Hex("version 5")))
+            #expect(listing.notices.first { $0["name"]?.stringValue == "gone.txt" }?["op"]?.stringValue == "remove")
+            #expect(listing.messages == ["hi alice"])
+            // The first notice of same.txt was replaced: a head naming it replays everything.
+            let replaced = try await fresh(head: try #require(firstNoticeID))
+            #expect(replaced.notices.count == 4)
+            #expect(replaced.messages == ["hi alice"])
+        }
+    }
+
+    /// Notices are version 2 only (version 1's fixed data nonce would repeat under the one
+    /// service-user key pair): a version 1 connection gets none, and its own writes are noticed
+    /// on the user's version 2 connections.
+    @Test func aVersion1ConnectionGetsNoNotices() async throws {
+        try await withServer(configure: Self.configure) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let seed = try await Self.loggedIn(server.port, alice, subprotocols: [])
+            let current = try await Self.loggedIn(server.port, alice)
+            defer { Task { await seed.close(); await current.close() } }
+            #expect(Self.code(try await Self.file(seed, "write", "from-v1", text: "v1")) == 0)
+            #expect(Self.code(try await Self.file(current, "write", "from-v2", text: "v2")) == 0)
+            #expect(try await Self.notices(current).map { $0["name"]?.stringValue ?? "" }.sorted() == ["from-v1", "from-v2"])
+            #expect(try await Self.notices(seed, timeout: 1).isEmpty)
+            #expect(try await seed.send(["op": "recv", "kinds": ["message"], "timeout": 1])["timeout"]?.boolValue == true)
+            let later = try await Self.loggedIn(server.port, alice, subprotocols: ["apptimist.v1"])
+            defer { Task { await later.close() } }
+            #expect(try await Self.notices(later, timeout: 1).isEmpty)
+        }
+    }
+
     // MARK: Accounts
 
     @Test(arguments: StoreKind.allCases)
@@ -327,7 +466,8 @@ struct ApptimistServerTests {
             let peer = try await Self.loggedIn(server.port, alice)
             #expect(Self.code(try await Self.file(peer, "write", "kept", text: "after")) == 0)
             _ = try await peer.send(["op": "raw", "kind": .string(kind)])
-            let answer = try await peer.send(["op": "recv", "timeout": 20])
+            // Only the close is waited for (the file notices of the writes are kept by the peer).
+            let answer = try await peer.send(["op": "recv", "kinds": ["message"], "timeout": 20])
             #expect(answer["closed"] != nil, "\(kind): \(answer)")
             await peer.close()
             #expect(try await Self.storage(server).file(owner: alice.identity.box.publicKey, name: Array("kept".utf8)) == Array("after".utf8))
@@ -421,7 +561,7 @@ struct ApptimistServerTests {
             // The session is still open when the server goes.
             return (alice, bob, id, peer)
         }
-        #expect(try await session.send(["op": "recv", "timeout": 20])["closed"] != nil)
+        #expect(try await session.send(["op": "recv", "kinds": ["message"], "timeout": 20])["closed"] != nil)
         await session.close()
         try await withServer(directory: directory, configure: Self.configure) { server in
             // The peer fetches the service key again and checks it; the same key is served.

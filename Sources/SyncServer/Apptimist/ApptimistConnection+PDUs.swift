@@ -80,6 +80,14 @@ extension ApptimistConnection {
             guard let account = try await service.storage.account(publicKey: userPublicKey),
                 (try? Ed25519.verify(signature, of: userPublicKey, publicKey: account.authKey)) != nil
             else { return .close(.policyViolation, "LOGIN refused: unknown key or bad signature") }
+            if version == .v2 {
+                // Files with no notice queued (older than notices, or their notice truncated) get
+                // one now, so the replay lists every file (Docs/apptimist-protocol.md).
+                let identity = self.identity
+                try await service.storage.queueMissingNotices(owner: userPublicKey) { name, contents in
+                    try ApptimistService.fileNotice(identity: identity, owner: userPublicKey, name: name, contents: contents)
+                }
+            }
             let start = try await service.storage.replayStart(owner: userPublicKey, head: head, max: max)
             state.withLockedValue {
                 $0.user = account
@@ -100,7 +108,10 @@ extension ApptimistConnection {
         let event = ApptimistAccount(publicKey: publicKey, authKey: authKey, name: name, uid: [], author: author.publicKey)
         do {
             try await service.storage.createAccount(event, invitation: nil)
-            try await service.storage.writeFile(owner: publicKey, name: Array("author".utf8), contents: author.publicKey)
+            let name = Array("author".utf8)
+            try await service.storage.writeFile(
+                owner: publicKey, name: name, contents: author.publicKey,
+                notice: try await service.fileNotice(owner: publicKey, name: name, contents: author.publicKey))
             send(.new(publicKey: publicKey, authKey: authKey, name: name, uid: [], token: []))
         } catch ApptimistStoreError.accountExists {
             logger.info("NEW of an event whose key is taken: ignored")
@@ -252,21 +263,26 @@ extension ApptimistConnection {
         guard !data.isEmpty, let contents = openFromUser(data) else {
             return refuse({ .write($0) }, fields, .invalid, "the data does not open (sealed for another key or nonce, or corrupted)")
         }
-        try await service.storage.writeFile(owner: fields.publicKey, name: fields.filename, contents: contents)
+        let notice = try await service.fileNotice(owner: fields.publicKey, name: fields.filename, contents: contents)
+        try await service.storage.writeFile(owner: fields.publicKey, name: fields.filename, contents: contents, notice: notice)
         try await releaseLock(fields)
         var answer = fields
         answer.error = 0
         send(.write(answer))
+        // After the answer: on this connection the notice follows it.
+        service.messagesQueued(for: fields.publicKey)
     }
 
     private func remove(_ fields: ApptimistFileFields, user: ApptimistAccount) async throws {
         if let (error, why) = try await mayChange(fields, user: user) { return refuse({ .remove($0) }, fields, error, why) }
-        guard try await service.storage.removeFile(owner: fields.publicKey, name: fields.filename) else {
+        let notice = try await service.fileNotice(owner: fields.publicKey, name: fields.filename, contents: nil)
+        guard try await service.storage.removeFile(owner: fields.publicKey, name: fields.filename, notice: notice) else {
             return refuse({ .remove($0) }, fields, .notFound, "no such file")
         }
         try await releaseLock(fields)
         var answer = fields
         answer.error = 0
         send(.remove(answer))
+        service.messagesQueued(for: fields.publicKey)
     }
 }

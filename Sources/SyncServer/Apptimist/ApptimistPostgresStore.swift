@@ -88,6 +88,13 @@ struct ApptimistPostgresStore: ApptimistStorage {
         "CREATE INDEX apptimist_locks_by_holder ON apptimist_locks(holder)",
     ]
 
+    /// Migration 5, as SQLite's "v5 apptimist notices": a queued file notice names its file, so
+    /// that a new notice of a file takes the place of the last (one per owner and file).
+    static let noticesSchema = [
+        "ALTER TABLE apptimist_messages ADD COLUMN notice_file BYTEA",
+        "CREATE UNIQUE INDEX apptimist_notices ON apptimist_messages(owner, notice_file) WHERE notice_file IS NOT NULL",
+    ]
+
     func serviceIdentity() async throws -> ApptimistIdentity {
         let fresh = try ApptimistIdentity.generate(name: "service")
         _ = try await client.rows("""
@@ -196,35 +203,93 @@ struct ApptimistPostgresStore: ApptimistStorage {
             """, as: Data.self, "reading an Apptimist file", logger: logger).map { Array($0) }
     }
 
-    func writeFile(owner: [UInt8], name: [UInt8], contents: [UInt8]) async throws {
-        _ = try await client.rows("""
-            INSERT INTO apptimist_files (owner, name, contents) VALUES (\(Data(owner)), \(Data(name)), \(Data(contents)))
-            ON CONFLICT (owner, name) DO UPDATE SET contents = excluded.contents
-            """, "writing an Apptimist file", logger: logger)
+    func writeFile(owner: [UInt8], name: [UInt8], contents: [UInt8], notice: ApptimistQueuedMessage?) async throws {
+        guard let notice else {
+            _ = try await client.rows("""
+                INSERT INTO apptimist_files (owner, name, contents) VALUES (\(Data(owner)), \(Data(name)), \(Data(contents)))
+                ON CONFLICT (owner, name) DO UPDATE SET contents = excluded.contents
+                """, "writing an Apptimist file", logger: logger)
+            return
+        }
+        let logger = self.logger
+        try await inQueueTransaction("writing an Apptimist file") { connection in
+            try await connection.query("""
+                INSERT INTO apptimist_files (owner, name, contents) VALUES (\(Data(owner)), \(Data(name)), \(Data(contents)))
+                ON CONFLICT (owner, name) DO UPDATE SET contents = excluded.contents
+                """, logger: logger)
+            try await Self.queueNotice(notice, owner: owner, file: name, connection, logger: logger)
+            return true
+        }
     }
 
-    func removeFile(owner: [UInt8], name: [UInt8]) async throws -> Bool {
-        try await !client.rows("""
-            DELETE FROM apptimist_files WHERE owner = \(Data(owner)) AND name = \(Data(name)) RETURNING 1
-            """, "removing an Apptimist file", logger: logger).isEmpty
+    func removeFile(owner: [UInt8], name: [UInt8], notice: ApptimistQueuedMessage?) async throws -> Bool {
+        let logger = self.logger
+        return try await inQueueTransaction("removing an Apptimist file") { connection in
+            let removed = try await PostgresRows.rows(connection.query("""
+                DELETE FROM apptimist_files WHERE owner = \(Data(owner)) AND name = \(Data(name)) RETURNING 1
+                """, logger: logger))
+            guard !removed.isEmpty else { return false }
+            if let notice { try await Self.queueNotice(notice, owner: owner, file: name, connection, logger: logger) }
+            return true
+        }
+    }
+
+    func queueMissingNotices(owner: [UInt8], notice: @escaping @Sendable ([UInt8], [UInt8]) throws -> ApptimistQueuedMessage) async throws {
+        let logger = self.logger
+        // Under the queue lock, which every change that queues a notice takes: read and insert are one step.
+        try await inQueueTransaction("queueing missing Apptimist notices") { connection in
+            let files = try await PostgresRows.rows(connection.query("""
+                SELECT name, contents FROM apptimist_files f WHERE owner = \(Data(owner))
+                AND NOT EXISTS (SELECT 1 FROM apptimist_messages m WHERE m.owner = \(Data(owner)) AND m.notice_file = f.name)
+                """, logger: logger))
+            for file in files {
+                let (name, contents) = try file.decode((Data, Data).self)
+                try await Self.insert(try notice(Array(name), Array(contents)), owner: owner, noticeFile: Array(name), connection, logger: logger)
+            }
+            return true
+        }
+    }
+
+    /// A transaction that may queue messages: it takes their seq under the queue lock first.
+    @discardableResult
+    private func inQueueTransaction(_ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> Bool) async throws -> Bool {
+        let logger = self.logger
+        return try await client.withAvailableConnection(what) { connection in
+            try await connection.withTransaction(logger: logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.queueLockKey))", logger: logger)
+                return try await body(connection)
+            }
+        }
+    }
+
+    /// A file notice in place of the owner's earlier notice of the same file (at most one each).
+    private static func queueNotice(
+        _ notice: ApptimistQueuedMessage, owner: [UInt8], file: [UInt8], _ connection: PostgresConnection, logger: Logger
+    ) async throws {
+        try await connection.query(
+            "DELETE FROM apptimist_messages WHERE owner = \(Data(owner)) AND notice_file = \(Data(file))", logger: logger)
+        try await insert(notice, owner: owner, noticeFile: file, connection, logger: logger)
+    }
+
+    /// One queue entry (nothing when the owner has no account, or already has that id).
+    private static func insert(
+        _ message: ApptimistQueuedMessage, owner: [UInt8], noticeFile: [UInt8]?, _ connection: PostgresConnection, logger: Logger
+    ) async throws {
+        let header = Data(try ApptimistHeader(version: message.version, pdu: message.pdu).render())
+        try await connection.query("""
+            INSERT INTO apptimist_messages (owner, message_id, version, header, data_nonce, data, notice_file)
+            SELECT \(Data(owner)), \(Data(message.id)), \(Int(message.version.rawValue)), \(header),
+                   \(message.data.nonce.map { Data($0) }), \(Data(message.data.sealed)), \(noticeFile.map { Data($0) })
+            WHERE EXISTS (SELECT 1 FROM apptimist_accounts WHERE public_key = \(Data(owner)))
+            ON CONFLICT (owner, message_id) DO NOTHING
+            """, logger: logger)
     }
 
     func queueMessages(_ copies: [(owner: [UInt8], message: ApptimistQueuedMessage)]) async throws {
-        let rows = try copies.map { copy in (copy, Data(try ApptimistHeader(version: copy.message.version, pdu: copy.message.pdu).render())) }
         let logger = self.logger
-        try await client.withAvailableConnection("queueing an Apptimist message") { connection in
-            try await connection.withTransaction(logger: logger) { connection in
-                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.queueLockKey))", logger: logger)
-                for ((owner, message), header) in rows {
-                    try await connection.query("""
-                        INSERT INTO apptimist_messages (owner, message_id, version, header, data_nonce, data)
-                        SELECT \(Data(owner)), \(Data(message.id)), \(Int(message.version.rawValue)), \(header),
-                               \(message.data.nonce.map { Data($0) }), \(Data(message.data.sealed))
-                        WHERE EXISTS (SELECT 1 FROM apptimist_accounts WHERE public_key = \(Data(owner)))
-                        ON CONFLICT (owner, message_id) DO NOTHING
-                        """, logger: logger)
-                }
-            }
+        try await inQueueTransaction("queueing an Apptimist message") { connection in
+            for (owner, message) in copies { try await Self.insert(message, owner: owner, noticeFile: nil, connection, logger: logger) }
+            return true
         }
     }
 

@@ -64,6 +64,13 @@ struct ApptimistSQLiteStore: ApptimistStorage {
         ) WITHOUT ROWID;
         """
 
+    /// Migration "v5 apptimist notices": a queued file notice names its file, so that a new
+    /// notice of a file takes the place of the last (one per owner and file).
+    static let noticesSchema = """
+        ALTER TABLE apptimist_messages ADD COLUMN notice_file BLOB;
+        CREATE UNIQUE INDEX apptimist_notices ON apptimist_messages(owner, notice_file) WHERE notice_file IS NOT NULL;
+        """
+
     func serviceIdentity() async throws -> ApptimistIdentity {
         let fresh = try ApptimistIdentity.generate(name: "service")
         let (boxSecret, seed) = try await pool.write { db -> (Data, Data) in
@@ -152,7 +159,8 @@ struct ApptimistSQLiteStore: ApptimistStorage {
         }
     }
 
-    func writeFile(owner: [UInt8], name: [UInt8], contents: [UInt8]) async throws {
+    func writeFile(owner: [UInt8], name: [UInt8], contents: [UInt8], notice: ApptimistQueuedMessage?) async throws {
+        let noticeHeader = try notice.map { try Self.header(of: $0) }
         try await pool.write { db in
             try db.execute(
                 sql: """
@@ -160,31 +168,62 @@ struct ApptimistSQLiteStore: ApptimistStorage {
                     ON CONFLICT (owner, name) DO UPDATE SET contents = excluded.contents
                     """,
                 arguments: [Data(owner), Data(name), Data(contents)])
+            if let notice, let noticeHeader { try Self.queueNotice(notice, header: noticeHeader, owner: owner, file: name, db) }
         }
     }
 
-    func removeFile(owner: [UInt8], name: [UInt8]) async throws -> Bool {
-        try await pool.write { db in
+    func removeFile(owner: [UInt8], name: [UInt8], notice: ApptimistQueuedMessage?) async throws -> Bool {
+        let noticeHeader = try notice.map { try Self.header(of: $0) }
+        return try await pool.write { db in
             try db.execute(sql: "DELETE FROM apptimist_files WHERE owner = ? AND name = ?", arguments: [Data(owner), Data(name)])
-            return db.changesCount > 0
+            guard db.changesCount > 0 else { return false }
+            if let notice, let noticeHeader { try Self.queueNotice(notice, header: noticeHeader, owner: owner, file: name, db) }
+            return true
         }
+    }
+
+    func queueMissingNotices(owner: [UInt8], notice: @escaping @Sendable ([UInt8], [UInt8]) throws -> ApptimistQueuedMessage) async throws {
+        try await pool.write { db in
+            let files = try Row.fetchAll(db, sql: """
+                SELECT name, contents FROM apptimist_files f WHERE owner = ?1
+                AND NOT EXISTS (SELECT 1 FROM apptimist_messages m WHERE m.owner = ?1 AND m.notice_file = f.name)
+                """, arguments: [Data(owner)])
+            for file in files {
+                let name = Array(file["name"] as Data)
+                let message = try notice(name, Array(file["contents"] as Data))
+                try Self.insert(message, header: try Self.header(of: message), owner: owner, noticeFile: name, db)
+            }
+        }
+    }
+
+    private static func header(of message: ApptimistQueuedMessage) throws -> [UInt8] {
+        try ApptimistHeader(version: message.version, pdu: message.pdu).render()
+    }
+
+    /// A file notice in place of the owner's earlier notice of the same file (at most one each).
+    private static func queueNotice(_ notice: ApptimistQueuedMessage, header: [UInt8], owner: [UInt8], file: [UInt8], _ db: Database) throws {
+        try db.execute(sql: "DELETE FROM apptimist_messages WHERE owner = ? AND notice_file = ?", arguments: [Data(owner), Data(file)])
+        try insert(notice, header: header, owner: owner, noticeFile: file, db)
+    }
+
+    /// One queue entry (nothing when the owner has no account, or already has that id).
+    private static func insert(_ message: ApptimistQueuedMessage, header: [UInt8], owner: [UInt8], noticeFile: [UInt8]?, _ db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO apptimist_messages (owner, message_id, version, header, data_nonce, data, notice_file)
+                SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM apptimist_accounts WHERE public_key = ?)
+                ON CONFLICT (owner, message_id) DO NOTHING
+                """,
+            arguments: [
+                Data(owner), Data(message.id), Int(message.version.rawValue), Data(header),
+                message.data.nonce.map { Data($0) }, Data(message.data.sealed), noticeFile.map { Data($0) }, Data(owner),
+            ])
     }
 
     func queueMessages(_ copies: [(owner: [UInt8], message: ApptimistQueuedMessage)]) async throws {
-        let rows = try copies.map { copy in (copy, try ApptimistHeader(version: copy.message.version, pdu: copy.message.pdu).render()) }
+        let rows = try copies.map { copy in (copy, try Self.header(of: copy.message)) }
         try await pool.write { db in
-            for ((owner, message), header) in rows {
-                try db.execute(
-                    sql: """
-                        INSERT INTO apptimist_messages (owner, message_id, version, header, data_nonce, data)
-                        SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM apptimist_accounts WHERE public_key = ?)
-                        ON CONFLICT (owner, message_id) DO NOTHING
-                        """,
-                    arguments: [
-                        Data(owner), Data(message.id), Int(message.version.rawValue), Data(header),
-                        message.data.nonce.map { Data($0) }, Data(message.data.sealed), Data(owner),
-                    ])
-            }
+            for ((owner, message), header) in rows { try Self.insert(message, header: header, owner: owner, noticeFile: nil, db) }
         }
     }
 

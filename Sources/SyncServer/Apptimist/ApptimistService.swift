@@ -116,6 +116,28 @@ final class ApptimistService: Sendable {
         for connection in connections(of: owner) { connection.wake() }
     }
 
+    /// The file notice of `owner`'s file `name` now holding `contents` (nil: removed), to queue
+    /// with the change (Docs/apptimist-protocol.md, "File notices"): a MESSAGE from the service
+    /// to the owner, `recipient` = `to` = the owner, its data the notice's JSON sealed by the
+    /// service to the owner. Always version 2: a fresh random data nonce each (version 1's fixed
+    /// nonce, under the one service-owner key pair, would repeat with every notice). Its id is
+    /// the seed's, as for every message.
+    func fileNotice(owner: [UInt8], name: [UInt8], contents: [UInt8]?) async throws -> ApptimistQueuedMessage {
+        try Self.fileNotice(identity: try await identity(), owner: owner, name: name, contents: contents)
+    }
+
+    static func fileNotice(identity: ApptimistIdentity, owner: [UInt8], name: [UInt8], contents: [UInt8]?) throws -> ApptimistQueuedMessage {
+        let notice = if let contents { try ApptimistFileNotice.written(name, contents: contents) } else { ApptimistFileNotice(file: name, operation: .remove) }
+        let nonce = try CryptoBox.randomNonce()
+        let data = ApptimistSealedData(
+            nonce: nonce,
+            sealed: try CryptoBox.seal(notice.json(), nonce: nonce, recipientPublicKey: owner, senderSecretKey: identity.box.secretKey))
+        let pdu = ApptimistPDU.message(
+            time: UInt64(max(0, Date().timeIntervalSince1970)), recipient: owner, to: owner, from: identity.box.publicKey)
+        let header = try ApptimistHeader(version: .v2, pdu: pdu).render()
+        return ApptimistQueuedMessage(seq: 0, id: try SHA512.digest(header + data.wireBytes), version: .v2, pdu: pdu, data: data)
+    }
+
     /// A TRUNCATE of `owner`'s: every one of its connections hears the echo.
     func truncated(owner: [UInt8], id: [UInt8]) {
         for connection in connections(of: owner) { connection.send(.truncate(messageID: id)) }

@@ -97,9 +97,16 @@ protocol ApptimistStorage: Sendable {
     /// Deletes an account with its files and queue.
     func deleteAccount(publicKey: [UInt8]) async throws
     func file(owner: [UInt8], name: [UInt8]) async throws -> [UInt8]?
-    func writeFile(owner: [UInt8], name: [UInt8], contents: [UInt8]) async throws
-    /// False when there was no such file.
-    func removeFile(owner: [UInt8], name: [UInt8]) async throws -> Bool
+    /// Stores the file whole and, in the same transaction, queues `notice` (a file notice,
+    /// Docs/apptimist-protocol.md) for `owner` in place of its earlier notice of `name`: at most
+    /// one notice per owner and file is queued.
+    func writeFile(owner: [UInt8], name: [UInt8], contents: [UInt8], notice: ApptimistQueuedMessage?) async throws
+    /// False when there was no such file (then nothing is queued); else as `writeFile` for `notice`.
+    func removeFile(owner: [UInt8], name: [UInt8], notice: ApptimistQueuedMessage?) async throws -> Bool
+    /// Queues a notice, made by `notice` from a file's name and contents, for each of `owner`'s
+    /// files that has none queued (stored before notices existed, or its notice truncated), in
+    /// one transaction with the reading: a notice a change queues meanwhile is never replaced.
+    func queueMissingNotices(owner: [UInt8], notice: @escaping @Sendable (_ name: [UInt8], _ contents: [UInt8]) throws -> ApptimistQueuedMessage) async throws
     /// Appends each copy to its owner's queue (one transaction); owners without an account are skipped.
     func queueMessages(_ copies: [(owner: [UInt8], message: ApptimistQueuedMessage)]) async throws
     /// The owner's messages after `seq`, oldest first, at most `limit`.

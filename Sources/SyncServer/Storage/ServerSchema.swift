@@ -113,6 +113,10 @@ enum ServerSchema {
             // bytes; message data stays sealed (the service cannot open it).
             try db.execute(sql: ApptimistSQLiteStore.schema)
         }
+        migrator.registerMigration("v5 apptimist notices") { db in
+            // The service's file notices (Docs/apptimist-protocol.md): one queued per owner and file.
+            try db.execute(sql: ApptimistSQLiteStore.noticesSchema)
+        }
         return migrator
     }
 }

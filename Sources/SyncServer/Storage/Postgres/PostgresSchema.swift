@@ -108,6 +108,8 @@ enum PostgresSchema {
         (version: 3, sql: ApptimistPostgresStore.schema),
         // The Apptimist file locks, shared by the nodes (in memory on SQLite: one node).
         (version: 4, sql: ApptimistPostgresStore.lockSchema),
+        // The service's file notices (Docs/apptimist-protocol.md), as SQLite's "v5 apptimist notices".
+        (version: 5, sql: ApptimistPostgresStore.noticesSchema),
     ]
 
     /// Applies the migrations the database lacks, each in its own transaction, under a
