@@ -191,6 +191,10 @@ extension ApptimistClient {
         let other = from == me ? to : from
         // The seed's id: sha512 of the header as sent and the data part as in the frame.
         let id = ApptimistHex.encode(try SHA512.digest(received.headerBytes + received.data.wireBytes))
+        if from == configuration.service.publicKey {
+            try receiveNotice(received, id: id)
+            return
+        }
         let data: [UInt8]
         do {
             data = try connection.channel.openData(received.data, from: other, to: configuration.identity.box.secretKey)
@@ -208,6 +212,43 @@ extension ApptimistClient {
         try mirror.apply(state: value, key: id, bucket: ApptimistBuckets.messages)
         try store.setEngineSetting(Self.headSetting, to: id)
         if from == me { try outboxEchoed(data) }
+    }
+
+    /// A file notice from the service (Docs/apptimist-protocol.md, "File notices"): a file of
+    /// this user changed, here or elsewhere. Never shown in messages/; the head moves past it.
+    /// A write whose bytes the store has already (this mount's own save echoed) changes nothing;
+    /// another is READ by the flush (never here: its answer comes on this same loop). A removal
+    /// removes the file unless a save of it is owed here (that save re-creates it).
+    private func receiveNotice(_ received: ApptimistReceived, id: String) throws {
+        defer { try? store.setEngineSetting(Self.headSetting, to: id) }
+        guard let connection,
+            let data = try? connection.channel.openData(received.data, from: configuration.service.publicKey, to: configuration.identity.box.secretKey),
+            let notice = ApptimistFileNotice(json: data), let name = String(bytes: notice.file, encoding: .utf8),
+            ApptimistFileName.wireName(name) == notice.file
+        else {
+            logger.warning("apptimist: a notice from the service (\(id.prefix(16))...) does not open or name a file; skipped")
+            return
+        }
+        let bucket = ApptimistBuckets.files
+        let key = ApptimistFileName.key(of: name)
+        switch notice.operation {
+        case .write:
+            let entity = try store.entity(bucket: bucket, key: key)
+            let known = [entity?.version == nil ? nil : entity?.ghost, entity?.value].compactMap { $0 }
+            if let sha512 = notice.sha512,
+                try known.contains(where: { value in try SHA512.digest(Self.fileFormat.bytes(of: value) ?? []) == sha512 })
+            {
+                logger.debug("apptimist: notice of \(name): bytes known here")
+                return
+            }
+            noteFileToRead(key)
+        case .remove:
+            if try store.outgoingChanges(bucket: bucket).contains(where: { $0.key == key }) {
+                logger.info("apptimist: \(name) removed elsewhere while a save of it is owed here: the save re-creates it")
+                return
+            }
+            try mirror.remove(key: key, bucket: bucket)
+        }
     }
 
     func answer(_ key: AnswerKey, _ answer: ApptimistAnswer) {

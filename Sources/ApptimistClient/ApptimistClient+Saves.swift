@@ -10,22 +10,58 @@ extension ApptimistClient {
     /// READ of every file the store knows and of the service's access-control files: each one
     /// read is the file's state now; a known file the service no longer has is removed.
     func refreshFiles() async throws {
-        let bucket = ApptimistBuckets.files
         var names = Set(ApptimistBuckets.reservedFiles)
-        for key in try entityKeys(bucket) { names.insert(ApptimistFileName.name(ofKey: key)) }
-        for name in names.sorted() {
-            let filename = Array(name.utf8)
-            let answer = try await request(
-                .read(ApptimistFileFields(publicKey: configuration.identity.box.publicKey, filename: filename)),
-                answer: AnswerKey(type: .read, subject: filename))
-            let key = ApptimistFileName.key(of: name)
-            if answer.error == 0 {
-                try mirror.apply(state: Self.fileFormat.value(of: answer.data), key: key, bucket: bucket)
-            } else if ApptimistFileName.isNotFound(answer.error) {
-                try mirror.remove(key: key, bucket: bucket)
-            } else {
-                logger.info("apptimist: READ \(name): \(answer.reason)")
-            }
+        for key in try entityKeys(ApptimistBuckets.files) { names.insert(ApptimistFileName.name(ofKey: key)) }
+        for name in names.sorted() { try await readFile(name) }
+    }
+
+    /// READ of one file, its answer applied as the service's state of it now (absent: removed).
+    private func readFile(_ name: String, noticed: Bool = false) async throws {
+        let bucket = ApptimistBuckets.files
+        guard let filename = ApptimistFileName.wireName(name) else { return }
+        let answer = try await request(
+            .read(ApptimistFileFields(publicKey: configuration.identity.box.publicKey, filename: filename)),
+            answer: AnswerKey(type: .read, subject: filename))
+        let key = ApptimistFileName.key(of: name)
+        if noticed { logger.debug("apptimist: READ \(name) (a notice named it), error \(answer.error)") }
+        if answer.error == 0 {
+            try mirror.apply(state: Self.fileFormat.value(of: answer.data), key: key, bucket: bucket)
+        } else if ApptimistFileName.isNotFound(answer.error) {
+            try mirror.remove(key: key, bucket: bucket)
+        } else {
+            logger.info("apptimist: READ \(name): \(answer.reason)")
+        }
+    }
+
+    /// A notice named a file whose bytes the store does not have: the flush READs it. Kept in
+    /// the store (the head has moved past the notice) until read.
+    func noteFileToRead(_ key: String) {
+        guard !filesToRead.contains(key) else { return }
+        filesToRead.append(key)
+        saveFilesToRead()
+        if connection != nil, refreshed { Task { await self.flush() } }
+    }
+
+    func saveFilesToRead() {
+        do {
+            try store.setEngineSetting(Self.filesToReadSetting, to: filesToRead.joined(separator: "\n"))
+        } catch {
+            logger.error("apptimist: cannot keep the files to read: \(error)")
+        }
+    }
+
+    static func filesToRead(in store: SyncStore) -> [String] {
+        let kept: String? = (try? store.engineSetting(filesToReadSetting)) ?? nil
+        return (kept ?? "").split(separator: "\n").map(String.init)
+    }
+
+    /// The files notices named, READ one at a time.
+    private func readNoticedFiles() async throws {
+        while let key = filesToRead.first {
+            guard connection != nil, refreshed else { return }
+            try await readFile(ApptimistFileName.name(ofKey: key), noticed: true)
+            filesToRead.removeAll { $0 == key }
+            saveFilesToRead()
         }
     }
 
@@ -42,6 +78,10 @@ extension ApptimistClient {
             flushAgain = false
             do { try await takeWantedLocks() } catch {
                 logger.warning("apptimist: a LOCK waits for the next connection: \(error)")
+                return
+            }
+            do { try await readNoticedFiles() } catch {
+                logger.warning("apptimist: reading the files notices named waits for the next connection: \(error)")
                 return
             }
             for bucket in ApptimistBuckets.all {

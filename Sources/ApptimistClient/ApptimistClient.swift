@@ -41,6 +41,8 @@ public actor ApptimistClient: SyncEngine {
     /// Locks this connection holds, by key, since when: a save of one sends WRITE without
     /// LOCKing again while it lasts.
     var heldLocks: [String: ContinuousClock.Instant] = [:]
+    /// Files (keys) service notices named whose bytes are to be READ (kept in the store).
+    var filesToRead: [String]
     /// Requests waiting for their answer, by the answer they wait for.
     var waiters: [AnswerKey: [AsyncThrowingStream<ApptimistAnswer, Error>.Continuation]] = [:]
 
@@ -55,6 +57,7 @@ public actor ApptimistClient: SyncEngine {
 
     static let headSetting = "apptimist.head"
     static let versionSetting = "apptimist.version"
+    static let filesToReadSetting = "apptimist.files-to-read"
 
     public init(configuration: ApptimistConfiguration, store: SyncStore, logger: Logger = Logger(label: "bucketfs.apptimist")) throws {
         address = try ApptimistSocket.Address(url: configuration.serverURL)
@@ -65,6 +68,7 @@ public actor ApptimistClient: SyncEngine {
         self.store = store
         mirror = CountedVersionMirror(store: store)
         self.logger = logger
+        filesToRead = Self.filesToRead(in: store)
     }
 
     // MARK: - SyncEngine
@@ -111,7 +115,7 @@ public actor ApptimistClient: SyncEngine {
     public func reconnectNow() { wake() }
 
     public func isIdle() -> Bool {
-        guard loggedInNow, refreshed, !sending, locksWanted.isEmpty else { return false }
+        guard loggedInNow, refreshed, !sending, locksWanted.isEmpty, filesToRead.isEmpty else { return false }
         for bucket in ApptimistBuckets.all {
             guard let owed = try? store.outgoingChanges(bucket: bucket) else { return false }
             // An outbox message sent waits for its echo; a refusal waits for the user.

@@ -261,6 +261,83 @@ struct ApptimistMountEndToEndTests {
         #expect(taken["code"] as? Int == 0 && taken["text"] as? String == "draft\n", "\(taken)")
     }
 
+    /// Files changed by another client of the same user (the service's file notices,
+    /// Docs/apptimist-protocol.md): a new file, an overwrite and a removal show in the mount
+    /// within seconds; the mount's own save is not read back and no notice shows in messages/;
+    /// a second mount with a fresh store lists every file the user has.
+    @Test func filesChangedElsewhereShowInTheMountAndAFreshMountListsThem() async throws {
+        let world = try World()
+        defer { world.sandbox.close() }
+        let server = try Server.start(world.sandbox, data: world.data)
+        let a = try world.mount("a", as: world.alice, on: server)
+        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        let elsewhere = try InteractivePeer(server, as: world.alice)
+        defer { elsewhere.close() }
+        func remote(_ kind: String, _ name: String, _ text: String? = nil) throws {
+            var command: [String: Any] = ["op": "file", "kind": kind, "name": name]
+            if let text { command["text"] = text }
+            let answer = try elsewhere.send(command)
+            #expect(answer["code"] as? Int == 0, "\(kind) \(name): \(answer)")
+        }
+        func content(_ mount: MountProcess, _ name: String) -> String? { try? Files.read(mount.path("files/\(name)")) }
+
+        try remote("write", "remote.txt", "from elsewhere\n")
+        #expect(await waitUntil(10) { content(a, "remote.txt") == "from elsewhere\n" }, "\(a.process.logTail)")
+        try remote("write", "remote.txt", "changed elsewhere\n")
+        #expect(await waitUntil(10) { content(a, "remote.txt") == "changed elsewhere\n" }, "\(a.process.logTail)")
+        try remote("write", "name with spaces", "spaced\n")
+        #expect(await waitUntil(10) { content(a, "name with spaces") == "spaced\n" }, "\(a.process.logTail)")
+        try remote("remove", "remote.txt")
+        #expect(await waitUntil(10) { !list(a, "files").contains("remote.txt") }, "\(a.process.logTail)")
+
+        // The mount's own save: its notice matches the bytes it has, so nothing is read back.
+        try Files.write(a.path("files/local.txt"), "saved in the mount\n")
+        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        #expect(await waitUntil(10) { a.process.log.contains("notice of local.txt: bytes known here") }, "\(a.process.logTail)")
+        #expect(!a.process.log.contains("READ local.txt (a notice named it)"))
+        #expect(list(a, "messages").isEmpty)
+        #expect(try elsewhere.send(["op": "file", "kind": "read", "name": "local.txt"])["text"] as? String == "saved in the mount\n")
+
+        // A fresh store of the same user: the replayed notices list every file there is.
+        let b = try world.mount("b", as: world.alice, on: server)
+        #expect(await waitUntil(30) { list(b, "files") == ["local.txt", "name with spaces"] }, "\(list(b, "files")) \(b.process.logTail)")
+        #expect(content(b, "local.txt") == "saved in the mount\n")
+        #expect(content(b, "name with spaces") == "spaced\n")
+        #expect(list(b, "messages").isEmpty)
+        // And a change there reaches the first mount.
+        try Files.write(b.path("files/from-b.txt"), "written in b\n")
+        #expect(await waitUntil(20) { content(a, "from-b.txt") == "written in b\n" }, "\(a.process.logTail)")
+        try Command.shell("rm 'files/name with spaces'", in: b.mountPoint)
+        #expect(await waitUntil(20) { !list(a, "files").contains("name with spaces") }, "\(a.process.logTail)")
+    }
+
+    /// A change elsewhere to a file whose save here is still owed (refused: the lock was held
+    /// elsewhere) keeps the bytes saved here: an overwrite is read and leaves them, and they are
+    /// sent over the other's once the lock is free.
+    @Test func aChangeElsewhereToAFileWithASaveOwedHereKeepsTheLocalBytes() async throws {
+        let world = try World()
+        defer { world.sandbox.close() }
+        let server = try Server.start(world.sandbox, data: world.data)
+        let a = try world.mount("a", as: world.alice, on: server)
+        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        let elsewhere = try InteractivePeer(server, as: world.alice)
+        defer { elsewhere.close() }
+        #expect(try elsewhere.send(["op": "file", "kind": "write", "name": "contested.txt", "text": "base\n"])["code"] as? Int == 0)
+        #expect(await waitUntil(10) { (try? Files.read(a.path("files/contested.txt"))) == "base\n" }, "\(a.process.logTail)")
+        #expect(try elsewhere.send(["op": "file", "kind": "lock", "name": "contested.txt"])["code"] as? Int == 0)
+        try Files.write(a.path("files/contested.txt"), "mine\n")
+        #expect(await waitUntil(30) { status(world.sandbox, a).contains("LOCK refused: ") }, "\(a.process.logTail)")
+
+        // Overwritten elsewhere (the WRITE ends that lock): the notice is read, the bytes here stay.
+        #expect(try elsewhere.send(["op": "file", "kind": "write", "name": "contested.txt", "text": "theirs\n"])["code"] as? Int == 0)
+        #expect(await waitUntil(10) { a.process.log.components(separatedBy: "READ contested.txt (a notice named it)").count == 3 }, "\(a.process.logTail)")
+        #expect(try Files.read(a.path("files/contested.txt")) == "mine\n")
+        // ... and, the lock free again, sends them over the other's.
+        #expect(await waitUntil(20) {
+            (try? elsewhere.send(["op": "file", "kind": "read", "name": "contested.txt"]))?["text"] as? String == "mine\n"
+        }, "\(state(a.path("files/contested.txt"))) \(a.process.logTail)")
+    }
+
     /// The file's `user.bucketfs.state` xattr ("" when it has none).
     func state(_ path: String) -> String {
         let read = try? Command.python(
