@@ -1,10 +1,12 @@
 import ApptimistProtocol
+import Synchronization
 
 /// One side of one connection's PDU crypto, for client and server alike: headers sealed between
 /// this side's box key and the peer's (the device's ephemeral key and the service's), each with
 /// the nonce of its sequence number, so a header sent twice, dropped or reordered does not open;
 /// data parts sealed with the version's data nonce (version 1: the service's fixed one; version
-/// 2: random, carried in the frame).
+/// 2: random, carried in the frame). Each key pair's crypto_box key is computed once per channel
+/// (the header pair's at the start, data pairs' at first use), not for every box.
 public struct ApptimistChannel: Sendable {
     public let version: ApptimistVersion
     private let own: BoxKeyPair
@@ -12,6 +14,10 @@ public struct ApptimistChannel: Sendable {
     /// The seed's `dataNonce` (`ApptimistServiceKey.dataNonce`).
     private let serviceDataNonce: [UInt8]
     private var sequence: HeaderSequence
+    /// The header pair's key; nil for a peer key libsodium refuses (every header then fails as before).
+    private let headerKey: CryptoBox.SharedKey?
+    /// The data pairs' keys, shared by copies of this channel.
+    private let dataKeys = SharedKeys()
 
     /// `sequenceLimit`: the highest header sequence number this side sends before the
     /// connection must be reopened (default: the version's maximum).
@@ -29,6 +35,7 @@ public struct ApptimistChannel: Sendable {
         self.peerPublicKey = peerPublicKey
         self.serviceDataNonce = serviceDataNonce
         sequence = HeaderSequence(version: version, ownPublicKey: own.publicKey, peerPublicKey: peerPublicKey, outgoingLimit: sequenceLimit)
+        headerKey = try? CryptoBox.sharedKey(publicKey: peerPublicKey, secretKey: own.secretKey)
     }
 
     /// The sequence number the next received header must carry.
@@ -41,7 +48,8 @@ public struct ApptimistChannel: Sendable {
             let header = try ApptimistHeader(version: version, pdu: pdu).render()
             let seq = try sequence.takeOutgoing()
             let nonce = try version.headerNonce(prefix: serviceDataNonce, seq: seq)
-            let sealed = try CryptoBox.seal(header, nonce: nonce, recipientPublicKey: peerPublicKey, senderSecretKey: own.secretKey)
+            guard let headerKey else { throw ApptimistCryptoError.weakPublicKey }
+            let sealed = try CryptoBox.seal(header, nonce: nonce, shared: headerKey)
             return try ApptimistFrame(sealedHeader: sealed, dataNonce: data.nonce, sealedData: data.sealed).render(version: version)
         } catch let error as ApptimistProtocolError {
             throw .protocol(error)
@@ -65,7 +73,8 @@ public struct ApptimistChannel: Sendable {
         let headerBytes: [UInt8]
         do {
             let nonce = try version.headerNonce(prefix: serviceDataNonce, seq: seq)
-            headerBytes = try CryptoBox.open(frame.sealedHeader, nonce: nonce, senderPublicKey: peerPublicKey, recipientSecretKey: own.secretKey)
+            guard let headerKey else { throw ApptimistCryptoError.boxRejected }
+            headerBytes = try CryptoBox.open(frame.sealedHeader, nonce: nonce, shared: headerKey)
         } catch {
             throw .headerRejected(sequence: seq)
         }
@@ -82,14 +91,39 @@ public struct ApptimistChannel: Sendable {
     /// this version's data nonce.
     public func sealData(_ plain: [UInt8], to recipientPublicKey: [UInt8], from senderSecretKey: [UInt8]) throws(ApptimistCryptoError) -> ApptimistSealedData {
         let nonce = version == .v1 ? serviceDataNonce : try CryptoBox.randomNonce()
-        let sealed = try CryptoBox.seal(plain, nonce: nonce, recipientPublicKey: recipientPublicKey, senderSecretKey: senderSecretKey)
+        let sealed = try CryptoBox.seal(plain, nonce: nonce, shared: dataKeys.key(publicKey: recipientPublicKey, secretKey: senderSecretKey))
         return ApptimistSealedData(nonce: version == .v1 ? nil : nonce, sealed: sealed)
     }
 
     /// A received data part opened (a box from `senderPublicKey` to `recipientSecretKey`).
     public func openData(_ data: ApptimistSealedData, from senderPublicKey: [UInt8], to recipientSecretKey: [UInt8]) throws(ApptimistCryptoError) -> [UInt8] {
         let nonce = data.nonce ?? serviceDataNonce
-        return try CryptoBox.open(data.sealed, nonce: nonce, senderPublicKey: senderPublicKey, recipientSecretKey: recipientSecretKey)
+        let key: CryptoBox.SharedKey
+        do throws(ApptimistCryptoError) {
+            key = try dataKeys.key(publicKey: senderPublicKey, secretKey: recipientSecretKey)
+        } catch {
+            throw error == .weakPublicKey ? .boxRejected : error  // as crypto_box_open_easy refuses it
+        }
+        return try CryptoBox.open(data.sealed, nonce: nonce, shared: key)
+    }
+}
+
+/// crypto_box keys by key pair, computed at first use: a connection seals and opens data between
+/// a few pairs (the user's and the service's; a message's sender's and recipient's) over and over.
+/// Bounded: past `limit` pairs it starts again empty.
+final class SharedKeys: Sendable {
+    private let keys = Mutex<[[UInt8]: CryptoBox.SharedKey]>([:])
+    static let limit = 256
+
+    func key(publicKey: [UInt8], secretKey: [UInt8]) throws(ApptimistCryptoError) -> CryptoBox.SharedKey {
+        let pair = publicKey + secretKey
+        if let known = keys.withLock({ $0[pair] }) { return known }
+        let key = try CryptoBox.sharedKey(publicKey: publicKey, secretKey: secretKey)
+        keys.withLock { keys in
+            if keys.count >= Self.limit { keys.removeAll() }
+            keys[pair] = key
+        }
+        return key
     }
 }
 

@@ -60,6 +60,59 @@ public enum CryptoBox {
         return sealed
     }
 
+    /// crypto_box's key for one pair (crypto_box_beforenm: the X25519 agreement and HSalsa20),
+    /// the same both ways (A's secret with B's public key, or B's with A's). Sealing and opening
+    /// with it (`seal(_:nonce:shared:)`, `open(_:nonce:shared:)`) gives the same bytes as
+    /// `seal`/`open` with the two keys, without redoing the agreement for every box.
+    public struct SharedKey: Sendable {
+        fileprivate let bytes: [UInt8]
+    }
+
+    public static func sharedKey(publicKey: [UInt8], secretKey: [UInt8]) throws(ApptimistCryptoError) -> SharedKey {
+        try Sodium.ready()
+        try Sodium.check(publicKey, "a box public key", length: keyLength)
+        try Sodium.check(secretKey, "a box secret key", length: keyLength)
+        var bytes = [UInt8](repeating: 0, count: crypto_box_beforenmbytes())
+        let status = bytes.withNonNilMutablePointer { out in
+            publicKey.withNonNilPointer { pk in secretKey.withNonNilPointer { sk in crypto_box_beforenm(out, pk, sk) } }
+        }
+        guard status == 0 else { throw .weakPublicKey }
+        return SharedKey(bytes: bytes)
+    }
+
+    /// `seal` with a precomputed key (crypto_box_easy_afternm): the same bytes.
+    public static func seal(_ message: [UInt8], nonce: [UInt8], shared: SharedKey) throws(ApptimistCryptoError) -> [UInt8] {
+        try Sodium.ready()
+        try Sodium.check(nonce, "a box nonce", length: nonceLength)
+        var sealed = [UInt8](repeating: 0, count: macLength + message.count)
+        let status = sealed.withNonNilMutablePointer { out in
+            message.withNonNilPointer { m in
+                nonce.withNonNilPointer { n in
+                    shared.bytes.withNonNilPointer { k in crypto_box_easy_afternm(out, m, UInt64(message.count), n, k) }
+                }
+            }
+        }
+        guard status == 0 else { throw .weakPublicKey }
+        return sealed
+    }
+
+    /// `open` with a precomputed key (crypto_box_open_easy_afternm).
+    public static func open(_ sealed: [UInt8], nonce: [UInt8], shared: SharedKey) throws(ApptimistCryptoError) -> [UInt8] {
+        try Sodium.ready()
+        try Sodium.check(nonce, "a box nonce", length: nonceLength)
+        guard sealed.count >= macLength else { throw .boxRejected }
+        var message = [UInt8](repeating: 0, count: sealed.count - macLength)
+        let status = message.withNonNilMutablePointer { out in
+            sealed.withNonNilPointer { c in
+                nonce.withNonNilPointer { n in
+                    shared.bytes.withNonNilPointer { k in crypto_box_open_easy_afternm(out, c, UInt64(sealed.count), n, k) }
+                }
+            }
+        }
+        guard status == 0 else { throw .boxRejected }
+        return message
+    }
+
     public static func open(
         _ sealed: [UInt8], nonce: [UInt8], senderPublicKey: [UInt8], recipientSecretKey: [UInt8]
     ) throws(ApptimistCryptoError) -> [UInt8] {

@@ -49,6 +49,33 @@ struct PyNaClInteropTests {
         }
     }
 
+    /// A box sealed with a precomputed key (how ApptimistChannel seals) is what PyNaCl seals
+    /// from the same keys and nonce, and PyNaCl opens it.
+    @Test(.timeLimit(.minutes(1)))
+    func pyNaClOpensABoxSealedWithAPrecomputedKey() async throws {
+        let swiftBox = try BoxKeyPair.generate()
+        let peerBox = try BoxKeyPair.generate()
+        let swiftSign = try SigningKeyPair.generate()
+        let peerSign = try SigningKeyPair.generate()
+        let nonce = try CryptoBox.randomNonce()
+        let replyNonce = try CryptoBox.randomNonce()
+        let message = Array("sealed after crypto_box_beforenm".utf8) + (0 ... 255).map { UInt8($0) }
+        let reply = Array("and back".utf8)
+        let shared = try CryptoBox.sharedKey(publicKey: peerBox.publicKey, secretKey: swiftBox.secretKey)
+        let sealed = try CryptoBox.seal(message, nonce: nonce, shared: shared)
+        let answer = try await Self.runPeer([
+            "swift_box_secret": swiftBox.secretKey.hex, "peer_box_secret": peerBox.secretKey.hex,
+            "swift_sign_seed": swiftSign.seed.hex, "peer_sign_seed": peerSign.seed.hex,
+            "nonce": nonce.hex, "message": message.hex, "swift_sealed": sealed.hex,
+            "swift_signature": try Ed25519.sign(message, secretKey: swiftSign.secretKey).hex,
+            "reply": reply.hex, "reply_nonce": replyNonce.hex,
+        ])
+        #expect(answer["opened"] as? String == message.hex)
+        #expect(answer["same_sealed"] as? String == sealed.hex)
+        let replySealed = try [UInt8](hex: answer["reply_sealed"] as? String ?? "")
+        #expect(try CryptoBox.open(replySealed, nonce: replyNonce, shared: shared) == reply)
+    }
+
     /// Runs the script with one JSON request on stdin (files, so no pipe can fill up), waits at
     /// most 30 s for it to end (the script's own alarm ends it after 40 s), and parses its answer.
     static func runPeer(_ request: [String: String]) async throws -> [String: Any] {
