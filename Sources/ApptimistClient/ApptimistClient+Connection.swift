@@ -131,11 +131,14 @@ extension ApptimistClient {
     }
 
     /// Seals and writes one PDU; a used-up sequence closes the connection (it is opened again).
-    func write(_ pdu: ApptimistPDU, data: [UInt8]? = nil, for recipient: [UInt8]? = nil) async throws {
+    /// `sealed` is handed the sealed data part before the frame goes (a message's id hashes it).
+    func write(
+        _ pdu: ApptimistPDU, data: [UInt8]? = nil, for recipient: [UInt8]? = nil, sealed: (ApptimistSealedData) throws -> Void = { _ in }
+    ) async throws {
         guard var current = connection else { throw ApptimistEngineError.connection("not connected") }
         let frame: [UInt8]
+        var sealedData = ApptimistSealedData.none
         do {
-            var sealedData = ApptimistSealedData.none
             if let data {
                 let reader: [UInt8] = recipient ?? configuration.service.publicKey
                 sealedData = try current.channel.sealData(data, to: reader, from: configuration.identity.box.secretKey)
@@ -149,6 +152,7 @@ extension ApptimistClient {
             throw error
         }
         connection?.channel = current.channel
+        try sealed(sealedData)
         try await current.writer.write(frame)
     }
 
@@ -189,8 +193,7 @@ extension ApptimistClient {
         let me = configuration.identity.box.publicKey
         // A box opens with the other party's public key on either side (crypto_box's key is shared).
         let other = from == me ? to : from
-        // The seed's id: sha512 of the header as sent and the data part as in the frame.
-        let id = ApptimistHex.encode(try SHA512.digest(received.headerBytes + received.data.wireBytes))
+        let id = try messageID(headerBytes: received.headerBytes, data: received.data)
         if from == configuration.service.publicKey {
             try receiveNotice(received, id: id)
             return
@@ -211,7 +214,13 @@ extension ApptimistClient {
         value["time"] = .integer(Int64(clamping: time))
         try mirror.apply(state: value, key: id, bucket: ApptimistBuckets.messages)
         try store.setEngineSetting(Self.headSetting, to: id)
-        if from == me { try outboxEchoed(data) }
+        if from == me { try outboxEchoed(id: id, data) }
+    }
+
+    /// The seed's message id (hex): sha512 of the header as sent (version byte first) and the
+    /// data part as in the frame.
+    func messageID(headerBytes: [UInt8], data: ApptimistSealedData) throws -> String {
+        ApptimistHex.encode(try SHA512.digest(headerBytes + data.wireBytes))
     }
 
     /// A file notice from the service (Docs/apptimist-protocol.md, "File notices"): a file of
@@ -259,9 +268,16 @@ extension ApptimistClient {
         first.finish()
     }
 
-    /// Sends a request and waits for its answer (the service answers requests in order). The
-    /// waiter is in place before the request goes: its answer may come at once.
+    /// Sends a request and waits for its answer.
     func request(_ pdu: ApptimistPDU, answer key: AnswerKey, data: [UInt8]? = nil) async throws -> ApptimistAnswer {
+        try await post(pdu, answer: key, data: data).answer()
+    }
+
+    /// Sends a request without waiting for its answer, so that several can be in flight: the
+    /// service answers requests in order, and each answer finds its waiter by type and file name.
+    /// The waiter is in place before the request goes: its answer may come at once. Its answer is
+    /// awaited (`answer()`) or given up (`cancel()`): the timer closes the connection otherwise.
+    func post(_ pdu: ApptimistPDU, answer key: AnswerKey, data: [UInt8]? = nil) async -> PendingAnswer {
         let (answers, waiter) = AsyncThrowingStream<ApptimistAnswer, Error>.makeStream()
         waiters[key, default: []].append(waiter)
         let timeout = configuration.answerTimeout
@@ -270,14 +286,12 @@ extension ApptimistClient {
             waiter.finish(throwing: ApptimistEngineError.connection("no answer to \(pdu.type) within \(timeout)"))
             await self.connection?.writer.close()
         }
-        defer { timer.cancel() }
         do {
             try await write(pdu, data: data)
         } catch {
             waiter.finish(throwing: error)
         }
-        for try await answer in answers { return answer }
-        throw ApptimistEngineError.connection("the connection ended before the answer to \(pdu.type)")
+        return PendingAnswer(type: pdu.type, answers: answers, timer: timer)
     }
 
     /// Returns whether the connection had logged in; fails every request waiting for an answer.
@@ -287,6 +301,7 @@ extension ApptimistClient {
         loggedInNow = false
         refreshed = false
         sentOnThisConnection = []
+        outboxSent = [:]
         // The service drops a connection's locks with it.
         heldLocks = [:]
         locksWanted = []

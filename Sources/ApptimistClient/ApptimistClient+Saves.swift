@@ -65,8 +65,9 @@ extension ApptimistClient {
         }
     }
 
-    /// Sends what the store owes, oldest first per bucket, one request at a time. Stops at a
-    /// failure that is not the change's own (the connection): the rest goes after a reconnect.
+    /// Sends what the store owes, oldest first per bucket: files and outbox messages pipelined
+    /// (`sendFiles`, `sendOutbox`), removed messages one at a time. Stops at a failure that is
+    /// not the change's own (the connection): the rest goes after a reconnect.
     func flush() async {
         guard !sending else {
             flushAgain = true
@@ -86,19 +87,28 @@ extension ApptimistClient {
             }
             for bucket in ApptimistBuckets.all {
                 let owed: [OutgoingChange]
-                do { owed = try store.outgoingChanges(bucket: bucket) } catch {
+                do {
+                    owed = try store.outgoingChanges(bucket: bucket).filter { change in
+                        if case .rejected = change.state { return false }
+                        return true
+                    }
+                } catch {
                     logger.error("apptimist: cannot read what \(bucket) owes: \(error)")
                     continue
                 }
-                for change in owed {
-                    if case .rejected = change.state { continue }
-                    guard connection != nil, refreshed else { return }
-                    do {
-                        try await send(change)
-                    } catch {
-                        logger.warning("apptimist: \(change.bucket)/\(change.key) waits to be sent: \(error)")
-                        return
+                do {
+                    switch bucket {
+                    case ApptimistBuckets.files: guard try await sendFiles(owed) else { return }
+                    case ApptimistBuckets.outbox: guard try await sendOutbox(owed) else { return }
+                    default:
+                        for change in owed {
+                            guard connection != nil, refreshed else { return }
+                            try await send(change)
+                        }
                     }
+                } catch {
+                    logger.warning("apptimist: what \(bucket) owes waits to be sent: \(error)")
+                    return
                 }
             }
         } while flushAgain
@@ -146,49 +156,115 @@ extension ApptimistClient {
 
     private func send(_ change: OutgoingChange) async throws {
         switch change.bucket {
-        case ApptimistBuckets.files: try await sendFile(change)
         case ApptimistBuckets.messages: try await sendMessageRemoval(change)
-        case ApptimistBuckets.outbox: try await sendOutbox(change)
         default: try refuse(change, code: 400, "not an Apptimist bucket: nothing is sent from it")
         }
     }
 
-    /// A saved file: LOCK (unless held since it was opened), then WRITE of its whole bytes; a
-    /// removed one: REMOVE. A refusal
-    /// (the lock held by another, no right to write) marks the save rejected, bytes kept.
-    private func sendFile(_ change: OutgoingChange) async throws {
-        let name = ApptimistFileName.name(ofKey: change.key)
-        if ApptimistBuckets.reservedFiles.contains(name) {
-            return try refuse(change, code: 403, "\(name) is an access-control file the service keeps: it is read here, never written")
+    /// How many files' requests are in flight at once.
+    static let filesInFlight = 32
+
+    /// Saved and removed files, up to `filesInFlight` at a time: each saved file LOCKed (unless
+    /// held since it was opened), then WRITten whole; each removed one REMOVEd. The requests of
+    /// a batch go out without waiting for each other's answers (the service answers in order;
+    /// each answer finds its request by type and file name): a LOCK's answer sends its file's
+    /// WRITE, and every save is acknowledged by its own WRITE's answer only. A refusal (the lock
+    /// held by another, no right to write) marks that save rejected, bytes kept. False when the
+    /// connection is gone: the rest waits for the next one.
+    private func sendFiles(_ owed: [OutgoingChange]) async throws -> Bool {
+        var rest = owed[...]
+        while !rest.isEmpty {
+            guard connection != nil, refreshed else { return false }
+            // One change per file in a batch: a file's next change goes after its answer.
+            var batch: [OutgoingChange] = []
+            var keys: Set<String> = []
+            while let change = rest.first, batch.count < Self.filesInFlight, keys.insert(change.key).inserted {
+                batch.append(change)
+                rest.removeFirst()
+            }
+            try await sendFileBatch(batch)
         }
-        guard let filename = ApptimistFileName.wireName(name) else {
-            return try refuse(change, code: 400, "\(name) is no Apptimist file name (1 to 255 bytes, no `/`)")
+        return true
+    }
+
+    private enum FileStep {
+        case remove(PendingAnswer)
+        case lock(PendingAnswer, ApptimistFileFields, [UInt8])
+        case write(ApptimistFileFields, [UInt8])
+
+        var pending: PendingAnswer? {
+            switch self {
+            case .remove(let pending), .lock(let pending, _, _): return pending
+            case .write: return nil
+            }
         }
-        let fields = ApptimistFileFields(publicKey: configuration.identity.box.publicKey, filename: filename)
-        guard let value = try mirror.value(sentBy: change) else {
-            let answer = try await request(.remove(fields), answer: AnswerKey(type: .remove, subject: filename))
-            heldLocks[change.key] = nil
-            guard answer.error == 0 || ApptimistFileName.isNotFound(answer.error) else {
-                return try refuse(change, code: Int(answer.error), "REMOVE refused: \(answer.reason)")
+    }
+
+    private func sendFileBatch(_ batch: [OutgoingChange]) async throws {
+        var steps: [(OutgoingChange, FileStep)] = []
+        var writes: [(OutgoingChange, PendingAnswer)] = []
+        defer {
+            for (_, step) in steps { step.pending?.cancel() }
+            for (_, pending) in writes { pending.cancel() }
+        }
+        for change in batch {
+            let name = ApptimistFileName.name(ofKey: change.key)
+            if ApptimistBuckets.reservedFiles.contains(name) {
+                try refuse(change, code: 403, "\(name) is an access-control file the service keeps: it is read here, never written")
+                continue
+            }
+            guard let filename = ApptimistFileName.wireName(name) else {
+                try refuse(change, code: 400, "\(name) is no Apptimist file name (1 to 255 bytes, no `/`)")
+                continue
+            }
+            let fields = ApptimistFileFields(publicKey: configuration.identity.box.publicKey, filename: filename)
+            guard let value = try mirror.value(sentBy: change) else {
+                steps.append((change, .remove(await post(.remove(fields), answer: AnswerKey(type: .remove, subject: filename)))))
+                continue
+            }
+            let bytes = Self.fileFormat.bytes(of: value) ?? []
+            // Taken when the file was opened for writing, and still held: WRITE at once.
+            if holdsLock(change.key) {
+                steps.append((change, .write(fields, bytes)))
+            } else {
+                steps.append((change, .lock(await post(.lock(fields), answer: AnswerKey(type: .lock, subject: fields.filename)), fields, bytes)))
+            }
+        }
+        for (change, step) in steps {
+            switch step {
+            case .remove(let pending):
+                let answer = try await pending.answer()
+                heldLocks[change.key] = nil
+                guard answer.error == 0 || ApptimistFileName.isNotFound(answer.error) else {
+                    try refuse(change, code: Int(answer.error), "REMOVE refused: \(answer.reason)")
+                    continue
+                }
+                try acknowledge(change)
+            case .lock(let pending, let fields, let bytes):
+                let lock = try await pending.answer()
+                guard lock.error == 0 || ApptimistFileName.isNotFound(lock.error) else {
+                    try refuse(change, code: Int(lock.error), "LOCK refused: \(lock.reason)")
+                    continue
+                }
+                writes.append((change, await postWrite(change, fields, bytes)))
+            case .write(let fields, let bytes):
+                writes.append((change, await postWrite(change, fields, bytes)))
+            }
+        }
+        for (change, pending) in writes {
+            let written = try await pending.answer()
+            guard written.error == 0 else {
+                try refuse(change, code: Int(written.error), "WRITE refused: \(written.reason)")
+                continue
             }
             try acknowledge(change)
-            return
         }
-        let bytes = Self.fileFormat.bytes(of: value) ?? []
-        // Taken when the file was opened for writing, and still held: WRITE at once.
-        if !holdsLock(change.key) {
-            let lock = try await request(.lock(fields), answer: AnswerKey(type: .lock, subject: filename))
-            guard lock.error == 0 || ApptimistFileName.isNotFound(lock.error) else {
-                return try refuse(change, code: Int(lock.error), "LOCK refused: \(lock.reason)")
-            }
-        }
+    }
+
+    private func postWrite(_ change: OutgoingChange, _ fields: ApptimistFileFields, _ bytes: [UInt8]) async -> PendingAnswer {
         // The WRITE ends the lock (as does a refused one: the next save LOCKs again).
         heldLocks[change.key] = nil
-        let written = try await request(.write(fields), answer: AnswerKey(type: .write, subject: filename), data: bytes)
-        guard written.error == 0 else {
-            return try refuse(change, code: Int(written.error), "WRITE refused: \(written.reason)")
-        }
-        try acknowledge(change)
+        return await post(.write(fields), answer: AnswerKey(type: .write, subject: fields.filename), data: bytes)
     }
 
     /// A message file removed: TRUNCATE, done when the service echoes it. Messages cannot be
@@ -208,38 +284,55 @@ extension ApptimistClient {
         }
     }
 
-    /// A file saved in the outbox: one MESSAGE per recipient it names, each sealed for that
-    /// recipient. It stays (state sent) until the service echoes it; it then moves into messages.
-    private func sendOutbox(_ change: OutgoingChange) async throws {
-        guard let value = try mirror.value(sentBy: change) else {
-            // Removed before it went (or after its echo): nothing to tell the service.
-            try acknowledge(change)
-            return
-        }
+    /// Files saved in the outbox: one MESSAGE per recipient each names, each sealed for that
+    /// recipient, all sent without waiting for echoes. A file stays (state sent) until the
+    /// service echoes it; it then moves into messages (`outboxEchoed`). False when the
+    /// connection is gone.
+    private func sendOutbox(_ owed: [OutgoingChange]) async throws -> Bool {
+        var due: [(change: OutgoingChange, data: [UInt8], recipients: [[UInt8]])] = []
         // Sent on this connection: its echo is on the way. Sent on an earlier one and not echoed
         // (replayed after head) by now: sent again (a message goes at least once).
-        if sentOnThisConnection.contains(change.ccid) { return }
-        let data = Self.fileFormat.bytes(of: value) ?? []
-        let recipients: [[UInt8]]
-        switch OutboxRecipients.parse(data) {
-        case .success(let keys): recipients = keys
-        case .failure(let problem): return try refuse(change, code: 400, problem.description)
+        for change in owed where !sentOnThisConnection.contains(change.ccid) {
+            guard let value = try mirror.value(sentBy: change) else {
+                // Removed before it went (or after its echo): nothing to tell the service.
+                try acknowledge(change)
+                continue
+            }
+            let data = Self.fileFormat.bytes(of: value) ?? []
+            switch OutboxRecipients.parse(data) {
+            case .success(let keys): due.append((change, data, keys))
+            case .failure(let problem): try refuse(change, code: 400, problem.description)
+            }
         }
+        guard !due.isEmpty else { return true }
+        guard let version = connection?.channel.version, refreshed else { return false }
         let me = configuration.identity.box.publicKey
         let time = UInt64(max(0, Date().timeIntervalSince1970))
-        // Marked before it goes: the echo may be handled while the last PDU is being written.
-        try store.markSent(ccids: [change.ccid])
-        for recipient in recipients {
-            try await write(.message(time: time, recipient: recipient, to: recipient, from: me), data: data, for: recipient)
+        // Marked before they go, all in one write: an echo may be handled while a later PDU is
+        // being written.
+        try store.markSent(ccids: due.map(\.change.ccid))
+        for (change, data, recipients) in due {
+            for recipient in recipients {
+                let pdu = ApptimistPDU.message(time: time, recipient: recipient, to: recipient, from: me)
+                let header = try ApptimistHeader(version: version, pdu: pdu).render()
+                try await write(pdu, data: data, for: recipient) { sealed in
+                    let id = try self.messageID(headerBytes: header, data: sealed)
+                    self.outboxSent[id] = change.key
+                }
+            }
+            sentOnThisConnection.insert(change.ccid)
         }
-        sentOnThisConnection.insert(change.ccid)
+        return true
     }
 
     /// One of this user's messages came back from the service: the outbox file holding those
-    /// bytes has gone out, and leaves the outbox (the message shows in messages/).
-    func outboxEchoed(_ data: [UInt8]) throws {
+    /// bytes has gone out, and leaves the outbox (the message shows in messages/). A MESSAGE
+    /// sent on this connection is known by its id; another (sent before a reconnect or a
+    /// restart, or by another device) by its bytes.
+    func outboxEchoed(id: String, _ data: [UInt8]) throws {
         let bucket = ApptimistBuckets.outbox
-        for key in try entityKeys(bucket) {
+        let candidates = try outboxSent.removeValue(forKey: id).map { [$0] } ?? entityKeys(bucket)
+        for key in candidates {
             guard let entity = try store.entity(bucket: bucket, key: key), let value = entity.value,
                 Self.fileFormat.bytes(of: value) == data
             else { continue }

@@ -35,6 +35,9 @@ public actor ApptimistClient: SyncEngine {
     var sequenceRanOut = false
     /// Outbox changes whose MESSAGEs went on the current connection.
     var sentOnThisConnection: Set<String> = []
+    /// The ids of the MESSAGEs sent on the current connection not echoed yet, and the outbox
+    /// file each was sent from: an echo finds its file at once.
+    var outboxSent: [String: String] = [:]
     var flushAgain = false
     /// Files opened for writing whose LOCK is to be taken (keys, in the order opened).
     var locksWanted: [String] = []
@@ -152,6 +155,22 @@ public actor ApptimistClient: SyncEngine {
 struct AnswerKey: Hashable {
     let type: ApptimistPDUType
     let subject: [UInt8]
+}
+
+/// A request sent, its answer to come: one at most, or the connection's end, or the timeout's.
+struct PendingAnswer {
+    let type: ApptimistPDUType
+    let answers: AsyncThrowingStream<ApptimistAnswer, Error>
+    let timer: Task<Void, Error>
+
+    func answer() async throws -> ApptimistAnswer {
+        defer { timer.cancel() }
+        for try await answer in answers { return answer }
+        throw ApptimistEngineError.connection("the connection ended before the answer to \(type)")
+    }
+
+    /// Not awaited after all (the connection went, or an earlier answer failed).
+    func cancel() { timer.cancel() }
 }
 
 /// An answer to a file request: its error code (0: done) and its opened data.

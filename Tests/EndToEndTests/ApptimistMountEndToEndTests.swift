@@ -417,6 +417,100 @@ struct ApptimistMountEndToEndTests {
         #expect(refused.status != 0 && refused.stderr.contains("signature"))
     }
 
+    // MARK: Bursts: pipelined saves and outbox messages
+
+    /// Every file's `user.bucketfs.state` in a directory, by name (one python for all of them).
+    func states(_ directory: String) -> [String: String] {
+        let script = "import json, os, sys\nd = sys.argv[1]\n"
+            + "print(json.dumps({n: os.getxattr(os.path.join(d, n), 'user.bucketfs.state').decode() for n in os.listdir(d)}))"
+        guard let out = try? Command.python(script, [directory], in: "/").stdout,
+            let json = try? JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: String]
+        else { return [:] }
+        return json
+    }
+
+    /// The bytes of every file in a directory.
+    func contents(_ mount: MountProcess, _ directory: String) -> [String] {
+        list(mount, directory).compactMap { try? Files.read(mount.path("\(directory)/\($0)")) }
+    }
+
+    @Test func aBurstOfFileSavesIsPipelinedAndEachKeepsItsBytesAndState() async throws {
+        let world = try World()
+        defer { world.sandbox.close() }
+        let server = try Server.start(world.sandbox, data: world.data)
+        let a = try world.mount("a", as: world.alice, on: server)
+        try Files.write(a.path("files/held.txt"), "before\n")
+        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        // Another connection holds one file's lock: its save in the burst is refused, the rest go.
+        let holder = try InteractivePeer(server, as: world.alice)
+        defer { holder.close() }
+        #expect(try holder.send(["op": "file", "kind": "lock", "name": "held.txt"])["code"] as? Int == 0)
+
+        let names = (0 ..< 50).map { String(format: "burst-%02d.txt", $0) }
+        for (index, name) in names.enumerated() {
+            try Files.write(a.path("files/\(name)"), "file \(index): " + String(repeating: "x", count: index * 37) + "\n")
+            if index == 25 { try Files.write(a.path("files/held.txt"), "mine, refused\n") }
+        }
+        #expect(await waitUntil(90) { status(world.sandbox, a).contains("LOCK refused: ") && states(a.path("files")).filter { $0.value == "synced" }.count == 50 },
+                "\(status(world.sandbox, a))\n\(a.process.logTail)")
+        let all = states(a.path("files"))
+        #expect(names.allSatisfy { all[$0] == "synced" }, "\(all)")
+        #expect(all["held.txt"]?.hasPrefix("rejected:16") == true, "\(all)")
+        #expect(try Files.read(a.path("files/held.txt")) == "mine, refused\n")
+        let read = try peer(server, as: world.alice, names.map { ["op": "file", "kind": "read", "name": $0] })
+        for (index, answer) in read.enumerated() {
+            #expect(answer["code"] as? Int == 0 && answer["text"] as? String == "file \(index): " + String(repeating: "x", count: index * 37) + "\n")
+        }
+        #expect(try holder.send(["op": "file", "kind": "read", "name": "held.txt"])["text"] as? String == "before\n")
+    }
+
+    @Test func aBurstOfFiftyOutboxFilesIsDeliveredOnceEach() async throws {
+        let world = try World()
+        defer { world.sandbox.close() }
+        let server = try Server.start(world.sandbox, data: world.data)
+        let a = try world.mount("a", as: world.alice, on: server)
+        let b = try world.mount("b", as: world.bob, on: server)
+        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        let letters = (0 ..< 50).map { "To: \(world.bob.publicKey)\n\nletter \($0)\n" }
+        for (index, letter) in letters.enumerated() { try Files.write(a.path("outbox/letter-\(index)"), letter) }
+        #expect(await waitUntil(90) { list(a, "outbox").isEmpty && list(b, "messages").count >= 50 && list(a, "messages").count >= 50 },
+                "\(status(world.sandbox, a))\n\(a.process.logTail)")
+        try await Task.sleep(for: .seconds(1))
+        #expect(contents(b, "messages").sorted() == letters.sorted())
+        #expect(contents(a, "messages").sorted() == letters.sorted())
+        #expect(list(a, "outbox").isEmpty)
+    }
+
+    @Test func aBurstOfOutboxFilesCutByAServerKillLosesNone() async throws {
+        let world = try World()
+        defer { world.sandbox.close() }
+        var server = try Server.start(world.sandbox, data: world.data)
+        let a = try world.mount("a", as: world.alice, on: server)
+        let b = try world.mount("b", as: world.bob, on: server)
+        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        let letters = (0 ..< 50).map { "To: \(world.bob.publicKey)\n\nletter \($0), cut\n" }
+        // The server goes away while the first half is being sent; the second half is written
+        // offline; the server comes back on its port and data.
+        for (index, letter) in letters.enumerated() {
+            try Files.write(a.path("outbox/letter-\(index)"), letter)
+            if index == 24 {
+                server.process.signal(SIGKILL)
+                #expect(server.process.waitForExit(timeout: 30))
+            }
+        }
+        server = try Server.start(world.sandbox, data: world.data, port: server.port)
+        #expect(await waitUntil(120) { list(a, "outbox").isEmpty && Set(contents(b, "messages")).count == 50 },
+                "\(status(world.sandbox, a))\n\(a.process.logTail)")
+        // Every letter arrived, and each left the outbox once the service had it. At least once:
+        // one the service took just before the cut, whose echo the reconnect's replay did not
+        // bring before the outbox was sent again, may come twice (Docs/apptimist-protocol.md).
+        let received = contents(b, "messages")
+        #expect(Set(received) == Set(letters))
+        #expect(Set(contents(a, "messages")) == Set(letters))
+        #expect(received.count < 2 * letters.count, "\(received.count) messages for \(letters.count) letters")
+        #expect(!status(world.sandbox, a).contains("rejected"))
+    }
+
     /// Polls `condition` for up to `seconds`, sleeping without holding a pool thread.
     func waitUntil(_ seconds: Double, _ condition: () -> Bool) async -> Bool {
         let deadline = Date(timeIntervalSinceNow: seconds)
