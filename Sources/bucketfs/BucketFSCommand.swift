@@ -14,7 +14,7 @@ struct BucketFSCommand: AsyncParsableCommand {
             """,
         subcommands: [
             Mount.self, Unmount.self, Status.self, Sync.self, List.self, History.self, Restore.self, Watch.self,
-            Login.self, Install.self, Serve.self, User.self, ApptimistCommand.self, JSONDiffCommand.self,
+            Login.self, Install.self, Serve.self, User.self, Seed.self, ApptimistCommand.self, JSONDiffCommand.self,
         ]
     )
 

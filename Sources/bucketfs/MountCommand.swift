@@ -558,17 +558,22 @@ private struct MountSession {
 
 /// The notes a newcomer finds in the demo, in Simplenote's note shape.
 enum SampleNotes {
+    /// A note in Simplenote's shape (`bucketfs seed` makes its notes with it too).
+    static func note(_ content: String, tags: [String], created: Double, modified: Double) -> JSONObject {
+        [
+            "content": .string(content),
+            "tags": .array(tags.map(JSONValue.string)),
+            "systemTags": .array([]),
+            "creationDate": .double(created),
+            "modificationDate": .double(modified),
+            "deleted": .bool(false),
+        ]
+    }
+
     static var all: [(String, JSONObject)] {
         let now = Date().timeIntervalSince1970
         func note(_ content: String, tags: [String]) -> JSONObject {
-            [
-                "content": .string(content),
-                "tags": .array(tags.map(JSONValue.string)),
-                "systemTags": .array([]),
-                "creationDate": .double(now),
-                "modificationDate": .double(now),
-                "deleted": .bool(false),
-            ]
+            Self.note(content, tags: tags, created: now, modified: now)
         }
         return [
             ("welcome", note("Welcome to bucketfs\n\nEvery note is a JSON file. Edit the \"content\" with any editor; saving sends the change to the sync server.\n", tags: ["bucketfs"])),
