@@ -37,27 +37,12 @@ public enum CryptoBox {
         try Sodium.random(count: nonceLength)
     }
 
+    /// crypto_box_easy: the same bytes as `seal(_:nonce:shared:)` with the pair's shared key,
+    /// which is how it is computed (one piece of code for both).
     public static func seal(
         _ message: [UInt8], nonce: [UInt8], recipientPublicKey: [UInt8], senderSecretKey: [UInt8]
     ) throws(ApptimistCryptoError) -> [UInt8] {
-        try Sodium.ready()
-        try Sodium.check(nonce, "a box nonce", length: nonceLength)
-        try Sodium.check(recipientPublicKey, "a box public key", length: keyLength)
-        try Sodium.check(senderSecretKey, "a box secret key", length: keyLength)
-        var sealed = [UInt8](repeating: 0, count: macLength + message.count)
-        let status = sealed.withNonNilMutablePointer { out in
-            message.withNonNilPointer { m in
-                nonce.withNonNilPointer { n in
-                    recipientPublicKey.withNonNilPointer { pk in
-                        senderSecretKey.withNonNilPointer { sk in
-                            crypto_box_easy(out, m, UInt64(message.count), n, pk, sk)
-                        }
-                    }
-                }
-            }
-        }
-        guard status == 0 else { throw .weakPublicKey }
-        return sealed
+        try seal(message, nonce: nonce, shared: sharedKey(publicKey: recipientPublicKey, secretKey: senderSecretKey))
     }
 
     /// crypto_box's key for one pair (crypto_box_beforenm: the X25519 agreement and HSalsa20),
@@ -113,28 +98,17 @@ public enum CryptoBox {
         return message
     }
 
+    /// crypto_box_open_easy, through the pair's shared key as `seal` is. A public key libsodium
+    /// refuses opens nothing: the box is rejected, as crypto_box_open_easy would reject it.
     public static func open(
         _ sealed: [UInt8], nonce: [UInt8], senderPublicKey: [UInt8], recipientSecretKey: [UInt8]
     ) throws(ApptimistCryptoError) -> [UInt8] {
-        try Sodium.ready()
-        try Sodium.check(nonce, "a box nonce", length: nonceLength)
-        try Sodium.check(senderPublicKey, "a box public key", length: keyLength)
-        try Sodium.check(recipientSecretKey, "a box secret key", length: keyLength)
-        // Shorter than its authenticator: nothing to open (libsodium would refuse it too).
-        guard sealed.count >= macLength else { throw .boxRejected }
-        var message = [UInt8](repeating: 0, count: sealed.count - macLength)
-        let status = message.withNonNilMutablePointer { out in
-            sealed.withNonNilPointer { c in
-                nonce.withNonNilPointer { n in
-                    senderPublicKey.withNonNilPointer { pk in
-                        recipientSecretKey.withNonNilPointer { sk in
-                            crypto_box_open_easy(out, c, UInt64(sealed.count), n, pk, sk)
-                        }
-                    }
-                }
-            }
+        let shared: SharedKey
+        do {
+            shared = try sharedKey(publicKey: senderPublicKey, secretKey: recipientSecretKey)
+        } catch .weakPublicKey {
+            throw .boxRejected
         }
-        guard status == 0 else { throw .boxRejected }
-        return message
+        return try open(sealed, nonce: nonce, shared: shared)
     }
 }
