@@ -14,18 +14,15 @@ extension BucketFileSystem {
         let refresh = bucketParent(ino) != nil || historyPath(ino) != nil
         perform(request, inlineIf: !refresh && isLoaded(ino), else: writeQueue) { [self] () throws(FSError) in
             try loadDirectory(ino, refresh: refresh)
-            let handle = try state.withLock { state throws(FSError) -> UInt64 in
+            let opened = try state.withLock { state throws(FSError) in
                 guard let node = state.table.node(ino) else { throw FSError.notFound }
                 guard node.isDirectory else { throw FSError.notDirectory }
-                let children = state.table.childInodes(of: node.ino)
-                var items: [DirectoryItem] = []
-                items.reserveCapacity(children.count + 2)
-                items.append(DirectoryItem(name: ".", ino: node.ino))
-                items.append(DirectoryItem(name: "..", ino: node.parent))
-                for (name, child) in children { items.append(DirectoryItem(name: name, ino: child)) }
-                return state.addHandle(.directory(ino: node.ino, items: items))
+                return state.openDirectory(node)
             }
-            request.reply(open: handle, info: info.raw)
+            // The kernel keeps the listing it read (a warm `ls` of a big bucket asks nothing), from
+            // one open to the next while no name came or went; a remote change also invalidates
+            // the directory's pages, which hold that listing.
+            request.reply(openDirectory: opened.handle, info: info.raw, keepCache: opened.keepKernelCache)
         }
     }
 

@@ -163,6 +163,13 @@ struct FileSystemState: Sendable {
     /// both (as on any file system: `make` and backup tools read them), utimens sets mtime
     /// (rsync -a, cp -a). The store keeps no directory times, so they last for the mount's life.
     var directoryTimes: [UInt64: (mtime: MountTime, ctime: MountTime)] = [:]
+    /// Each directory's listing as handles read it, shared by every handle opened while the
+    /// directory's names stay the same (`InodeTable.listingVersion`): an opendir of a bucket of
+    /// 1,000,000 files copies nothing, and readdir offsets mean the same in every such handle.
+    private var listings: [UInt64: (version: UInt64, items: [DirectoryItem])] = [:]
+    /// The listing version each directory had when last opened: the kernel's cached listing
+    /// (`FOPEN_CACHE_DIR`) was read from it, so it may be kept while the version stays.
+    private var kernelListingVersions: [UInt64: UInt64] = [:]
 
     init(rootTime: MountTime) {
         table = InodeTable(rootTime: rootTime)
@@ -196,6 +203,24 @@ struct FileSystemState: Sendable {
         guard let id = reservedIDs.first else { return nil }
         reservedIDs = (id + 1)..<reservedIDs.upperBound
         return id
+    }
+
+    /// Opens `directory` for reading: a handle on its current listing, and whether the kernel may
+    /// keep the listing it cached from the previous open (nothing came or went since).
+    mutating func openDirectory(_ directory: Node) -> (handle: UInt64, keepKernelCache: Bool) {
+        let version = table.listingVersion(of: directory.ino)
+        if listings[directory.ino]?.version != version {
+            let children = table.childInodes(of: directory.ino)
+            var items: [DirectoryItem] = []
+            items.reserveCapacity(children.count + 2)
+            items.append(DirectoryItem(name: ".", ino: directory.ino))
+            items.append(DirectoryItem(name: "..", ino: directory.parent))
+            for (name, child) in children { items.append(DirectoryItem(name: name, ino: child)) }
+            listings[directory.ino] = (version, items)
+        }
+        let keep = kernelListingVersions.updateValue(version, forKey: directory.ino) == version
+        let items = listings[directory.ino]?.items ?? []
+        return (addHandle(.directory(ino: directory.ino, items: items)), keep)
     }
 
     mutating func addHandle(_ handle: OpenHandle) -> UInt64 {

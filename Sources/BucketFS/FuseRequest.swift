@@ -35,6 +35,14 @@ struct FuseRequest: @unchecked Sendable {
         _ = fuse_reply_open(raw, &info)
     }
 
+    func reply(openDirectory handle: UInt64, info: fuse_file_info, keepCache: Bool) {
+        var info = info
+        info.fh = handle
+        cfuse_file_info_set_cache_readdir(&info, 1)
+        cfuse_file_info_set_keep_cache(&info, keepCache ? 1 : 0)
+        _ = fuse_reply_open(raw, &info)
+    }
+
     func reply(create entry: EntryReply, handle: UInt64, info: fuse_file_info, directIO: Bool) {
         var parameter = entry.parameter
         var info = info

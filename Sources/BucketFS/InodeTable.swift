@@ -71,6 +71,11 @@ struct InodeTable: Sendable {
     private(set) var nodes: [UInt64: Node] = [:]
     private var children: [UInt64: [String: UInt64]] = [:]
     private var loadedDirectories: Set<UInt64> = []
+    /// Bumped for a directory whenever a name in it comes, goes or changes inode, from one counter
+    /// for the whole table so a number is never reused: an unchanged version means the listing
+    /// the kernel cached (`FOPEN_CACHE_DIR`) still holds.
+    private var listingVersions: [UInt64: UInt64] = [:]
+    private var lastListingVersion: UInt64 = 0
 
     init(rootTime: MountTime) {
         nodes[Self.rootInode] = Node(
@@ -98,6 +103,14 @@ struct InodeTable: Sendable {
 
     func isLoaded(_ directory: UInt64) -> Bool { loadedDirectories.contains(directory) }
 
+    /// Changes whenever the directory's names do (0: never changed since the table began).
+    func listingVersion(of directory: UInt64) -> UInt64 { listingVersions[directory] ?? 0 }
+
+    private mutating func listingChanged(_ directory: UInt64) {
+        lastListingVersion += 1
+        listingVersions[directory] = lastListingVersion
+    }
+
     /// Replaces a directory's listing with what the store holds; names that vanished are unlinked.
     mutating func replaceListing(of directory: UInt64, with listing: [Node]) {
         let previous = children[directory] ?? [:]
@@ -107,8 +120,10 @@ struct InodeTable: Sendable {
             if let existing = nodes[node.ino] {
                 node.lookups = existing.lookups
                 node.keepAttributes(of: existing)
-                if existing.parent != directory || existing.fileName != node.fileName {
-                    children[existing.parent]?.removeValue(forKey: existing.fileName)
+                if existing.parent != directory || existing.fileName != node.fileName,
+                    children[existing.parent]?.removeValue(forKey: existing.fileName) != nil
+                {
+                    listingChanged(existing.parent)
                 }
             }
             node.linked = true
@@ -124,6 +139,7 @@ struct InodeTable: Sendable {
                 markUnlinked(ino)
             }
         }
+        if fresh != previous || !loadedDirectories.contains(directory) { listingChanged(directory) }
         children[directory] = fresh
         loadedDirectories.insert(directory)
     }
@@ -138,11 +154,13 @@ struct InodeTable: Sendable {
                 children[existing.parent]?[existing.fileName] == node.ino
             {
                 children[existing.parent]?.removeValue(forKey: existing.fileName)
+                listingChanged(existing.parent)
             }
         }
         if let displaced = children[node.parent]?[node.fileName], displaced != node.ino {
             markUnlinked(displaced)
         }
+        if children[node.parent]?[node.fileName] != node.ino { listingChanged(node.parent) }
         node.linked = true
         node.aliasOf = nil
         nodes[node.ino] = node
@@ -173,6 +191,7 @@ struct InodeTable: Sendable {
     /// Removes a name from its directory; the inode stays while the kernel references it.
     mutating func unlink(parent: UInt64, name: String) {
         guard let ino = children[parent]?.removeValue(forKey: name) else { return }
+        listingChanged(parent)
         markUnlinked(ino)
     }
 
@@ -181,6 +200,7 @@ struct InodeTable: Sendable {
         guard source != target, nodes[source] != nil else { return }
         if let parent = nodes[source]?.parent, let name = nodes[source]?.fileName, children[parent]?[name] == source {
             children[parent]?.removeValue(forKey: name)
+            listingChanged(parent)
         }
         nodes[source]?.linked = false
         nodes[source]?.aliasOf = target
@@ -213,6 +233,7 @@ struct InodeTable: Sendable {
         if let directory = nodes[ino], directory.isDirectory {
             children.removeValue(forKey: ino)
             loadedDirectories.remove(ino)
+            listingChanged(ino)
         }
         dropIfUnreferenced(ino)
     }

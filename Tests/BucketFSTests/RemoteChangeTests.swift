@@ -47,6 +47,65 @@ struct RemoteChangeTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: mount.path("notes")) == ["r.json"])
     }
 
+    /// The kernel keeps a directory's listing from one open to the next (`FOPEN_CACHE_DIR`), so
+    /// every way a name comes or goes must reach the next `ls`: remote creations and removals,
+    /// and creations, removals, renames and links made through the mount, in a bucket larger
+    /// than one readdir reply (offsets into a listing the kernel cached part of).
+    @Test func everyChangeOfNamesShowsInTheNextListingOfACachedDirectory() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let bucket = mount.path("notes")
+        var expected = Set<String>()
+        for index in 0 ..< 600 {
+            try remoteSave(mount, key: "n\(index)", version: 1, old: nil, new: ["i": .integer(Int64(index))])
+            expected.insert("n\(index).json")
+        }
+        func listing() throws -> Set<String> {
+            let output = try Tool.run("/bin/ls", ["-1", "-A", bucket])
+            #expect(output.status == 0, "\(output.stderr)")
+            return Set(output.stdout.split(separator: "\n").map(String.init))
+        }
+        /// Lists twice (the second from the kernel's cache), waiting for a remote change to land.
+        func expectListing(_ step: String) throws {
+            let settled = try eventually(10) { try listing() == expected }
+            let difference = try listing().symmetricDifference(expected).sorted()
+            #expect(settled, "\(step): \(difference)")
+            let again = try listing()
+            #expect(again == expected, "\(step), listed again: \(again.symmetricDifference(expected).sorted())")
+        }
+        try expectListing("remote creations")
+
+        try remoteSave(mount, key: "late", version: 1, old: nil, new: ["l": .integer(1)])
+        expected.insert("late.json")
+        try expectListing("a remote creation")
+
+        _ = try mount.store.applyRemote(
+            bucket: "notes", changes: [RemoteChange(key: "n7", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "cv-n7-2")])
+        expected.remove("n7.json")
+        try expectListing("a remote removal")
+
+        #expect(FileManager.default.createFile(atPath: "\(bucket)/local.json", contents: Data("{}".utf8)))
+        expected.insert("local.json")
+        try expectListing("a creation here")
+
+        try FileManager.default.moveItem(atPath: "\(bucket)/n8.json", toPath: "\(bucket)/moved.json")
+        expected.remove("n8.json")
+        expected.insert("moved.json")
+        try expectListing("a rename here")
+
+        #expect(rename("\(bucket)/moved.json", "\(bucket)/n9.json") == 0)
+        expected.remove("moved.json")
+        try expectListing("a rename over another file")
+
+        try FileManager.default.removeItem(atPath: "\(bucket)/n10.json")
+        expected.remove("n10.json")
+        try expectListing("a removal here")
+
+        try FileManager.default.createSymbolicLink(atPath: "\(bucket)/.#n11.json", withDestinationPath: "user@host.1:1")
+        expected.insert(".#n11.json")
+        try expectListing("a lock link")
+    }
+
     @Test func unmountSavesWhatAnOpenFileStillBuffers() throws {
         let mount = try MountFixture()
         defer { mount.close() }
