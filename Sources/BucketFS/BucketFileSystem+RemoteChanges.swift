@@ -1,17 +1,26 @@
 /// Remote changes: the store already holds the new bytes; update the tree and tell the kernel.
 extension BucketFileSystem {
-    /// On `writeQueue` (ordered with our own saves). Invalidations go to the notifier thread.
-    func applyRemoteChange(_ change: MountChange) {
-        state.withLock { state in
+    /// On `writeQueue` (ordered with our own saves): one transaction's changes. Invalidations go
+    /// to the notifier thread.
+    func applyRemoteChanges(_ changes: [MountChange]) {
+        // Nothing of a bucket not listed yet is cached here, so there is nothing to invalidate:
+        // a first sync's pages cost one look each.
+        let loaded = state.withLock { state -> [MountChange] in
             state.remoteEpoch += 1
-            state.closedFiles.remove(change.id)
+            var loadedBuckets: [String: Bool] = [:]
+            return changes.filter { change in
+                state.closedFiles.remove(change.id)
+                if let known = loadedBuckets[change.bucket] { return known }
+                let loaded = state.bucketNode(named: change.bucket).map { state.table.isLoaded($0.ino) } ?? false
+                loadedBuckets[change.bucket] = loaded
+                return loaded
+            }
         }
-        guard let bucketNode = state.withLock({ $0.bucketNode(named: change.bucket) }),
-            isLoaded(bucketNode.ino)
-        else {
-            // Nothing of this bucket is cached here, so there is nothing to invalidate.
-            return
-        }
+        for change in loaded { applyRemoteChange(change) }
+    }
+
+    private func applyRemoteChange(_ change: MountChange) {
+        guard let bucketNode = state.withLock({ $0.bucketNode(named: change.bucket) }), isLoaded(bucketNode.ino) else { return }
         let fileName = fileName(for: .entity(key: change.key), in: change.bucket)
         let entry: MountEntry?
         do {

@@ -196,9 +196,9 @@ public final class BucketFileSystem: Sendable {
         }
         let changes = backend.remoteChanges()
         let task = Task(executorPreference: changeExecutor) { [weak self] in
-            for await change in changes {
+            for await batch in changes {
                 guard let self else { return }
-                self.writeQueue.async { self.applyRemoteChange(change) }
+                self.writeQueue.async { self.applyRemoteChanges(batch) }
             }
         }
         lifecycle.withLock { $0.changeTask = task }

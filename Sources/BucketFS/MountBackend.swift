@@ -179,8 +179,9 @@ public protocol MountBackend: Sendable {
     func sync() throws(FSError)
     /// The entity's xattr data; nil for names that are not entities or do not exist.
     func status(bucket: String, key: String) throws(FSError) -> MountEntityStatus?
-    /// Entities changed by the server, each published after its transaction committed.
-    func remoteChanges() -> AsyncStream<MountChange>
+    /// Entities changed by the server, published after their transaction committed: one
+    /// element per transaction (a first sync's index page is one).
+    func remoteChanges() -> AsyncStream<[MountChange]>
     /// The file was opened for writing or created (before any byte is written): the backend hands
     /// that on to the sync engine (an Apptimist mount takes the file's LOCK) and returns at once,
     /// never waiting for it.

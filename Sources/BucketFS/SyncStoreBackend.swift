@@ -287,9 +287,9 @@ public final class SyncStoreBackend: MountBackend {
         return format
     }
 
-    public func remoteChanges() -> AsyncStream<MountChange> {
+    public func remoteChanges() -> AsyncStream<[MountChange]> {
         // Unfolding runs in the consumer's task (no task of its own on the shared pool).
-        let source = EventSource(store.remoteEvents())
+        let source = EventSource(store.remoteEventBatches())
         return AsyncStream(unfolding: { await source.next() }, onCancel: nil)
     }
 
@@ -368,20 +368,22 @@ public final class SyncStoreBackend: MountBackend {
 
 /// The store's event iterator, pulled from one consumer task at a time.
 private final class EventSource: @unchecked Sendable {
-    private var iterator: AsyncStream<RemoteEvent>.Iterator
+    private var iterator: AsyncStream<[RemoteEvent]>.Iterator
 
-    init(_ events: AsyncStream<RemoteEvent>) {
+    init(_ events: AsyncStream<[RemoteEvent]>) {
         iterator = events.makeAsyncIterator()
     }
 
-    func next() async -> MountChange? {
-        guard let event = await iterator.next() else { return nil }
-        let kind: MountChange.Kind
-        switch event.kind {
-        case .created: kind = .created
-        case .changed: kind = .changed
-        case .removed: kind = .removed
+    func next() async -> [MountChange]? {
+        guard let events = await iterator.next() else { return nil }
+        return events.map { event in
+            let kind: MountChange.Kind
+            switch event.kind {
+            case .created: kind = .created
+            case .changed: kind = .changed
+            case .removed: kind = .removed
+            }
+            return MountChange(bucket: event.bucket, key: event.key, id: UInt64(event.nodeID), kind: kind)
         }
-        return MountChange(bucket: event.bucket, key: event.key, id: UInt64(event.nodeID), kind: kind)
     }
 }

@@ -13,7 +13,7 @@ import Synchronization
 public final class SyncStore: Sendable {
     let pool: DatabasePool
     public let path: String
-    private let subscribers = Mutex<[UUID: AsyncStream<RemoteEvent>.Continuation]>([:])
+    private let subscribers = Mutex<[UUID: EventSubscriber]>([:])
     /// Which commits the disk already holds.
     private let syncProgress = Mutex(SyncProgress())
     /// Set by `close()`: a call that comes later (a background reclaim) fails instead of using
@@ -56,12 +56,12 @@ public final class SyncStore: Sendable {
     }
 
     deinit {
-        for continuation in subscribers.withLock({ $0.values }) { continuation.finish() }
+        for subscriber in subscribers.withLock({ $0.values }) { subscriber.finish() }
     }
 
     /// Closes the database; further calls fail.
     public func close() throws(StoreError) {
-        for continuation in subscribers.withLock({ $0.values }) { continuation.finish() }
+        for subscriber in subscribers.withLock({ $0.values }) { subscriber.finish() }
         closed.withLock { $0 = true }
         do { try pool.close() } catch { throw StoreError(error) }
     }
@@ -69,19 +69,38 @@ public final class SyncStore: Sendable {
     /// Entities changed by the server, published after their transaction committed.
     public func remoteEvents() -> AsyncStream<RemoteEvent> {
         let (stream, continuation) = AsyncStream<RemoteEvent>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
-        let id = UUID()
-        subscribers.withLock { $0[id] = continuation }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
-        }
+        let id = subscribe(.each(continuation))
+        continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
         return stream
+    }
+
+    /// The same events, one element per committed transaction: a first sync's index page of 500
+    /// entities is one element, so a consumer does its per-element work (a thread hop, a write
+    /// to a file) once per page rather than once per entity.
+    public func remoteEventBatches() -> AsyncStream<[RemoteEvent]> {
+        let (stream, continuation) = AsyncStream<[RemoteEvent]>.makeStream(bufferingPolicy: .bufferingNewest(1_000))
+        let id = subscribe(.batches(continuation))
+        continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
+        return stream
+    }
+
+    private func subscribe(_ subscriber: EventSubscriber) -> UUID {
+        let id = UUID()
+        subscribers.withLock { $0[id] = subscriber }
+        return id
+    }
+
+    private func unsubscribe(_ id: UUID) {
+        _ = subscribers.withLock { $0.removeValue(forKey: id) }
     }
 
     func publish(_ events: [RemoteEvent]) {
         guard !events.isEmpty else { return }
-        let continuations = subscribers.withLock { Array($0.values) }
-        for continuation in continuations {
-            for event in events { continuation.yield(event) }
+        for subscriber in subscribers.withLock({ Array($0.values) }) {
+            switch subscriber {
+            case .each(let continuation): for event in events { continuation.yield(event) }
+            case .batches(let continuation): continuation.yield(events)
+            }
         }
     }
 
@@ -181,5 +200,18 @@ public final class SyncStore: Sendable {
     private static func hex(_ value: UInt64) -> String {
         let text = String(value, radix: 16)
         return String(repeating: "0", count: 16 - text.count) + text
+    }
+}
+
+/// A subscriber to the store's remote events: one element per event, or one per transaction.
+private enum EventSubscriber: Sendable {
+    case each(AsyncStream<RemoteEvent>.Continuation)
+    case batches(AsyncStream<[RemoteEvent]>.Continuation)
+
+    func finish() {
+        switch self {
+        case .each(let continuation): continuation.finish()
+        case .batches(let continuation): continuation.finish()
+        }
     }
 }

@@ -528,17 +528,21 @@ private struct MountSession {
     /// Feeds `bucketfs watch` with every change the server makes to the store.
     private func reportRemoteChanges(_ store: SyncStore, feed: FeedWriter, titled: Set<String>) async {
         var names = EntityNames(store: store)
-        for await event in store.remoteEvents() {
-            let version = event.version ?? (try? store.entity(bucket: event.bucket, key: event.key))??.version
-            let title = titled.contains(event.bucket) ? names.title(bucket: event.bucket, key: event.key) : nil
-            let kind = switch event.kind {
-            case .created: "created"
-            case .changed: "changed"
-            case .removed: "removed"
-            }
-            feed.append(FeedEvent(
-                time: Date(), bucket: event.bucket, key: event.key, version: version, origin: "remote", kind: kind,
-                client: event.clientID, title: title))
+        // One write to the feed per transaction: a first sync's index page is one.
+        for await events in store.remoteEventBatches() {
+            let time = Date()
+            feed.append(events.map { event in
+                let version = event.version ?? (try? store.entity(bucket: event.bucket, key: event.key))??.version
+                let title = titled.contains(event.bucket) ? names.title(bucket: event.bucket, key: event.key) : nil
+                let kind = switch event.kind {
+                case .created: "created"
+                case .changed: "changed"
+                case .removed: "removed"
+                }
+                return FeedEvent(
+                    time: time, bucket: event.bucket, key: event.key, version: version, origin: "remote", kind: kind,
+                    client: event.clientID, title: title)
+            })
         }
     }
 

@@ -148,14 +148,26 @@ final class FeedWriter: @unchecked Sendable {
         size = Int((try? handle?.seekToEnd()) ?? 0)
     }
 
-    func append(_ event: FeedEvent) {
+    func append(_ event: FeedEvent) { append([event]) }
+
+    /// Appends the events' lines with as few writes as the size limit allows (one, mostly).
+    func append(_ events: [FeedEvent]) {
         lock.lock()
         defer { lock.unlock() }
-        var line = event.line
-        line.append(UInt8(ascii: "\n"))
-        if size > 0 && size + line.count > sizeLimit { startNewFile() }
-        try? handle?.write(contentsOf: line)
-        size += line.count
+        var pending: [UInt8] = []
+        for event in events {
+            var line = event.line
+            line.append(UInt8(ascii: "\n"))
+            if size + pending.count > 0 && size + pending.count + line.count > sizeLimit {
+                if !pending.isEmpty { try? handle?.write(contentsOf: pending) }
+                size += pending.count
+                pending.removeAll(keepingCapacity: true)
+                startNewFile()
+            }
+            pending.append(contentsOf: line)
+        }
+        if !pending.isEmpty { try? handle?.write(contentsOf: pending) }
+        size += pending.count
     }
 
     private func startNewFile() {

@@ -265,6 +265,33 @@ struct DailyUseTests {
         cli.stop(replay)
         let history = watched(replayed)
         #expect(!history.isEmpty && history == Array(keys.suffix(history.count)))
+
+        // A second mount's first sync gets the 30 notes in one index page, written to its feed
+        // in one go: the batch still changes files at the limit, and no line is split.
+        let second = try cli.directory("second")
+        let before = Set(try FileManager.default.contentsOfDirectory(atPath: cli.path("state/bucketfs")))
+        try cli.mount(second, port: port, token: token, store: cli.path("second.sqlite"))
+        let secondFeeds = { () throws -> [String] in
+            try FileManager.default.contentsOfDirectory(atPath: cli.path("state/bucketfs"))
+                .filter { $0.contains(".feed.jsonl") && !before.contains($0) }.sorted()
+        }
+        try eventually { try secondFeeds().count == 2 }
+        // The previous file, then the current one: every line whole, keys in one index order.
+        let lines = try secondFeeds().reversed().flatMap { feed in
+            text(of: URL(fileURLWithPath: cli.path("state/bucketfs/\(feed)"))).split(separator: "\n").map(String.init)
+        }
+        for feed in try secondFeeds() {
+            let size = try FileManager.default.attributesOfItem(atPath: cli.path("state/bucketfs/\(feed)"))[.size] as? Int ?? 0
+            #expect(size <= 1000, "\(feed) holds \(size) bytes")
+        }
+        #expect(!lines.isEmpty)
+        for line in lines {
+            let parsed = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            #expect(parsed?["origin"] as? String == "remote" && parsed?["kind"] as? String == "created", "\(line)")
+        }
+        let synced = lines.compactMap { line in keys.first { line.contains("\"key\":\"\($0)\"") } }
+        #expect(Set(synced).count == synced.count && synced.count == lines.count)
+        #expect(try cli.bucketfs(["unmount", second]).status == 0)
         #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
         cli.stop(server)
     }

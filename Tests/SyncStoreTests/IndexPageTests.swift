@@ -42,6 +42,35 @@ struct IndexPageTests {
         }
     }
 
+    /// Batches carry the same events as the one-by-one stream, one batch per transaction.
+    @Test func eventBatchesAreTheTransactionsOfTheEventStream() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let store = try SyncStore(path: directory.storePath)
+        _ = try store.ensureBucket("notes")
+        let each = store.remoteEvents()
+        let batches = store.remoteEventBatches()
+        try store.beginIndex(bucket: "notes")
+        var expected: [[RemoteEvent]] = []
+        for start in stride(from: 0, to: 1_500, by: 500) {
+            let entries = (start..<start + 500).map { IndexEntry(key: "k\($0)", version: 1, data: Self.note($0)) }
+            expected.append(try store.applyIndexPage(bucket: "notes", entries: entries, current: "c1", isLast: start == 1_000).events)
+        }
+        let removal = try store.applyRemote(
+            bucket: "notes", changes: [RemoteChange(key: "k3", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c2")])
+        expected.append(removal.events)
+        // A save here publishes nothing: only the server's changes are remote events.
+        _ = try store.saveLocal(bucket: "notes", key: "mine", bytes: bytes(#"{"a":1}"#))
+        try store.close()
+        var received: [[RemoteEvent]] = []
+        for await batch in batches { received.append(batch) }
+        var oneByOne: [RemoteEvent] = []
+        for await event in each { oneByOne.append(event) }
+        #expect(received.map(\.count) == [500, 500, 500, 1])
+        #expect(received == expected)
+        #expect(oneByOne == expected.flatMap { $0 })
+    }
+
     @Test func reindexSkipsKnownVersionsUpdatesChangedOnesAndRemovesUnseen() throws {
         try withStore { store, _ in
             try store.beginIndex(bucket: "notes")
