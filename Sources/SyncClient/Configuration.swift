@@ -31,7 +31,7 @@ public struct SyncClientConfiguration: Sendable {
     /// the client sends each time) is not reconnected to twice a second for ever.
     public var stableConnection: Duration = .seconds(10)
     /// Index page size for the first sync (`i:1:<mark>::<limit>`).
-    public var indexPageLimit: Int = 500
+    public var indexPageLimit: Int = 1000
     /// Embed the first command in `init` (`cmd`) to save a round trip.
     public var sendCommandInInit: Bool = false
     /// Largest message accepted from the server.

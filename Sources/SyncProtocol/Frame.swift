@@ -4,7 +4,7 @@
 /// meaning. Servers parse a `Frame` first so that they can still answer on the right channel when
 /// the payload turns out to be invalid.
 public struct Frame: Hashable, Sendable {
-    /// The default limit for `parse`: large enough for a full `i:1:::500` page of big entities.
+    /// The default limit for `parse`: large enough for a full `i:1:::1000` page of big entities.
     public static let defaultMaxBytes = 16 * 1024 * 1024
     /// The largest frame a client sends. bucketfs's server takes no bigger one from a client (a
     /// bigger one closes the connection), and its clients split or hold back changes to stay

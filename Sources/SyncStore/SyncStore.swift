@@ -78,7 +78,7 @@ public final class SyncStore: Sendable {
     /// entities is one element, so a consumer does its per-element work (a thread hop, a write
     /// to a file) once per page rather than once per entity.
     public func remoteEventBatches() -> AsyncStream<[RemoteEvent]> {
-        let (stream, continuation) = AsyncStream<[RemoteEvent]>.makeStream(bufferingPolicy: .bufferingNewest(1_000))
+        let (stream, continuation) = AsyncStream<[RemoteEvent]>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
         let id = subscribe(.batches(continuation))
         continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
         return stream

@@ -97,14 +97,16 @@ extension FeedEvent {
     /// `JSONDecoder.bucketfs`, rendered directly: the generic encoder cost each save ~40,000
     /// instructions, more than recording its change as sent.
     var line: [UInt8] {
-        var object: JSONObject = [
-            "time": .string(Self.iso8601(time)), "bucket": .string(bucket), "key": .string(key), "origin": .string(origin),
-            "kind": .string(kind),
-        ]
-        if let version { object["version"] = .integer(Int64(version)) }
-        if let client { object["client"] = .string(client) }
-        if let title { object["title"] = .string(title) }
-        return Array(JSONValue.object(object).compactRendered().utf8)
+        // The members in code point order, as `compactRendered` would write them, without the
+        // dictionary and the sort: a first sync writes a line for each of its entities.
+        var text = "{\"bucket\":" + bucket.jsonQuoted
+        if let client { text += ",\"client\":" + client.jsonQuoted }
+        text += ",\"key\":" + key.jsonQuoted + ",\"kind\":" + kind.jsonQuoted + ",\"origin\":" + origin.jsonQuoted
+        text += ",\"time\":\"" + Self.iso8601(time) + "\""
+        if let title { text += ",\"title\":" + title.jsonQuoted }
+        if let version { text += ",\"version\":" + String(version) }
+        text += "}"
+        return Array(text.utf8)
     }
 
     /// `2026-11-25T16:40:05Z`, as the encoder's `.iso8601` strategy writes a date.

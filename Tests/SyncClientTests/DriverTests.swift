@@ -61,7 +61,7 @@ struct DriverTests {
         #expect(initFrame.contains("\"name\":\"notes\""))
         #expect(initFrame.contains("\"clientid\":\"driver-test\""))
         await client.receive("0:auth:alice@example.com", connectionID: id)
-        #expect(writer.take() == ["0:i:1:::500"])
+        #expect(writer.take() == ["0:i:1:::1000"])
         await client.receive(#"0:i:{"current":"cv1","index":[{"id":"a","v":3,"d":{"t":"x"}},{"id":"b","v":1}]}"#, connectionID: id)
         let afterIndex = writer.take()
         #expect(afterIndex.contains("0:e:b.1"))
@@ -168,7 +168,7 @@ struct DriverTests {
         let writer = RecordingWriter()
         let id = await client.opened(writer: writer)
         let initFrame = try #require(writer.take().first)
-        #expect(initFrame.contains("\"cmd\":\"i:1:::500\""))
+        #expect(initFrame.contains("\"cmd\":\"i:1:::1000\""))
         await client.receive("0:auth:alice@example.com", connectionID: id)
         #expect(writer.take().isEmpty)
     }
@@ -185,6 +185,6 @@ struct DriverTests {
         await client.receive("7:auth:x@y.z", connectionID: id)
         await client.receive("0:c:{not json", connectionID: id)
         await client.receive("0:auth:alice@example.com", connectionID: id)
-        #expect(writer.take() == ["0:i:1:::500"])
+        #expect(writer.take() == ["0:i:1:::1000"])
     }
 }
