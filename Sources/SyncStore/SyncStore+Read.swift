@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import JSONDiff
 
@@ -92,9 +93,12 @@ extension SyncStore {
 
     /// The bytes the entity's file shows; nil if it has no file.
     public func readEntity(bucket: String, key: String) throws(StoreError) -> [UInt8]? {
-        try read { db in
-            let bucketRow = try BucketRow.named(bucket, db)
-            return try EntityRow.find(bucketID: bucketRow.id, key: key, db)?.content.map { [UInt8]($0) }
+        try readOneStatement { db in
+            let statement = try db.cachedStatement(sql: """
+                SELECT entity.content FROM entity JOIN bucket ON bucket.id = entity.bucket_id
+                WHERE bucket.name = ? AND entity.key = ?
+                """)
+            return try Data.fetchOne(statement, arguments: [bucket, key]).map { [UInt8]($0) }
         }
     }
 

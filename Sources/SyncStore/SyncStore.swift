@@ -183,6 +183,20 @@ public final class SyncStore: Sendable {
         }
     }
 
+    /// A read of one statement, without BEGIN and COMMIT around it: a single SELECT sees one
+    /// committed state by itself. Opening a file reads its bytes this way (a `grep -r` opens
+    /// every file once), where the transaction cost more than the statement.
+    func readOneStatement<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do {
+            return try pool.unsafeRead { db in
+                guard !closed.withLock({ $0 }) else { throw StoreError.closed }
+                return try body(db)
+            }
+        } catch {
+            throw StoreError(error)
+        }
+    }
+
     static func now() -> Int64 {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
