@@ -66,22 +66,31 @@ public final class SyncStore: Sendable {
         do { try pool.close() } catch { throw StoreError(error) }
     }
 
+    /// Events a subscriber has not taken yet, at most: a consumer that falls behind (a first
+    /// sync publishes 1,000 to a transaction) loses the newest rather than holding memory that
+    /// grows with the bucket.
+    public static let eventBufferLimit = 10_000
+
     /// Entities changed by the server, published after their transaction committed.
     public func remoteEvents() -> AsyncStream<RemoteEvent> {
-        let (stream, continuation) = AsyncStream<RemoteEvent>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+        let (stream, continuation) = AsyncStream<RemoteEvent>.makeStream(bufferingPolicy: .bufferingNewest(Self.eventBufferLimit))
         let id = subscribe(.each(continuation))
         continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
         return stream
     }
 
-    /// The same events, one element per committed transaction: a first sync's index page of 500
-    /// entities is one element, so a consumer does its per-element work (a thread hop, a write
-    /// to a file) once per page rather than once per entity.
+    /// The same events, one element per committed transaction: a first sync's index page of
+    /// 1,000 entities is one element, so a consumer does its per-element work (a thread hop, a
+    /// write to a file) once per page rather than once per entity. The buffer is bounded by
+    /// events, as the one-by-one stream's is (`eventBufferLimit`); a batch that would pass it is
+    /// dropped whole.
     public func remoteEventBatches() -> AsyncStream<[RemoteEvent]> {
-        let (stream, continuation) = AsyncStream<[RemoteEvent]>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
-        let id = subscribe(.batches(continuation))
+        let (stream, continuation) = AsyncStream<[RemoteEvent]>.makeStream(bufferingPolicy: .unbounded)
+        let batches = BatchSubscription(continuation: continuation, limit: Self.eventBufferLimit)
+        let id = subscribe(.batches(batches))
         continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
-        return stream
+        let taker = BatchTaker(stream.makeAsyncIterator(), subscription: batches)
+        return AsyncStream(unfolding: { await taker.next() }, onCancel: nil)
     }
 
     private func subscribe(_ subscriber: EventSubscriber) -> UUID {
@@ -99,7 +108,7 @@ public final class SyncStore: Sendable {
         for subscriber in subscribers.withLock({ Array($0.values) }) {
             switch subscriber {
             case .each(let continuation): for event in events { continuation.yield(event) }
-            case .batches(let continuation): continuation.yield(events)
+            case .batches(let subscription): subscription.offer(events)
             }
         }
     }
@@ -220,12 +229,53 @@ public final class SyncStore: Sendable {
 /// A subscriber to the store's remote events: one element per event, or one per transaction.
 private enum EventSubscriber: Sendable {
     case each(AsyncStream<RemoteEvent>.Continuation)
-    case batches(AsyncStream<[RemoteEvent]>.Continuation)
+    case batches(BatchSubscription)
 
     func finish() {
         switch self {
         case .each(let continuation): continuation.finish()
-        case .batches(let continuation): continuation.finish()
+        case .batches(let subscription): subscription.continuation.finish()
         }
+    }
+}
+
+/// A batch subscriber's stream and how many events it holds that the subscriber has not taken.
+private final class BatchSubscription: Sendable {
+    let continuation: AsyncStream<[RemoteEvent]>.Continuation
+    let limit: Int
+    private let pending = Atomic(0)
+
+    init(continuation: AsyncStream<[RemoteEvent]>.Continuation, limit: Int) {
+        self.continuation = continuation
+        self.limit = limit
+    }
+
+    func offer(_ events: [RemoteEvent]) {
+        // Two transactions published at once may both pass the check: the bound is loose by a batch.
+        guard pending.load(ordering: .relaxed) + events.count <= limit else { return }
+        pending.add(events.count, ordering: .relaxed)
+        continuation.yield(events)
+    }
+
+    func taken(_ count: Int) {
+        pending.subtract(count, ordering: .relaxed)
+    }
+}
+
+/// Hands a batch subscriber its batches, counting each off its subscription as it goes.
+private final class BatchTaker: @unchecked Sendable {
+    // Used only by the stream's one consumer, one `next` at a time (AsyncStream's unfolding).
+    private var iterator: AsyncStream<[RemoteEvent]>.Iterator
+    private let subscription: BatchSubscription
+
+    init(_ iterator: AsyncStream<[RemoteEvent]>.Iterator, subscription: BatchSubscription) {
+        self.iterator = iterator
+        self.subscription = subscription
+    }
+
+    func next() async -> [RemoteEvent]? {
+        guard let batch = await iterator.next() else { return nil }
+        subscription.taken(batch.count)
+        return batch
     }
 }

@@ -71,6 +71,34 @@ struct IndexPageTests {
         #expect(oneByOne == expected.flatMap { $0 })
     }
 
+    /// A subscriber that takes nothing holds at most `eventBufferLimit` events, in whole
+    /// batches, and gets the next ones once it has taken those.
+    @Test func aSubscriberThatFallsBehindHoldsBoundedEvents() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let store = try SyncStore(path: directory.storePath)
+        _ = try store.ensureBucket("notes")
+        let batches = store.remoteEventBatches()
+        var iterator = batches.makeAsyncIterator()
+        try store.beginIndex(bucket: "notes")
+        let pageSize = 1_000
+        func page(_ number: Int) throws {
+            let entries = (0..<pageSize).map { IndexEntry(key: "p\(number)-\($0)", version: 1, data: ["n": .integer(Int64($0))]) }
+            _ = try store.applyIndexPage(bucket: "notes", entries: entries, current: "c1", isLast: false)
+        }
+        for number in 0..<15 { try page(number) }
+        var held: [[RemoteEvent]] = []
+        for _ in 0..<(SyncStore.eventBufferLimit / pageSize) { held.append(try #require(await iterator.next())) }
+        #expect(held.allSatisfy { $0.count == pageSize })
+        #expect(held.map { $0.first?.key } == (0..<10).map { "p\($0)-0" })
+        // Taken, they make room: the next page arrives.
+        try page(15)
+        let next = try #require(await iterator.next())
+        #expect(next.first?.key == "p15-0" && next.count == pageSize)
+        try store.close()
+        #expect(await iterator.next() == nil)
+    }
+
     @Test func reindexSkipsKnownVersionsUpdatesChangedOnesAndRemovesUnseen() throws {
         try withStore { store, _ in
             try store.beginIndex(bucket: "notes")
