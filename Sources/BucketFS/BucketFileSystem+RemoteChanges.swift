@@ -5,22 +5,23 @@ extension BucketFileSystem {
     func applyRemoteChanges(_ changes: [MountChange]) {
         // Nothing of a bucket not listed yet is cached here, so there is nothing to invalidate:
         // a first sync's pages cost one look each.
-        let loaded = state.withLock { state -> [MountChange] in
+        let loaded = state.withLock { state -> [(change: MountChange, bucketNode: Node)] in
             state.remoteEpoch += 1
-            var loadedBuckets: [String: Bool] = [:]
-            return changes.filter { change in
+            var loadedBuckets: [String: Node?] = [:]
+            return changes.compactMap { change in
                 state.closedFiles.remove(change.id)
-                if let known = loadedBuckets[change.bucket] { return known }
-                let loaded = state.bucketNode(named: change.bucket).map { state.table.isLoaded($0.ino) } ?? false
-                loadedBuckets[change.bucket] = loaded
-                return loaded
+                let bucketNode = loadedBuckets[change.bucket] ?? {
+                    let node = state.bucketNode(named: change.bucket).flatMap { state.table.isLoaded($0.ino) ? $0 : nil }
+                    loadedBuckets[change.bucket] = node
+                    return node
+                }()
+                return bucketNode.map { (change, $0) }
             }
         }
-        for change in loaded { applyRemoteChange(change) }
+        for (change, bucketNode) in loaded { applyRemoteChange(change, in: bucketNode) }
     }
 
-    private func applyRemoteChange(_ change: MountChange) {
-        guard let bucketNode = state.withLock({ $0.bucketNode(named: change.bucket) }), isLoaded(bucketNode.ino) else { return }
+    private func applyRemoteChange(_ change: MountChange, in bucketNode: Node) {
         let fileName = fileName(for: .entity(key: change.key), in: change.bucket)
         let entry: MountEntry?
         do {
