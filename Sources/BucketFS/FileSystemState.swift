@@ -210,12 +210,9 @@ struct FileSystemState: Sendable {
     mutating func openDirectory(_ directory: Node) -> (handle: UInt64, keepKernelCache: Bool) {
         let version = table.listingVersion(of: directory.ino)
         if listings[directory.ino]?.version != version {
-            let children = table.childInodes(of: directory.ino)
-            var items: [DirectoryItem] = []
-            items.reserveCapacity(children.count + 2)
-            items.append(DirectoryItem(name: ".", ino: directory.ino))
-            items.append(DirectoryItem(name: "..", ino: directory.parent))
-            for (name, child) in children { items.append(DirectoryItem(name: name, ino: child)) }
+            let dots = [DirectoryItem(name: ".", ino: directory.ino), DirectoryItem(name: "..", ino: directory.parent)]
+            let previous = listings.removeValue(forKey: directory.ino)?.items.dropFirst(dots.count) ?? []
+            let items = table.orderedListing(of: directory.ino, after: dots, previous: previous)
             listings[directory.ino] = (version, items)
         }
         let keep = kernelListingVersions.updateValue(version, forKey: directory.ino) == version

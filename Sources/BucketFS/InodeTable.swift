@@ -76,6 +76,12 @@ struct InodeTable: Sendable {
     /// the kernel cached (`FOPEN_CACHE_DIR`) still holds.
     private var listingVersions: [UInt64: UInt64] = [:]
     private var lastListingVersion: UInt64 = 0
+    /// Names that came into each directory (or came to mean another inode) since its listing was
+    /// last taken (`orderedListing`), in the order they came: the next listing sorts only these
+    /// and merges them into the last one. A directory in `unorderedListings` added more than
+    /// its size allows to keep; its next listing sorts every name.
+    private var namesAdded: [UInt64: [String]] = [:]
+    private var unorderedListings: Set<UInt64> = []
 
     init(rootTime: MountTime) {
         nodes[Self.rootInode] = Node(
@@ -111,6 +117,57 @@ struct InodeTable: Sendable {
         listingVersions[directory] = lastListingVersion
     }
 
+    private mutating func nameAdded(_ name: String, in directory: UInt64) {
+        guard !unorderedListings.contains(directory) else { return }
+        namesAdded[directory, default: []].append(name)
+        // Churn of the same few names must not grow the record past the directory it orders.
+        if let count = namesAdded[directory]?.count, count > 2 * (children[directory]?.count ?? 0) + 1024 {
+            namesAdded.removeValue(forKey: directory)
+            unorderedListings.insert(directory)
+        }
+    }
+
+    /// The directory's names sorted (`String.<`, which is byte order for the names a kernel
+    /// hands over), after `leading` (`.` and `..`): `ls` sorts 1,000,000 names that arrive in
+    /// order in a third of the time it takes for names in hash order. `previous`: the listing
+    /// last taken (sorted); only names added since are sorted, and merged into what it still holds.
+    mutating func orderedListing(
+        of directory: UInt64, after leading: [DirectoryItem], previous: ArraySlice<DirectoryItem>
+    ) -> [DirectoryItem] {
+        let current = children[directory] ?? [:]
+        var listing = leading
+        listing.reserveCapacity(leading.count + current.count)
+        defer {
+            namesAdded.removeValue(forKey: directory)
+            unorderedListings.remove(directory)
+        }
+        guard !unorderedListings.contains(directory) else {
+            listing += current.map { DirectoryItem(name: $0.key, ino: $0.value) }.sorted { $0.name < $1.name }
+            return listing
+        }
+        // Names come mostly in order (a bucket's first load is in key order), which sorting keeps cheap.
+        var added = namesAdded[directory] ?? []
+        added.sort()
+        var fresh: [DirectoryItem] = []
+        fresh.reserveCapacity(added.count)
+        for name in added where fresh.last?.name != name {
+            if let ino = current[name] { fresh.append(DirectoryItem(name: name, ino: ino)) }
+        }
+        // Every name now in the directory is either added since or unchanged since `previous`;
+        // a previous name that is gone, or that was added again, is left out.
+        var next = fresh.startIndex
+        for item in previous {
+            while next < fresh.endIndex, fresh[next].name < item.name {
+                listing.append(fresh[next])
+                next += 1
+            }
+            if next < fresh.endIndex, fresh[next].name == item.name { continue }
+            if current[item.name] == item.ino { listing.append(item) }
+        }
+        listing += fresh[next...]
+        return listing
+    }
+
     /// Replaces a directory's listing with what the store holds; names that vanished are unlinked.
     mutating func replaceListing(of directory: UInt64, with listing: [Node]) {
         let previous = children[directory] ?? [:]
@@ -141,6 +198,7 @@ struct InodeTable: Sendable {
         }
         if fresh != previous || !loadedDirectories.contains(directory) { listingChanged(directory) }
         children[directory] = fresh
+        for node in listing where previous[node.fileName] != node.ino { nameAdded(node.fileName, in: directory) }
         loadedDirectories.insert(directory)
     }
 
@@ -160,11 +218,13 @@ struct InodeTable: Sendable {
         if let displaced = children[node.parent]?[node.fileName], displaced != node.ino {
             markUnlinked(displaced)
         }
-        if children[node.parent]?[node.fileName] != node.ino { listingChanged(node.parent) }
+        let moved = children[node.parent]?[node.fileName] != node.ino
+        if moved { listingChanged(node.parent) }
         node.linked = true
         node.aliasOf = nil
         nodes[node.ino] = node
         children[node.parent, default: [:]][node.fileName] = node.ino
+        if moved { nameAdded(node.fileName, in: node.parent) }
         if node.isDirectory, children[node.ino] == nil { children[node.ino] = [:] }
     }
 
@@ -232,6 +292,8 @@ struct InodeTable: Sendable {
         nodes[ino]?.linked = false
         if let directory = nodes[ino], directory.isDirectory {
             children.removeValue(forKey: ino)
+            namesAdded.removeValue(forKey: ino)
+            unorderedListings.remove(ino)
             loadedDirectories.remove(ino)
             listingChanged(ino)
         }

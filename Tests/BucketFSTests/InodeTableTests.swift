@@ -82,4 +82,66 @@ struct InodeTableTests {
         #expect(table.child(of: 10, named: "a.json")?.ino == 21)
         #expect(table.record(20) == nil)
     }
+
+    /// Every way names come and go between listings, in long random runs: each listing of the
+    /// directory holds exactly its names, sorted as `ls` sorts them (so `ls` of a big bucket
+    /// sorts names that arrive in order), with `.` and `..` first. Runs of many changes between
+    /// two listings pass the bound on the names the table keeps for the next merge.
+    @Test(arguments: [(seed: UInt64(1), listEvery: 3), (seed: 2, listEvery: 40), (seed: 3, listEvery: 4_000)])
+    func everyListingHoldsTheDirectorysNamesInOrder(seed: UInt64, listEvery: Int) throws {
+        var random = SeededGenerator(seed: seed)
+        var state = FileSystemState(rootTime: 0)
+        state.table = tableWithBucket()
+        // Few names, so they are made, removed and made again; some share long prefixes, and
+        // some are not ASCII.
+        let names = (0..<60).map { index in
+            ["n\(index).json", "note-number-\(index % 7)-\(index)", "é\(index)", "\(index)x"][index % 4]
+        }
+        var nextIno: UInt64 = 100
+        var listings = 0
+        for step in 0..<12_000 {
+            let children = state.table.childInodes(of: 10)
+            switch random.next() % 6 {
+            case 0, 1:
+                state.table.upsert(file(nextIno, names.randomElement(using: &random)!))
+                nextIno += 1
+            case 2:
+                if let name = children.keys.randomElement(using: &random) { state.table.unlink(parent: 10, name: name) }
+            case 3:
+                if let (_, ino) = children.randomElement(using: &random) {
+                    state.table.upsert(file(ino, names.randomElement(using: &random)!))
+                }
+            case 4:
+                // The store's listing: some names kept (in any order), some new, some gone.
+                var listing = children.filter { _ in random.next() % 4 != 0 }.map { file($0.value, $0.key) }
+                for name in names where random.next() % 10 == 0 && children[name] == nil {
+                    listing.append(file(nextIno, name))
+                    nextIno += 1
+                }
+                listing.shuffle(using: &random)
+                state.table.replaceListing(of: 10, with: listing)
+            default:
+                if let (name, _) = children.randomElement(using: &random), let other = names.randomElement(using: &random),
+                    other != name
+                {
+                    state.table.upsert(file(nextIno, other))
+                    nextIno += 1
+                }
+            }
+            guard step % listEvery == listEvery - 1 || random.next() % UInt64(listEvery * 4) == 0 else { continue }
+            listings += 1
+            let bucket = try #require(state.table.node(10))
+            let opened = state.openDirectory(bucket)
+            guard case .directory(_, let items)? = state.handles[opened.handle] else {
+                Issue.record("no directory handle")
+                return
+            }
+            let expected = state.table.childInodes(of: 10).sorted { $0.key < $1.key }
+            #expect(items.map(\.name) == [".", ".."] + expected.map(\.key), "step \(step)")
+            #expect(items.dropFirst(2).map(\.ino) == expected.map(\.value), "step \(step)")
+            #expect(items.first?.ino == 10 && items.dropFirst().first?.ino == 1)
+            if items.map(\.name) != [".", ".."] + expected.map(\.key) { return }
+        }
+        #expect(listings >= 2)
+    }
 }

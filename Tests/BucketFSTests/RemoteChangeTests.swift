@@ -60,10 +60,14 @@ struct RemoteChangeTests {
             try remoteSave(mount, key: "n\(index)", version: 1, old: nil, new: ["i": .integer(Int64(index))])
             expected.insert("n\(index).json")
         }
+        /// The names in the order the directory hands them over (`ls -U`): sorted, as `ls` would
+        /// sort them, so `ls` of a big bucket has little left to do.
         func listing() throws -> Set<String> {
-            let output = try Tool.run("/bin/ls", ["-1", "-A", bucket])
+            let output = try Tool.run("/bin/ls", ["-1", "-A", "-U", bucket])
             #expect(output.status == 0, "\(output.stderr)")
-            return Set(output.stdout.split(separator: "\n").map(String.init))
+            let names = output.stdout.split(separator: "\n").map(String.init)
+            #expect(names == names.sorted(), "not in order: \(zip(names, names.dropFirst()).first { $0.0 > $0.1 }.map { "\($0) before \($1)" } ?? "")")
+            return Set(names)
         }
         /// Lists twice (the second from the kernel's cache), waiting for a remote change to land.
         func expectListing(_ step: String) throws {
