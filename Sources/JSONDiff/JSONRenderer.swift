@@ -7,6 +7,65 @@ extension JSONValue {
         return String(decoding: writer.output, as: UTF8.self)
     }
 
+    /// The file format as UTF-8 bytes.
+    public func prettyRenderedBytes() -> [UInt8] {
+        var writer = JSONWriter(pretty: true)
+        writer.write(self, indent: 0)
+        writer.output.append(0x0A)
+        return writer.output
+    }
+
+    /// The wire format and the file format's bytes from one rendering: the wire format is the
+    /// file format without its whitespace, which is cheaper to drop than to walk the value (and
+    /// sort each object's members) again. A first sync stores every entity both ways.
+    public func compactAndPrettyRendered() -> (compact: String, pretty: [UInt8]) {
+        let pretty = prettyRenderedBytes()
+        return (String(unsafeUninitializedCapacity: pretty.count) { compact in
+            pretty.withUnsafeBufferPointer { Self.dropWhitespace(outsideStringsOf: $0, into: compact) }
+        }, pretty)
+    }
+
+    /// Copies JSON text without the whitespace between its tokens; returns the bytes written.
+    private static func dropWhitespace(
+        outsideStringsOf text: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableBufferPointer<UInt8>
+    ) -> Int {
+        var written = 0
+        var index = 0
+        while index < text.count {
+            let byte = text[index]
+            if byte == UInt8(ascii: "\"") {
+                // A string runs to the first quote no backslash escapes.
+                var end = index + 1
+                while true {
+                    end = ByteScanning.skipPlainWords(text, from: end)
+                    guard end < text.count else { break }
+                    if text[end] == UInt8(ascii: "\\") {
+                        end += 2
+                    } else if text[end] == UInt8(ascii: "\"") {
+                        end += 1
+                        break
+                    } else {
+                        end += 1
+                    }
+                }
+                end = min(end, text.count)
+                _ = UnsafeMutableBufferPointer(rebasing: output[written..<(written + end - index)])
+                    .initialize(from: UnsafeBufferPointer(rebasing: text[index..<end]))
+                written += end - index
+                index = end
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: " "), 0x0A, 0x0D, 0x09: break
+            default:
+                output[written] = byte
+                written += 1
+            }
+            index += 1
+        }
+        return written
+    }
+
     /// The wire format: keys sorted by code point, no whitespace.
     public func compactRendered() -> String {
         var writer = JSONWriter(pretty: false)

@@ -12,6 +12,9 @@ public protocol EntityFileFormat: Sendable {
     var fileExtension: String { get }
     /// The file's bytes for `value`; nil when the entity has no file in this view.
     func render(_ value: JSONObject) -> [UInt8]?
+    /// `render`'s bytes and the value's compact JSON (as the store keeps values) together: a
+    /// format whose file is the value's JSON makes both from one rendering.
+    func renderWithCompactJSON(_ value: JSONObject) -> (file: [UInt8]?, compact: String)
     /// The value that `bytes` written to the entity's file stand for, or why they stand for none.
     /// `base`: the value they replace; `replacingFile`: whether the entity had a file (false for
     /// a new file, or one made again after a removal: `base` is then the last value known, if any).
@@ -29,6 +32,10 @@ public protocol EntityFileFormat: Sendable {
 
 extension EntityFileFormat {
     public var mergesEdits: Bool { true }
+
+    public func renderWithCompactJSON(_ value: JSONObject) -> (file: [UInt8]?, compact: String) {
+        (render(value), JSONValue.object(value).compactRendered())
+    }
 }
 
 /// Why written bytes are no value of their entity (the `invalid` state's reason).
@@ -47,7 +54,12 @@ public struct JSONFileFormat: EntityFileFormat, Hashable {
     public var fileExtension: String { "json" }
 
     public func render(_ value: JSONObject) -> [UInt8]? {
-        Array(JSONValue.object(value).prettyRendered().utf8)
+        JSONValue.object(value).prettyRenderedBytes()
+    }
+
+    public func renderWithCompactJSON(_ value: JSONObject) -> (file: [UInt8]?, compact: String) {
+        let rendered = JSONValue.object(value).compactAndPrettyRendered()
+        return (rendered.pretty, rendered.compact)
     }
 
     public func parse(_ bytes: [UInt8], base: JSONObject?, replacingFile: Bool, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError> {

@@ -350,8 +350,9 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// applied). Times change only with the bytes: an acknowledgement or a catch-up that renders
     /// the same file leaves it as backup tools last saw it (they key on mtime and ctime).
     mutating func render(_ value: JSONObject, in format: any EntityFileFormat, now: Int64) {
-        localValue = StoredJSON.text(value)
-        let rendered = format.render(value).map { Data($0) }
+        let both = format.renderWithCompactJSON(value)
+        localValue = both.compact
+        let rendered = both.file.map { Data($0) }
         if content != rendered {
             content = rendered
             mtime = now

@@ -83,10 +83,9 @@ extension SyncStore {
                 // it, nothing is owed (ghost and local value are the same compact text).
                 let id = nextID
                 nextID += 1
-                let value = JSONValue.object(data)
-                let compact = value.compactRendered()
+                let rendered = bucket.format.renderWithCompactJSON(data)
                 try insert.execute(arguments: [
-                    id, bucket.id, entry.key, entry.version, compact, compact, bucket.format.render(data).map { Data($0) }, now, now,
+                    id, bucket.id, entry.key, entry.version, rendered.compact, rendered.compact, rendered.file.map { Data($0) }, now, now,
                     bucket.indexGeneration, id,
                 ])
                 outcome.events.append(

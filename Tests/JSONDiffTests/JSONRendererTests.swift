@@ -29,6 +29,20 @@ struct JSONRendererTests {
         #expect(JSONValue.integer(3).prettyRendered() == "3\n")
     }
 
+    /// The wire format taken from the file format's rendering keeps every byte inside strings:
+    /// spaces, escaped quotes and backslashes (also at the end of a string, or of an 8-byte word).
+    @Test(arguments: [
+        "a b", "  ", "\"", "\\", "x\\", "\\\"", " \" \\ \" ", "1234567\"", "12345678\\", "\n\t \r",
+        String(repeating: "ab \"cd\\ ", count: 20), "é 😀 \u{1}",
+    ])
+    func compactFromThePrettyRenderingIsTheCompactRendering(text: String) {
+        let key = JSONKey(text)
+        let value: JSONValue = .object([key: [.string(text), .object(["k k": .string(text), key: 1.5])], "z": .string(text), " ": [" ", []]])
+        let both = value.compactAndPrettyRendered()
+        #expect(both.compact == value.compactRendered())
+        #expect(both.pretty == Array(value.prettyRendered().utf8))
+    }
+
     @Test func keysSortByCodePoint() {
         let value: JSONValue = ["é": 1, "z": 2, "Z": 3, "😀": 4, "ab": 5, "a": 6, "\u{FFFF}": 7]
         #expect(value.compactRendered() == "{\"Z\":3,\"a\":6,\"ab\":5,\"z\":2,\"é\":1,\"\u{FFFF}\":7,\"😀\":4}")

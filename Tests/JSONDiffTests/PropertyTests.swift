@@ -66,6 +66,9 @@ struct PropertyTests {
             #expect(try JSONValue(parsing: value.compactRendered()) == value)
             #expect(try JSONValue(parsing: value.prettyRendered()) == value)
             #expect(try JSONValue(parsing: Array(value.prettyRendered().utf8)) == value)
+            let both = value.compactAndPrettyRendered()
+            #expect(both.compact == value.compactRendered())
+            #expect(both.pretty == Array(value.prettyRendered().utf8))
         }
     }
 }
