@@ -99,6 +99,10 @@ struct JSONParserTests {
         ("\"\\u12G4\"", 1, 6, "a hex digit"),
         ("\"a\tb\"", 1, 3, "'\"' or an escape sequence (control characters must be escaped)"),
         ("\"abc", 1, 5, "'\"' closing the string"),
+        // After an escape: a control character in a long run, and no closing quote.
+        ("\"a\\nbcdefghijklmnopq\tb\"", 1, 21, "'\"' or an escape sequence (control characters must be escaped)"),
+        ("\"a\\nbcdefghijklmnopqrstuvwxyz", 1, 30, "'\"' closing the string"),
+        ("\"a\\n", 1, 5, "'\"' closing the string"),
         ("[1] x", 1, 5, "end of input"),
         ("tru", 1, 1, "'true'"),
         ("nul", 1, 1, "'null'"),
@@ -115,6 +119,18 @@ struct JSONParserTests {
         #expect(error.column == column)
         #expect(error.expected == expected)
         #expect(error.description == "line \(line), column \(column): expected \(expected)")
+    }
+
+    /// Text with escapes every few bytes and long runs between them (a note's text): every run
+    /// and every escape comes through, also where a run ends inside an 8-byte word.
+    @Test func stringsWithEscapesBetweenLongRunsParseWhole() throws {
+        for width in [1, 7, 8, 9, 15, 16, 40] {
+            let run = String(repeating: "ab é", count: width).prefix(width)
+            let text = (0..<30).map { "\(run)\($0)" }.joined(separator: "\n") + "\"\\\t/" + run
+            let value = JSONValue.string(text)
+            #expect(try JSONValue(parsing: value.compactRendered()) == value, "width \(width)")
+            #expect(try JSONValue(parsing: Array(value.prettyRendered().utf8)) == value, "width \(width)")
+        }
     }
 
     @Test func nestingDepthIsLimited() throws {
