@@ -93,6 +93,8 @@ extension SyncClient {
     /// side task keeps the heartbeat (and closes a dead connection).
     func serve(inbound: WebSocketInboundStream, writer: some WebSocketWriting) async throws {
         let id = await opened(writer: writer)
+        let maxBytes = configuration.maxMessageBytes
+        let handoff = InboundHandoff<InboundMessage>()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 while !Task.isCancelled {
@@ -103,9 +105,20 @@ extension SyncClient {
                     }
                 }
             }
-            for try await message in inbound.messages(maxSize: configuration.maxMessageBytes) {
-                guard case .text(let text) = message else { continue }
-                await receive(text, connectionID: id)
+            // Messages are read and parsed off the client, one ahead of the one it handles.
+            group.addTask {
+                do {
+                    for try await message in inbound.messages(maxSize: maxBytes) {
+                        guard case .text(let text) = message else { continue }
+                        await handoff.put(InboundMessage(text, maxBytes: maxBytes))
+                    }
+                    await handoff.finish()
+                } catch {
+                    await handoff.finish(throwing: error)
+                }
+            }
+            while let message = try await handoff.take() {
+                await receive(message, connectionID: id)
             }
             group.cancelAll()
         }

@@ -5,18 +5,35 @@ import SyncEngine
 import SyncProtocol
 import SyncStore
 
+/// A server frame as read, and what it says (parsed where it was read, off the client).
+struct InboundMessage: Sendable {
+    let text: String
+    let parsed: Result<ServerMessage, ProtocolError>
+
+    init(_ text: String, maxBytes: Int) {
+        self.text = text
+        parsed = Result { () throws(ProtocolError) in try ServerMessage.parse(text, maxBytes: maxBytes) }
+    }
+}
+
 extension SyncClient {
     /// One server frame, in arrival order.
     func receive(_ text: String, connectionID: Int) async {
+        await receive(InboundMessage(text, maxBytes: configuration.maxMessageBytes), connectionID: connectionID)
+    }
+
+    func receive(_ inbound: InboundMessage, connectionID: Int) async {
         guard var open = connection, open.id == connectionID, open.storeFailure == nil else { return }
         open.heartbeat.received(at: .now)
         connection = open
+        let text = inbound.text
         logger.trace("recv \(text)")
         if remoteLogLevel >= 2 { await remoteLog("recv \(text.prefix(200))") }
         let message: ServerMessage
-        do {
-            message = try ServerMessage.parse(text, maxBytes: configuration.maxMessageBytes)
-        } catch {
+        switch inbound.parsed {
+        case .success(let parsed):
+            message = parsed
+        case .failure(let error):
             logger.warning("ignoring unreadable server message: \(error)")
             await remoteLog("unreadable server message: \(error)")
             return
