@@ -112,9 +112,9 @@ extension SyncClient {
                         guard case .text(let text) = message else { continue }
                         await handoff.put(InboundMessage(text, maxBytes: maxBytes))
                     }
-                    await handoff.finish()
+                    handoff.finish()
                 } catch {
-                    await handoff.finish(throwing: error)
+                    handoff.finish(throwing: error)
                 }
             }
             while let message = try await handoff.take() {

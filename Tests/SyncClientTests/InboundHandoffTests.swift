@@ -16,7 +16,7 @@ struct InboundHandoffTests {
                 await handoff.put(number)
                 put.add(1, ordering: .sequentiallyConsistent)
             }
-            await handoff.finish()
+            handoff.finish()
         }
         var taken: [Int] = []
         while let number = try await handoff.take() {
@@ -35,7 +35,7 @@ struct InboundHandoffTests {
         Task {
             await handoff.put("a")
             await handoff.put("b")
-            await handoff.finish(throwing: ReaderFailed())
+            handoff.finish(throwing: ReaderFailed())
         }
         #expect(try await handoff.take() == "a")
         #expect(try await handoff.take() == "b")
@@ -50,7 +50,7 @@ struct InboundHandoffTests {
         #expect(try await taker.value == "late")
         let ending = Task { try await handoff.take() }
         try await Task.sleep(for: .milliseconds(50))
-        await handoff.finish()
+        handoff.finish()
         #expect(try await ending.value == nil)
     }
 }
