@@ -660,7 +660,9 @@ struct TelepatTests {
     /// socket at the latter.
     @Test func aPingingSocketOutlivesTheRequestTimeoutAndASilentOneIsStillClosed() async throws {
         try await withServer(store: .sqlite, configure: {
-            Self.configure(&$0, pingInterval: .seconds(5))
+            // Silence closes a socket after 10 s + 10 s: a wide margin over the 2.5 s between pings
+            // below, which a loaded run (this group runs its tests side by side) stretched past 5 + 5.
+            Self.configure(&$0, pingInterval: .seconds(10))
             $0.requestTimeout = .seconds(2)
         }) { server in
             let plain = try await RawTCP.open(port: server.port)
@@ -668,7 +670,7 @@ struct TelepatTests {
             guard case .open(let handshake) = try EngineIOPacket.parse(try await socket.receive()) else {
                 throw TestFailure("expected the Engine.IO open packet first")
             }
-            #expect(handshake.pingInterval == 5000 && handshake.pingTimeout == 5000)
+            #expect(handshake.pingInterval == 10000 && handshake.pingTimeout == 10000)
             #expect(try await socket.receive() == "40")
             // Three pings 2.5 s apart: 7.5 s, over 3x the request timeout, each gap longer than it.
             for _ in 0..<3 {
@@ -677,10 +679,10 @@ struct TelepatTests {
             }
             // The plain HTTP connection, idle all along, was closed by its deadline.
             #expect(await plain.readUntilClosed(within: .seconds(10)) != nil)
-            // Silent now: still open past the request timeout, closed after 5 s + 5 s.
+            // Silent now: still open past the request timeout, closed after 10 s + 10 s.
             try await Task.sleep(for: .milliseconds(2500))
             #expect(await !socket.isEnded)
-            _ = try await socket.waitForClose(timeout: .seconds(20))
+            _ = try await socket.waitForClose(timeout: .seconds(40))
             await socket.close()
         }
     }
