@@ -75,43 +75,51 @@ extension ApptimistClient {
         }
         sending = true
         defer { sending = false }
+        // A flush asked for while this one ran is done after it, also when this one stopped at
+        // a connection's end: the ask may be the next connection's, after its login (it found
+        // this one still sending, and nothing else would send what is owed on it).
         repeat {
             flushAgain = false
-            do { try await takeWantedLocks() } catch {
-                logger.warning("apptimist: a LOCK waits for the next connection: \(error)")
-                return
-            }
-            do { try await readNoticedFiles() } catch {
-                logger.warning("apptimist: reading the files notices named waits for the next connection: \(error)")
-                return
-            }
-            for bucket in ApptimistBuckets.all {
-                let owed: [OutgoingChange]
-                do {
-                    owed = try store.outgoingChanges(bucket: bucket).filter { change in
-                        if case .rejected = change.state { return false }
-                        return true
-                    }
-                } catch {
-                    logger.error("apptimist: cannot read what \(bucket) owes: \(error)")
-                    continue
-                }
-                do {
-                    switch bucket {
-                    case ApptimistBuckets.files: guard try await sendFiles(owed) else { return }
-                    case ApptimistBuckets.outbox: guard try await sendOutbox(owed) else { return }
-                    default:
-                        for change in owed {
-                            guard connection != nil, refreshed else { return }
-                            try await send(change)
-                        }
-                    }
-                } catch {
-                    logger.warning("apptimist: what \(bucket) owes waits to be sent: \(error)")
-                    return
-                }
-            }
+            await sendOwed()
         } while flushAgain
+    }
+
+    /// One pass of `flush`; returns at the first failure that is not a change's own.
+    private func sendOwed() async {
+        do { try await takeWantedLocks() } catch {
+            logger.warning("apptimist: a LOCK waits for the next connection: \(error)")
+            return
+        }
+        do { try await readNoticedFiles() } catch {
+            logger.warning("apptimist: reading the files notices named waits for the next connection: \(error)")
+            return
+        }
+        for bucket in ApptimistBuckets.all {
+            let owed: [OutgoingChange]
+            do {
+                owed = try store.outgoingChanges(bucket: bucket).filter { change in
+                    if case .rejected = change.state { return false }
+                    return true
+                }
+            } catch {
+                logger.error("apptimist: cannot read what \(bucket) owes: \(error)")
+                continue
+            }
+            do {
+                switch bucket {
+                case ApptimistBuckets.files: guard try await sendFiles(owed) else { return }
+                case ApptimistBuckets.outbox: guard try await sendOutbox(owed) else { return }
+                default:
+                    for change in owed {
+                        guard connection != nil, refreshed else { return }
+                        try await send(change)
+                    }
+                }
+            } catch {
+                logger.warning("apptimist: what \(bucket) owes waits to be sent: \(error)")
+                return
+            }
+        }
     }
 
     /// The LOCKs of files opened for writing, before what is owed: a lock held by another
