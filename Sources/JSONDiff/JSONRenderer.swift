@@ -1,10 +1,7 @@
 extension JSONValue {
     /// The file format: 2-space indent, keys sorted by code point, `": "` after keys, trailing newline.
     public func prettyRendered() -> String {
-        var writer = JSONWriter(pretty: true)
-        writer.write(self, indent: 0)
-        writer.output.append(0x0A)
-        return String(decoding: writer.output, as: UTF8.self)
+        String(decoding: prettyRenderedBytes(), as: UTF8.self)
     }
 
     /// The file format as UTF-8 bytes.
@@ -68,9 +65,7 @@ extension JSONValue {
 
     /// The wire format: keys sorted by code point, no whitespace.
     public func compactRendered() -> String {
-        var writer = JSONWriter(pretty: false)
-        writer.write(self, indent: 0)
-        return String(decoding: writer.output, as: UTF8.self)
+        String(decoding: compactRenderedBytes(), as: UTF8.self)
     }
 
     /// The wire format as UTF-8 bytes.
