@@ -167,9 +167,9 @@ extension BucketFileSystem {
     /// entity's (bounded) bytes are loaded, resized and saved.
     private func truncateClosed(_ ino: UInt64, bucket: String, item: MountItemName, to size: Int) throws(FSError) {
         state.withLock { $0.closedFiles.remove(ino) }
-        let entry: MountEntry
+        let entry: MountSavedFile
         if case .localFile(let name) = item {
-            entry = try backend.resizeLocalFile(bucket: bucket, name: name, to: size)
+            entry = MountSavedFile(try backend.resizeLocalFile(bucket: bucket, name: name, to: size))
         } else {
             var file = OpenFile()
             file.load(try backend.read(bucket: bucket, name: item), fresh: false)

@@ -208,8 +208,8 @@ extension BucketFileSystem {
         }
     }
 
-    /// close(2) waits for flush: the save is in the store (safe from a crash of this process)
-    /// before close returns.
+    /// close(2) waits for flush: the save is safe from a crash of this process before close
+    /// returns (in the store, or in the store's save journal on its way there).
     func flush(_ request: FuseRequest, handle: UInt64) {
         saveHandle(request, handle: handle, release: false, sync: false)
     }
@@ -329,14 +329,14 @@ extension BucketFileSystem {
     private func save(
         _ ino: UInt64, bucket: String, item: MountItemName, bytes: [UInt8], generation: UInt64, time: MountTime?, newID: UInt64?
     ) throws(FSError) {
-        var entry = try backend.save(bucket: bucket, name: item, bytes: bytes, newID: newID)
+        var file = try backend.save(bucket: bucket, name: item, bytes: bytes, newID: newID)
         state.withLock { _ = $0.unstoredEntities.remove(ino) }
-        if let time { entry = try backend.setModificationTime(bucket: bucket, name: item, to: time) }
-        saved(ino, generation: generation, entry: entry)
+        if let time { file = MountSavedFile(try backend.setModificationTime(bucket: bucket, name: item, to: time)) }
+        saved(ino, generation: generation, entry: file)
     }
 
     /// The store holds the working copy as of `generation`.
-    private func saved(_ ino: UInt64, generation: UInt64, entry: MountEntry) {
+    private func saved(_ ino: UInt64, generation: UInt64, entry: MountSavedFile) {
         state.withLock { state in
             if var open = state.openFiles[ino], open.generation == generation {
                 open.dirty = false
@@ -395,7 +395,7 @@ extension BucketFileSystem {
             entry = try backend.setModificationTime(bucket: target.bucket, name: .localFile(name: target.name), to: time)
         }
         state.withLock { $0.openFiles[ino]?.committedGeneration = staged.generation }
-        saved(ino, generation: staged.generation, entry: entry)
+        saved(ino, generation: staged.generation, entry: MountSavedFile(entry))
     }
 
     func create(_ request: FuseRequest, parent: UInt64, name: String, mode: mode_t, info: FileInfo) {
@@ -431,7 +431,9 @@ extension BucketFileSystem {
                     size: 0, mtime: now, ctime: now)
                 inMemoryOnly = true
             } else {
-                node = self.node(for: try backend.save(bucket: bucket, name: item, bytes: [], newID: nil), parent: parent)
+                _ = try backend.save(bucket: bucket, name: item, bytes: [], newID: nil)
+                guard let entry = try backend.entry(bucket: bucket, name: item) else { throw FSError.notFound }
+                node = self.node(for: entry, parent: parent)
                 inMemoryOnly = false
             }
             let handle = state.withLock { state -> UInt64? in

@@ -57,6 +57,23 @@ public struct MountEntry: Hashable, Sendable {
     }
 }
 
+/// A file's size and times after a save.
+public struct MountSavedFile: Hashable, Sendable {
+    public let size: Int
+    public let mtime: MountTime
+    public let ctime: MountTime
+
+    public init(size: Int, mtime: MountTime, ctime: MountTime) {
+        self.size = size
+        self.mtime = mtime
+        self.ctime = ctime
+    }
+
+    public init(_ entry: MountEntry) {
+        self.init(size: entry.size, mtime: entry.mtime, ctime: entry.ctime)
+    }
+}
+
 /// What the read-only xattrs of an entity show.
 public struct MountEntityStatus: Hashable, Sendable {
     public let key: String
@@ -153,13 +170,15 @@ public protocol MountBackend: Sendable {
     func resizeLocalFile(bucket: String, name: String, to size: Int) throws(FSError) -> MountEntry
     /// A directory on the store's disk for the working copies of large open files.
     var scratchDirectory: String { get }
-    /// At mount, before any save: drops what a crash left half-saved.
+    /// At mount, before any save: drops what a crash left half-saved and applies the saves a
+    /// crash left on their way to the store.
     func prepareForMount() throws(FSError)
-    /// Replaces the file's bytes, creating it if needed; kept in the local store on return.
-    /// An entity whose bytes are not a JSON object is kept as written, state `invalid`, not sent.
-    /// `newID`: the id a file created in memory (`reserveIDs`) is stored under at its first save;
-    /// nil for a file the store holds already.
-    func save(bucket: String, name: MountItemName, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountEntry
+    /// Replaces the file's bytes, creating it if needed; safe from a crash of this process on
+    /// return (every later call of this backend sees the save). An entity whose bytes are not a
+    /// JSON object is kept as written, state `invalid`, not sent. `newID`: the id a file created
+    /// in memory (`reserveIDs`) is stored under at its first save; nil for a file the store holds
+    /// already.
+    func save(bucket: String, name: MountItemName, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountSavedFile
     /// `count` ids that no stored file will ever get, for local files the file system creates
     /// in memory and stores at their first save (editors' scratch files are created, written
     /// and renamed at once: the store sees them once).

@@ -9,6 +9,13 @@ import SyncStore
 /// survive a power loss); the changes they make ready are handed to `onOutgoing` (the sync
 /// engine sends them, never before the writes they rest on are synced; it also finds them in
 /// the store after a restart).
+///
+/// Once mounted (`prepareForMount`), a save of an entity file is one write(2) to the store's
+/// save journal (`SaveJournal`), not a store transaction in the file system's request: the
+/// store takes the journaled saves in the background, a burst of them in one transaction, and
+/// every other call here first waits until it has them all, so nothing ever reads or changes
+/// the store around a save it does not have yet. A crash leaves the rest in the journal, which
+/// the next mount applies first.
 public final class SyncStoreBackend: MountBackend {
     public let store: SyncStore
     private let onOutgoing: @Sendable ([OutgoingChange]) -> Void
@@ -24,6 +31,23 @@ public final class SyncStoreBackend: MountBackend {
     /// The store's directory, worked out once: every write(2) to a file asks for it (where a
     /// working copy would spill), and NSString's path handling costs ~20K instructions a call.
     public let scratchDirectory: String
+    /// Journaled saves the store does not have yet.
+    private let journaled = Mutex(JournaledSaves())
+    /// Held while saves move from the journal to the store: one batch at a time, in order.
+    private let applying = NSLock()
+    /// Where the store takes journaled saves when nothing else asked for them first.
+    private let applier = DispatchQueue(label: "bucketfs-saves")
+    /// The most saves one store transaction takes: a long one holds up the file system's other
+    /// store work (renames, listings) that waits for it.
+    static let savesPerTransaction = 512
+
+    struct JournaledSaves {
+        /// Nil until `prepareForMount`: saves go straight to the store.
+        var journal: SaveJournal?
+        var waiting: [JournaledSave] = []
+        var nextSequence: Int64 = 1
+        var applyScheduled = false
+    }
 
     /// An adapter over `store`; `onOutgoing` receives changes ready to send after each local edit,
     /// `onBucketCreated` the name of a bucket made with mkdir (so the engine starts syncing it),
@@ -159,7 +183,10 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     public func prepareForMount() throws(FSError) {
-        try mapped { () throws(StoreError) in try store.reclaimOrphanedChunks() }
+        try mapped { () throws(StoreError) in
+            try store.reclaimOrphanedChunks()
+            try openJournal()
+        }
     }
 
     /// Removes, in the background, chunks a save, rename or unlink left without a file.
@@ -180,21 +207,18 @@ public final class SyncStoreBackend: MountBackend {
         }
     }
 
-    public func save(bucket: String, name: MountItemName, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountEntry {
-        try mapped { () throws(StoreError) -> MountEntry in
+    public func save(bucket: String, name: MountItemName, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountSavedFile {
+        if case .entity(let key) = name, let saved = try journal(bucket: bucket, key: key, bytes: bytes, newID: newID) {
+            return saved
+        }
+        return try mapped { () throws(StoreError) -> MountSavedFile in
             switch name {
             case .entity(let key):
                 let result = try store.saveLocal(
                     bucket: bucket, key: key, bytes: bytes, nodeID: newID.map(Int64.init), durability: .deferred)
                 if let change = result.readyToSend { onOutgoing([change]) }
-                if let problem = result.parseError, !bytes.isEmpty {
-                    // DESIGN.md: an invalid write is kept, not sent, and reported (xattr, log, status).
-                    logger.warning("saved locally only: \(problem)", metadata: ["bucket": "\(bucket)", "key": "\(key)"])
-                }
-                let entity = result.entity
-                return MountEntry(
-                    id: UInt64(entity.nodeID), bucket: bucket, name: name, size: entity.content.count, mtime: entity.mtime,
-                    ctime: entity.ctime, permissions: entity.mode.map(Int.init), atime: entity.atime)
+                if let problem = result.parseError, !bytes.isEmpty { reportInvalid(bucket: bucket, key: key, problem) }
+                return MountSavedFile(size: result.entity.content.count, mtime: result.entity.mtime, ctime: result.entity.ctime)
             case .localFile(let fileName):
                 let file = try store.writeLocalFile(
                     bucket: bucket, name: fileName, bytes: bytes, newID: newID.map(Int64.init), durability: .deferred)
@@ -206,10 +230,101 @@ public final class SyncStoreBackend: MountBackend {
                         metadata: ["bucket": "\(bucket)"])
                 }
                 reclaimUnusedChunks()
-                return MountEntry(
-                    id: UInt64(file.id), bucket: bucket, name: name, size: file.content.count, mtime: file.mtime,
-                    ctime: file.ctime)
+                return MountSavedFile(size: file.content.count, mtime: file.mtime, ctime: file.ctime)
             }
+        }
+    }
+
+    // MARK: - Journaled saves
+
+    /// Appends the save to the journal and has the store take it soon; nil before the mount
+    /// (no journal yet).
+    private func journal(bucket: String, key: String, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountSavedFile? {
+        let time = SyncStore.now()
+        let scheduling = try journaled.withLock { saves throws(FSError) -> Bool? in
+            guard let journal = saves.journal else { return nil }
+            let save = JournaledSave(
+                sequence: saves.nextSequence, bucket: bucket, key: key, bytes: bytes, nodeID: newID.map(Int64.init), time: time)
+            do throws(StoreError) { try journal.append(save) } catch { throw mappedError(error) }
+            saves.nextSequence += 1
+            saves.waiting.append(save)
+            defer { saves.applyScheduled = true }
+            return !saves.applyScheduled
+        }
+        guard let scheduling else { return nil }
+        if scheduling { applier.async { [self] in applyInBackground() } }
+        return MountSavedFile(size: bytes.count, mtime: time, ctime: time)
+    }
+
+    /// Returns once the store has every save made so far: for readers of the store that do not
+    /// go through this backend.
+    public func waitForJournaledSaves() throws(FSError) {
+        try mapped {}
+    }
+
+    private func applyInBackground() {
+        journaled.withLock { $0.applyScheduled = false }
+        do throws(StoreError) {
+            try applyJournaledSaves()
+        } catch .closed {
+            // Unmounted: the journal keeps them for the next mount.
+        } catch {
+            logger.error("saves kept in the journal for now: \(error); trying again in a second")
+            applier.asyncAfter(deadline: .now() + 1) { [self] in applyInBackground() }
+        }
+    }
+
+    /// Moves every journaled save into the store; returns once the store has them.
+    private func applyJournaledSaves() throws(StoreError) {
+        guard journaled.withLock({ !$0.waiting.isEmpty }) else { return }
+        applying.lock()
+        defer { applying.unlock() }
+        while true {
+            let batch = journaled.withLock { Array($0.waiting.prefix(Self.savesPerTransaction)) }
+            guard !batch.isEmpty else { return }
+            let outcome = try store.applyJournaledSaves(batch)
+            journaled.withLock { saves in
+                saves.waiting.removeFirst(batch.count)
+                // Kept when it cannot be emptied: the store skips what it has at the next mount.
+                if saves.waiting.isEmpty { try? saves.journal?.removeAll() }
+            }
+            report(outcome)
+        }
+    }
+
+    private func report(_ outcome: AppliedSaves) {
+        let ready = outcome.applied.compactMap(\.result.readyToSend)
+        if !ready.isEmpty { onOutgoing(ready) }
+        for (save, result) in outcome.applied {
+            if let problem = result.parseError, !save.bytes.isEmpty { reportInvalid(bucket: save.bucket, key: save.key, problem) }
+        }
+        for (save, reason) in outcome.refused {
+            logger.error("save dropped: \(reason)", metadata: ["bucket": "\(save.bucket)", "key": "\(save.key)"])
+        }
+    }
+
+    private func reportInvalid(bucket: String, key: String, _ problem: String) {
+        // DESIGN.md: an invalid write is kept, not sent, and reported (xattr, log, status).
+        logger.warning("saved locally only: \(problem)", metadata: ["bucket": "\(bucket)", "key": "\(key)"])
+    }
+
+    /// Opens the journal and applies what a crash left in it (once: a later mount of this
+    /// backend finds it open, and its own saves applied at the unmount before).
+    private func openJournal() throws(StoreError) {
+        guard journaled.withLock({ $0.journal == nil }) else { return }
+        let journal = try SaveJournal(path: SaveJournal.path(besideStore: store.path))
+        let left = try journal.recorded()
+        if !left.isEmpty {
+            logger.info("applying \(left.count) saves the last mount left in its journal")
+            for start in stride(from: 0, to: left.count, by: Self.savesPerTransaction) {
+                report(try store.applyJournaledSaves(Array(left[start..<min(start + Self.savesPerTransaction, left.count)])))
+            }
+            try journal.removeAll()
+        }
+        let next = max(try store.appliedJournalSequence(), left.last?.sequence ?? 0) + 1
+        journaled.withLock { saves in
+            saves.journal = journal
+            saves.nextSequence = next
         }
     }
 
@@ -341,9 +456,11 @@ public final class SyncStoreBackend: MountBackend {
         }
     }
 
-    /// The one place store errors become file-system errors.
+    /// The one place store errors become file-system errors; `body` runs once the store has
+    /// every journaled save.
     private func mapped<T>(_ body: () throws(StoreError) -> T) throws(FSError) -> T {
         do {
+            try applyJournaledSaves()
             return try body()
         } catch {
             throw mappedError(error)

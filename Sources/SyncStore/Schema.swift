@@ -157,6 +157,14 @@ enum Schema {
                 table.column("value", .text).notNull()
             }
         }
+        migrator.registerMigration("v8 save journal") { db in
+            // The last save of the mount's journal (`SaveJournal`) the store has, written in the
+            // transaction that applies it: a replay after a crash skips what is already here.
+            try db.create(table: "save_journal") { table in
+                table.column("applied_through", .integer).notNull()
+            }
+            try db.execute(sql: "INSERT INTO save_journal(applied_through) VALUES (0)")
+        }
         return migrator
     }
 

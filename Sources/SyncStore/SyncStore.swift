@@ -206,7 +206,8 @@ public final class SyncStore: Sendable {
         }
     }
 
-    static func now() -> Int64 {
+    /// The store's clock: nanoseconds since the Unix epoch.
+    public static func now() -> Int64 {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)

@@ -10,7 +10,8 @@ final class MountFixture: @unchecked Sendable {
     let directory: URL
     let mountPoint: String
     let storePath: String
-    private(set) var store: SyncStore
+    private var syncStore: SyncStore
+    private var backend: SyncStoreBackend
     private(set) var fileSystem: BucketFileSystem
     private let watchdog: DispatchWorkItem
     private var closed = false
@@ -29,10 +30,11 @@ final class MountFixture: @unchecked Sendable {
         try FileManager.default.createDirectory(at: mount, withIntermediateDirectories: true)
         mountPoint = mount.path
         storePath = existingStore ?? directory.appendingPathComponent("store.sqlite").path
-        store = try SyncStore(path: storePath)
-        for bucket in buckets { _ = try store.ensureBucket(bucket) }
-        for (bucket, format) in formats { try store.setFileFormat(format, forBucket: bucket) }
-        fileSystem = BucketFileSystem(backend: SyncStoreBackend(store: store, onOpenedForWriting: onOpenedForWriting))
+        syncStore = try SyncStore(path: storePath)
+        for bucket in buckets { _ = try syncStore.ensureBucket(bucket) }
+        for (bucket, format) in formats { try syncStore.setFileFormat(format, forBucket: bucket) }
+        backend = SyncStoreBackend(store: syncStore, onOpenedForWriting: onOpenedForWriting)
+        fileSystem = BucketFileSystem(backend: backend)
         try fileSystem.mount(at: mountPoint, options: options)
         fileSystem.start()
         let mountPoint = self.mountPoint
@@ -44,6 +46,14 @@ final class MountFixture: @unchecked Sendable {
             _ = try? Tool.run("/usr/bin/fusermount3", ["-uz", mountPoint], timeout: 30)
         }
         DispatchQueue.global().asyncAfter(deadline: .now() + timeLimit, execute: watchdog)
+    }
+
+    /// The mount's store, once it has every save made through the mount so far (saves reach it
+    /// through the save journal, a moment after close(2) returns). Should that wait fail, the
+    /// store as it is: what the test then reads shows what it lacks.
+    var store: SyncStore {
+        try? backend.waitForJournaledSaves()
+        return syncStore
     }
 
     /// Path of a name inside the mount.
@@ -60,14 +70,15 @@ final class MountFixture: @unchecked Sendable {
             Issue.record("file system loop did not end within 60 s of unmount")
             _ = fileSystem.waitUntilStopped(timeout: 30)
         }
-        try? store.close()
+        try? syncStore.close()
     }
 
     /// Unmounts, then mounts the same store again (stable inodes, persisted bytes).
     func remount() throws {
         unmount()
-        store = try SyncStore(path: storePath)
-        fileSystem = BucketFileSystem(backend: SyncStoreBackend(store: store, onOpenedForWriting: onOpenedForWriting))
+        syncStore = try SyncStore(path: storePath)
+        backend = SyncStoreBackend(store: syncStore, onOpenedForWriting: onOpenedForWriting)
+        fileSystem = BucketFileSystem(backend: backend)
         try fileSystem.mount(at: mountPoint, options: MountOptions())
         fileSystem.start()
         closed = false

@@ -23,6 +23,65 @@ struct CrashAndSignalTests {
         #expect(try Files.waitFor(b.path("notes/crash.json"), toHold: text) == text)
     }
 
+    /// A burst of saves (creates, rewrites, a removal and a rename among them) killed right after
+    /// its last close: every save that returned is there after a remount, most of them taken
+    /// from the save journal the store had not emptied yet, and all of them reach the other mount.
+    @Test func killNineRightAfterABurstOfSavesThenRemountKeepsEveryOne() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.close() }
+        let server = try ServerProcess.start(in: sandbox)
+        let a = try MountProcess(sandbox, at: "a", server: server)
+        let b = try MountProcess(sandbox, at: "b", server: server)
+        let burst = try Command.python(
+            """
+            import json, os, signal, sys
+            files = {}
+            def save(name, text):
+                with open(name, 'w') as f: f.write(text)
+                files[name] = text
+            for i in range(300):
+                save('n%03d.json' % i, '{"i": %d}\\n' % i)
+            for i in range(0, 300, 3):
+                save('n%03d.json' % i, '{"i": %d, "again": true}\\n' % i)
+            os.unlink('n001.json'); del files['n001.json']
+            os.rename('n002.json', 'moved.json'); files['moved.json'] = files.pop('n002.json')
+            for i in range(300, 400):
+                save('n%03d.json' % i, '{"i": %d}\\n' % i)
+            os.kill(int(sys.argv[1]), signal.SIGKILL)
+            print(json.dumps(files))
+            """, ["\(a.process.pid)"], in: a.path("notes"))
+        #expect(a.process.waitForExit(timeout: 30))
+        #expect(a.process.exitStatus == SIGKILL)
+        let expected = try JSONDecoder().decode([String: String].self, from: Data(burst.stdout.utf8))
+        #expect(expected.count == 399)
+
+        try a.remount()
+        let remounted = try Self.files(in: a.path("notes"))
+        let differing = expected.filter { name, text in remounted[name] != text }
+        #expect(remounted.keys.sorted() == expected.keys.sorted())
+        #expect(differing.isEmpty, "differing after the remount: \(differing.keys.sorted().prefix(10))")
+        // The other mount shows each value as it renders any remote entity (pretty JSON).
+        func values(_ files: [String: String]) -> [String: NSDictionary?] {
+            files.mapValues { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? NSDictionary }
+        }
+        var shown: [String: String] = [:]
+        let arrived = eventually(120) {
+            shown = (try? Self.files(in: b.path("notes"))) ?? [:]
+            return values(shown) == values(expected)
+        }
+        #expect(arrived, "the other mount shows \(shown.count) files, \(values(shown).filter { values(expected)[$0.key] != $0.value }.count) of them not as saved")
+    }
+
+    /// Every file in `directory`, name to text, read in one python3 child.
+    static func files(in directory: String) throws -> [String: String] {
+        let listing = try Command.python(
+            """
+            import json, os
+            print(json.dumps({name: open(name).read() for name in os.listdir('.')}))
+            """, in: directory)
+        return try JSONDecoder().decode([String: String].self, from: Data(listing.stdout.utf8))
+    }
+
     /// Issue 13: a 1 GiB scratch file, once close(2) returned, is in the store (kill -9 right
     /// after loses nothing), and the mount process never held it in memory.
     @Test func aGigabyteScratchFileSurvivesKillNineAfterCloseAndNeverLivesInMemory() throws {

@@ -1,0 +1,106 @@
+import Foundation
+import JSONDiff
+import Testing
+@testable import SyncStore
+
+@Suite("save journal", .timeLimit(.minutes(2)))
+struct SaveJournalTests {
+    static func save(_ sequence: Int64, _ key: String, _ text: String, nodeID: Int64? = nil, bucket: String = "notes")
+        -> JournaledSave
+    {
+        JournaledSave(
+            sequence: sequence, bucket: bucket, key: key, bytes: bytes(text), nodeID: nodeID, time: 1_700_000_000_000_000_000 + sequence)
+    }
+
+    static let variedSaves = [
+        save(1, "plain", #"{"a": 1}"#, nodeID: 42),
+        save(2, "ünïcödé/key with spaces", "", nodeID: nil),
+        save(3, "big", String(repeating: "x", count: 200_000), nodeID: Int64.max),
+        JournaledSave(sequence: 4, bucket: "b", key: "", bytes: [0, 255, 0x80, 10], nodeID: 2, time: -1),
+    ]
+
+    @Test func savesReadBackExactlyAndInOrderFromAnotherOpening() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let path = SaveJournal.path(besideStore: directory.storePath)
+        do {
+            let journal = try SaveJournal(path: path)
+            for save in Self.variedSaves { try journal.append(save) }
+        }
+        #expect(try SaveJournal(path: path).recorded() == Self.variedSaves)
+    }
+
+    /// A record cut short anywhere (a power loss mid-append), or with any byte of its checksum or
+    /// payload changed, ends the reading there: the records before it are read, nothing after.
+    @Test func aRecordCutShortOrAlteredEndsTheReading() throws {
+        let records = Self.variedSaves.prefix(3).map(SaveJournal.encode)
+        let whole = records.joined()
+        #expect(SaveJournal.decode(Array(whole)) == Array(Self.variedSaves.prefix(3)))
+        let firstTwo = records[0].count + records[1].count
+        let second = records[0].count..<firstTwo
+        for cut in (records[0].count + 1)..<firstTwo {
+            #expect(SaveJournal.decode(Array(whole.prefix(cut))) == [Self.variedSaves[0]], "cut at \(cut)")
+        }
+        for position in (second.lowerBound + 4)..<second.upperBound {
+            var altered = Array(whole)
+            altered[position] ^= 0x5A
+            #expect(SaveJournal.decode(altered) == [Self.variedSaves[0]], "byte \(position) altered")
+        }
+    }
+
+    @Test func emptyingKeepsTheFileOpenForLaterSaves() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let journal = try SaveJournal(path: SaveJournal.path(besideStore: directory.storePath))
+        try journal.append(Self.save(1, "a", "{}"))
+        try journal.removeAll()
+        #expect(try journal.recorded().isEmpty)
+        try journal.append(Self.save(2, "b", "{}"))
+        #expect(try journal.recorded() == [Self.save(2, "b", "{}")])
+    }
+
+    @Test func theStoreAppliesSavesAsSaveLocalDoesAtTheTimeEachWasMade() throws {
+        try withStore { store, _ in
+            let outcome = try store.applyJournaledSaves([Self.save(1, "a", #"{"n": 1}"#, nodeID: 900), Self.save(2, "bad", "not json")])
+            #expect(outcome.applied.count == 2 && outcome.refused.isEmpty)
+            let a = try #require(try store.entity(bucket: "notes", key: "a"))
+            #expect(a.content == bytes(#"{"n": 1}"#) && a.value == ["n": 1])
+            #expect(a.nodeID == 900 && a.mtime == Self.save(1, "a", "").time && a.ctime == a.mtime)
+            #expect(outcome.applied[0].result.readyToSend?.key == "a")
+            #expect(outcome.applied[1].result.parseError != nil && outcome.applied[1].result.readyToSend == nil)
+            #expect(try store.outgoingChanges(bucket: "notes").map(\.key) == ["a"])
+            #expect(try store.appliedJournalSequence() == 2)
+        }
+    }
+
+    /// A replay after a crash that left applied saves in the journal changes nothing: not the
+    /// saves themselves, nor what came after them (a removal, a newer save).
+    @Test func savesTheStoreHasAreNeverAppliedAgain() throws {
+        try withStore { store, _ in
+            let first = [Self.save(1, "removed", "{}"), Self.save(2, "edited", #"{"v": 1}"#), Self.save(3, "kept", "{}")]
+            _ = try store.applyJournaledSaves(first)
+            _ = try store.deleteLocal(bucket: "notes", key: "removed")
+            _ = try store.saveLocal(bucket: "notes", key: "edited", bytes: bytes(#"{"v": 2}"#))
+            let before = try ["edited", "kept"].map { try store.entity(bucket: "notes", key: $0) }
+            let replay = try store.applyJournaledSaves(first)
+            #expect(replay.applied.isEmpty)
+            #expect(try store.entity(bucket: "notes", key: "removed") == nil)
+            #expect(try ["edited", "kept"].map { try store.entity(bucket: "notes", key: $0) } == before)
+            // Part of a batch is new: only that part is applied.
+            let mixed = try store.applyJournaledSaves(first + [Self.save(4, "removed", #"{"back": true}"#)])
+            #expect(mixed.applied.map(\.save.sequence) == [4])
+            #expect(try store.entity(bucket: "notes", key: "removed")?.value == ["back": true])
+            #expect(try store.appliedJournalSequence() == 4)
+        }
+    }
+
+    @Test func aSaveToABucketThatIsGoneIsRefusedAndTheRestApplied() throws {
+        try withStore { store, _ in
+            let outcome = try store.applyJournaledSaves([Self.save(1, "x", "{}", bucket: "gone"), Self.save(2, "y", "{}")])
+            #expect(outcome.refused.map(\.save.sequence) == [1])
+            #expect(outcome.applied.map(\.save.sequence) == [2])
+            #expect(try store.entity(bucket: "notes", key: "y") != nil)
+            #expect(try store.appliedJournalSequence() == 2)
+        }
+    }
+}
