@@ -10,12 +10,12 @@ import SyncStore
 /// engine sends them, never before the writes they rest on are synced; it also finds them in
 /// the store after a restart).
 ///
-/// Once mounted (`prepareForMount`), a save of an entity file is one write(2) to the store's
-/// save journal (`SaveJournal`), not a store transaction in the file system's request: the
-/// store takes the journaled saves in the background, a burst of them in one transaction, and
-/// every other call here first waits until it has them all, so nothing ever reads or changes
-/// the store around a save it does not have yet. A crash leaves the rest in the journal, which
-/// the next mount applies first.
+/// Once mounted (`prepareForMount`), a save or a removal of an entity file is one write(2) to
+/// the store's save journal (`SaveJournal`), not a store transaction in the file system's
+/// request: the store takes the journaled edits in the background, a burst of them in one
+/// transaction, and every other call here first waits until it has them all, so nothing ever
+/// reads or changes the store around an edit it does not have yet. A crash leaves the rest in
+/// the journal, which the next mount applies first.
 public final class SyncStoreBackend: MountBackend {
     public let store: SyncStore
     private let onOutgoing: @Sendable ([OutgoingChange]) -> Void
@@ -31,20 +31,20 @@ public final class SyncStoreBackend: MountBackend {
     /// The store's directory, worked out once: every write(2) to a file asks for it (where a
     /// working copy would spill), and NSString's path handling costs ~20K instructions a call.
     public let scratchDirectory: String
-    /// Journaled saves the store does not have yet.
-    private let journaled = Mutex(JournaledSaves())
-    /// Held while saves move from the journal to the store: one batch at a time, in order.
+    /// Journaled edits the store does not have yet.
+    private let journaled = Mutex(JournaledEdits())
+    /// Held while edits move from the journal to the store: one batch at a time, in order.
     private let applying = NSLock()
-    /// Where the store takes journaled saves when nothing else asked for them first.
+    /// Where the store takes journaled edits when nothing else asked for them first.
     private let applier = DispatchQueue(label: "bucketfs-saves")
-    /// The most saves one store transaction takes: a long one holds up the file system's other
+    /// The most edits one store transaction takes: a long one holds up the file system's other
     /// store work (renames, listings) that waits for it.
-    static let savesPerTransaction = 512
+    static let editsPerTransaction = 512
 
-    struct JournaledSaves {
-        /// Nil until `prepareForMount`: saves go straight to the store.
+    struct JournaledEdits {
+        /// Nil until `prepareForMount`: edits go straight to the store.
         var journal: SaveJournal?
-        var waiting: [JournaledSave] = []
+        var waiting: [JournaledEdit] = []
         var nextSequence: Int64 = 1
         var applyScheduled = false
     }
@@ -208,8 +208,8 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     public func save(bucket: String, name: MountItemName, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountSavedFile {
-        if case .entity(let key) = name, let saved = try journal(bucket: bucket, key: key, bytes: bytes, newID: newID) {
-            return saved
+        if case .entity(let key) = name, let time = try journal(.save(bytes), bucket: bucket, key: key, newID: newID) {
+            return MountSavedFile(size: bytes.count, mtime: time, ctime: time)
         }
         return try mapped { () throws(StoreError) -> MountSavedFile in
             switch name {
@@ -235,71 +235,80 @@ public final class SyncStoreBackend: MountBackend {
         }
     }
 
-    // MARK: - Journaled saves
+    // MARK: - Journaled edits
 
-    /// Appends the save to the journal and has the store take it soon; nil before the mount
-    /// (no journal yet).
-    private func journal(bucket: String, key: String, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountSavedFile? {
+    /// Appends the edit to the journal and has the store take it soon; returns its time, or nil
+    /// before the mount (no journal yet).
+    private func journal(_ edit: JournaledEdit.Edit, bucket: String, key: String, newID: UInt64?) throws(FSError) -> MountTime? {
         let time = SyncStore.now()
-        let scheduling = try journaled.withLock { saves throws(FSError) -> Bool? in
-            guard let journal = saves.journal else { return nil }
-            let save = JournaledSave(
-                sequence: saves.nextSequence, bucket: bucket, key: key, bytes: bytes, nodeID: newID.map(Int64.init), time: time)
-            do throws(StoreError) { try journal.append(save) } catch { throw mappedError(error) }
-            saves.nextSequence += 1
-            saves.waiting.append(save)
-            defer { saves.applyScheduled = true }
-            return !saves.applyScheduled
+        let scheduling = try journaled.withLock { edits throws(FSError) -> Bool? in
+            guard let journal = edits.journal else { return nil }
+            let entry = JournaledEdit(
+                sequence: edits.nextSequence, bucket: bucket, key: key, edit: edit, nodeID: newID.map(Int64.init), time: time)
+            do throws(StoreError) { try journal.append(entry) } catch { throw mappedError(error) }
+            edits.nextSequence += 1
+            edits.waiting.append(entry)
+            defer { edits.applyScheduled = true }
+            return !edits.applyScheduled
         }
         guard let scheduling else { return nil }
         if scheduling { applier.async { [self] in applyInBackground() } }
-        return MountSavedFile(size: bytes.count, mtime: time, ctime: time)
+        return time
     }
 
-    /// Returns once the store has every save made so far: for readers of the store that do not
+    /// Returns once the store has every edit made so far: for readers of the store that do not
     /// go through this backend.
-    public func waitForJournaledSaves() throws(FSError) {
+    public func waitForJournaledEdits() throws(FSError) {
         try mapped {}
     }
 
     private func applyInBackground() {
         journaled.withLock { $0.applyScheduled = false }
         do throws(StoreError) {
-            try applyJournaledSaves()
+            try applyJournaledEdits()
         } catch .closed {
             // Unmounted: the journal keeps them for the next mount.
         } catch {
-            logger.error("saves kept in the journal for now: \(error); trying again in a second")
+            logger.error("edits kept in the journal for now: \(error); trying again in a second")
             applier.asyncAfter(deadline: .now() + 1) { [self] in applyInBackground() }
         }
     }
 
-    /// Moves every journaled save into the store; returns once the store has them.
-    private func applyJournaledSaves() throws(StoreError) {
+    /// Moves every journaled edit into the store; returns once the store has them.
+    private func applyJournaledEdits() throws(StoreError) {
         guard journaled.withLock({ !$0.waiting.isEmpty }) else { return }
         applying.lock()
         defer { applying.unlock() }
         while true {
-            let batch = journaled.withLock { Array($0.waiting.prefix(Self.savesPerTransaction)) }
+            let batch = journaled.withLock { Array($0.waiting.prefix(Self.editsPerTransaction)) }
             guard !batch.isEmpty else { return }
-            let outcome = try store.applyJournaledSaves(batch)
-            journaled.withLock { saves in
-                saves.waiting.removeFirst(batch.count)
+            let outcome = try store.applyJournaledEdits(batch)
+            journaled.withLock { edits in
+                edits.waiting.removeFirst(batch.count)
                 // Kept when it cannot be emptied: the store skips what it has at the next mount.
-                if saves.waiting.isEmpty { try? saves.journal?.removeAll() }
+                if edits.waiting.isEmpty { try? edits.journal?.removeAll() }
             }
             report(outcome)
         }
     }
 
-    private func report(_ outcome: AppliedSaves) {
-        let ready = outcome.applied.compactMap(\.result.readyToSend)
+    private func report(_ outcome: AppliedEdits) {
+        let ready = outcome.applied.compactMap(\.readyToSend)
         if !ready.isEmpty { onOutgoing(ready) }
-        for (save, result) in outcome.applied {
-            if let problem = result.parseError, !save.bytes.isEmpty { reportInvalid(bucket: save.bucket, key: save.key, problem) }
+        for applied in outcome.applied {
+            if let problem = applied.parseError, case .save(let bytes) = applied.edit.edit, !bytes.isEmpty {
+                reportInvalid(bucket: applied.edit.bucket, key: applied.edit.key, problem)
+            }
         }
-        for (save, reason) in outcome.refused {
-            logger.error("save dropped: \(reason)", metadata: ["bucket": "\(save.bucket)", "key": "\(save.key)"])
+        for (edit, reason) in outcome.refused {
+            let metadata: Logger.Metadata = ["bucket": "\(edit.bucket)", "key": "\(edit.key)"]
+            if edit.edit == .remove, case .unknownEntity = reason {
+                // A file created in memory and removed before its first save, or one the server
+                // removed meanwhile: nothing was there to remove.
+                logger.debug("removal of an entity the store does not have", metadata: metadata)
+            } else {
+                logger.error("edit dropped: \(reason)", metadata: metadata)
+            }
         }
     }
 
@@ -315,16 +324,16 @@ public final class SyncStoreBackend: MountBackend {
         let journal = try SaveJournal(path: SaveJournal.path(besideStore: store.path))
         let left = try journal.recorded()
         if !left.isEmpty {
-            logger.info("applying \(left.count) saves the last mount left in its journal")
-            for start in stride(from: 0, to: left.count, by: Self.savesPerTransaction) {
-                report(try store.applyJournaledSaves(Array(left[start..<min(start + Self.savesPerTransaction, left.count)])))
+            logger.info("applying \(left.count) edits the last mount left in its journal")
+            for start in stride(from: 0, to: left.count, by: Self.editsPerTransaction) {
+                report(try store.applyJournaledEdits(Array(left[start..<min(start + Self.editsPerTransaction, left.count)])))
             }
             try journal.removeAll()
         }
         let next = max(try store.appliedJournalSequence(), left.last?.sequence ?? 0) + 1
-        journaled.withLock { saves in
-            saves.journal = journal
-            saves.nextSequence = next
+        journaled.withLock { edits in
+            edits.journal = journal
+            edits.nextSequence = next
         }
     }
 
@@ -336,6 +345,7 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     public func delete(bucket: String, name: MountItemName) throws(FSError) {
+        if case .entity(let key) = name, try journal(.remove, bucket: bucket, key: key, newID: nil) != nil { return }
         try mapped { () throws(StoreError) in
             switch name {
             case .entity(let key):
@@ -457,10 +467,10 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     /// The one place store errors become file-system errors; `body` runs once the store has
-    /// every journaled save.
+    /// every journaled edit.
     private func mapped<T>(_ body: () throws(StoreError) -> T) throws(FSError) -> T {
         do {
-            try applyJournaledSaves()
+            try applyJournaledEdits()
             return try body()
         } catch {
             throw mappedError(error)

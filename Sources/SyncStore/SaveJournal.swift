@@ -1,39 +1,48 @@
 import Glibc
 
-/// One save of an entity file, as the journal keeps it until the store has it.
-public struct JournaledSave: Hashable, Sendable {
-    /// Increases by one per save, across mounts: the store records the last one it applied, so a
-    /// replay never applies a save twice (or over what came after it).
+/// One edit of an entity file (a save of its bytes, or its removal), as the journal keeps it
+/// until the store has it.
+public struct JournaledEdit: Hashable, Sendable {
+    public enum Edit: Hashable, Sendable {
+        /// The file's new bytes (creating it if needed).
+        case save([UInt8])
+        /// unlink(2).
+        case remove
+    }
+
+    /// Increases by one per edit, across mounts: the store records the last one it applied, so a
+    /// replay never applies an edit twice (or over what came after it).
     public let sequence: Int64
     public let bucket: String
     public let key: String
-    public let bytes: [UInt8]
+    public let edit: Edit
     /// The node id a file created in memory was handed (`reserveNodeIDs`); nil for a file the
     /// store already has.
     public let nodeID: Int64?
-    /// When the save was made (nanoseconds since the epoch): the file's mtime and ctime.
+    /// When the edit was made (nanoseconds since the epoch): a save's mtime and ctime.
     public let time: Int64
 
-    public init(sequence: Int64, bucket: String, key: String, bytes: [UInt8], nodeID: Int64?, time: Int64) {
+    public init(sequence: Int64, bucket: String, key: String, edit: Edit, nodeID: Int64? = nil, time: Int64) {
         self.sequence = sequence
         self.bucket = bucket
         self.key = key
-        self.bytes = bytes
+        self.edit = edit
         self.nodeID = nodeID
         self.time = time
     }
 }
 
-/// An append-only file of saves on their way to the store: one write(2) per save, so a save is
-/// safe from a crash of the process as soon as it returns (the kernel holds the bytes), without
-/// a store transaction in the file system's request. The store takes the saves in batches
-/// (`SyncStore.applyJournaledSaves`) and the file is emptied once it has them all.
+/// An append-only file of saves and removals of entity files on their way to the store: one
+/// write(2) per edit, so an edit is safe from a crash of the process as soon as it returns (the
+/// kernel holds the bytes), without a store transaction in the file system's request. The store
+/// takes the edits in batches (`SyncStore.applyJournaledEdits`) and the file is emptied once it
+/// has them all.
 ///
 /// Record: payload length (UInt32), FNV-1a 64 checksum of the payload (UInt64), payload:
 /// sequence, time and node id (Int64; 0 for none), bucket, key (each a UInt32 length and UTF-8
-/// bytes) and the file's bytes (the rest). Little-endian. Reading stops at the first record that
-/// is cut short or fails its checksum: only a power loss before an fsync leaves one, and what it
-/// held was never promised to survive that.
+/// bytes), the edit (a byte: 0 a save, 1 a removal) and a save's bytes (the rest). Little-endian.
+/// Reading stops at the first record that is cut short or fails its checksum: only a power loss
+/// before an fsync leaves one, and what it held was never promised to survive that.
 public final class SaveJournal: Sendable {
     public let path: String
     private let descriptor: Int32
@@ -55,8 +64,8 @@ public final class SaveJournal: Sendable {
         Glibc.close(descriptor)
     }
 
-    /// The saves the file holds, oldest first.
-    public func recorded() throws(StoreError) -> [JournaledSave] {
+    /// The edits the file holds, oldest first.
+    public func recorded() throws(StoreError) -> [JournaledEdit] {
         var contents: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         var offset = 0
@@ -73,9 +82,9 @@ public final class SaveJournal: Sendable {
         return Self.decode(contents)
     }
 
-    /// Appends `save` in one write; when it fails (the disk is full), nothing of it is left.
-    public func append(_ save: JournaledSave) throws(StoreError) {
-        let record = Self.encode(save)
+    /// Appends `edit` in one write; when it fails (the disk is full), nothing of it is left.
+    public func append(_ edit: JournaledEdit) throws(StoreError) {
+        let record = Self.encode(edit)
         let sizeBefore = lseek(descriptor, 0, SEEK_END)
         var written = 0
         while written < record.count {
@@ -90,7 +99,7 @@ public final class SaveJournal: Sendable {
         }
     }
 
-    /// Empties the file (the store holds every save in it).
+    /// Empties the file (the store holds every edit in it).
     public func removeAll() throws(StoreError) {
         guard ftruncate(descriptor, 0) == 0 else {
             throw StoreError.system("cannot empty the save journal \(path)")
@@ -101,17 +110,23 @@ public final class SaveJournal: Sendable {
 
     static let headerSize = 12
 
-    static func encode(_ save: JournaledSave) -> [UInt8] {
+    static func encode(_ edit: JournaledEdit) -> [UInt8] {
         var payload: [UInt8] = []
-        payload.reserveCapacity(40 + save.bucket.utf8.count + save.key.utf8.count + save.bytes.count)
-        appendInteger(UInt64(bitPattern: save.sequence), to: &payload)
-        appendInteger(UInt64(bitPattern: save.time), to: &payload)
-        appendInteger(UInt64(bitPattern: save.nodeID ?? 0), to: &payload)
-        appendInteger(UInt32(save.bucket.utf8.count), to: &payload)
-        payload += save.bucket.utf8
-        appendInteger(UInt32(save.key.utf8.count), to: &payload)
-        payload += save.key.utf8
-        payload += save.bytes
+        let bytes: [UInt8]
+        if case .save(let saved) = edit.edit { bytes = saved } else { bytes = [] }
+        payload.reserveCapacity(41 + edit.bucket.utf8.count + edit.key.utf8.count + bytes.count)
+        appendInteger(UInt64(bitPattern: edit.sequence), to: &payload)
+        appendInteger(UInt64(bitPattern: edit.time), to: &payload)
+        appendInteger(UInt64(bitPattern: edit.nodeID ?? 0), to: &payload)
+        appendInteger(UInt32(edit.bucket.utf8.count), to: &payload)
+        payload += edit.bucket.utf8
+        appendInteger(UInt32(edit.key.utf8.count), to: &payload)
+        payload += edit.key.utf8
+        switch edit.edit {
+        case .save: payload.append(0)
+        case .remove: payload.append(1)
+        }
+        payload += bytes
         var record: [UInt8] = []
         record.reserveCapacity(headerSize + payload.count)
         appendInteger(UInt32(payload.count), to: &record)
@@ -120,8 +135,8 @@ public final class SaveJournal: Sendable {
         return record
     }
 
-    static func decode(_ contents: [UInt8]) -> [JournaledSave] {
-        var saves: [JournaledSave] = []
+    static func decode(_ contents: [UInt8]) -> [JournaledEdit] {
+        var edits: [JournaledEdit] = []
         var offset = 0
         while contents.count - offset >= headerSize {
             let length = Int(integer(UInt32.self, in: contents, at: offset))
@@ -129,14 +144,14 @@ public final class SaveJournal: Sendable {
             let start = offset + headerSize
             guard length <= contents.count - start else { break }
             let payload = contents[start..<(start + length)]
-            guard checksum(payload) == sum, let save = parsePayload(payload) else { break }
-            saves.append(save)
+            guard checksum(payload) == sum, let edit = parsePayload(payload) else { break }
+            edits.append(edit)
             offset = start + length
         }
-        return saves
+        return edits
     }
 
-    private static func parsePayload(_ payload: ArraySlice<UInt8>) -> JournaledSave? {
+    private static func parsePayload(_ payload: ArraySlice<UInt8>) -> JournaledEdit? {
         var offset = payload.startIndex
         func take(_ count: Int) -> ArraySlice<UInt8>? {
             guard count >= 0, payload.endIndex - offset >= count else { return nil }
@@ -150,12 +165,16 @@ public final class SaveJournal: Sendable {
             }
             return String(validating: bytes, as: UTF8.self)
         }
-        guard let sequence = int64(), let time = int64(), let nodeID = int64(), let bucket = text(), let key = text() else {
-            return nil
+        guard let sequence = int64(), let time = int64(), let nodeID = int64(), let bucket = text(), let key = text(),
+            let kind = take(1)?.first
+        else { return nil }
+        let edit: JournaledEdit.Edit
+        switch kind {
+        case 0: edit = .save(Array(payload[offset...]))
+        case 1 where offset == payload.endIndex: edit = .remove
+        default: return nil
         }
-        return JournaledSave(
-            sequence: sequence, bucket: bucket, key: key, bytes: Array(payload[offset...]), nodeID: nodeID == 0 ? nil : nodeID,
-            time: time)
+        return JournaledEdit(sequence: sequence, bucket: bucket, key: key, edit: edit, nodeID: nodeID == 0 ? nil : nodeID, time: time)
     }
 
     /// FNV-1a, 64 bits: finds a record cut short or overwritten, which is all it is asked to do.

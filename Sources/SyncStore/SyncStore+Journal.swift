@@ -1,47 +1,63 @@
 import GRDB
 
-/// What the store made of a batch of journaled saves.
-public struct AppliedSaves: Sendable {
-    /// Each save applied now, in the journal's order, with what `saveLocal` would have returned.
-    public var applied: [(save: JournaledSave, result: SaveResult)] = []
-    /// Saves the store refused (their bucket is gone): dropped, with the reason.
-    public var refused: [(save: JournaledSave, reason: StoreError)] = []
+/// An edit from the save journal, applied.
+public struct AppliedEdit: Sendable {
+    public let edit: JournaledEdit
+    /// The change to send now, as `saveLocal` and `deleteLocal` return it.
+    public let readyToSend: OutgoingChange?
+    /// Set when saved bytes are not a JSON object (kept, marked invalid, not sent).
+    public let parseError: String?
+}
+
+/// What the store made of a batch of journaled edits.
+public struct AppliedEdits: Sendable {
+    /// Each edit applied now, in the journal's order.
+    public var applied: [AppliedEdit] = []
+    /// Edits the store refused (the bucket is gone; a removal of an entity that is gone
+    /// already): dropped, with the reason.
+    public var refused: [(edit: JournaledEdit, reason: StoreError)] = []
 }
 
 extension SyncStore {
-    /// The sequence number of the last journaled save the store has (0: none yet).
+    /// The sequence number of the last journaled edit the store has (0: none yet).
     public func appliedJournalSequence() throws(StoreError) -> Int64 {
         try read { db in try Self.appliedJournalSequence(db) }
     }
 
-    /// Applies `saves` (in order, oldest first) as `saveLocal` applies a save of bytes, at the
-    /// time each was made, in one `.deferred` transaction that also records the last one's
-    /// sequence number. Saves at or below the recorded number are skipped: the store has them,
-    /// and what came after them (a rename, a removal) must not be undone by applying them again.
-    /// A save the store refuses (its bucket is gone) is dropped and reported, not retried; any
-    /// other failure (a full disk) applies none of them, for the caller to try again.
-    public func applyJournaledSaves(_ saves: [JournaledSave]) throws(StoreError) -> AppliedSaves {
+    /// Applies `edits` (in order, oldest first) as `saveLocal` applies a save of bytes and
+    /// `deleteLocal` a removal, at the time each was made, in one `.deferred` transaction that
+    /// also records the last one's sequence number. Edits at or below the recorded number are
+    /// skipped: the store has them, and what came after them (a rename, a newer save) must not be
+    /// undone by applying them again. An edit the store refuses is dropped and reported, not
+    /// retried; any other failure (a full disk) applies none of them, for the caller to try again.
+    public func applyJournaledEdits(_ edits: [JournaledEdit]) throws(StoreError) -> AppliedEdits {
         try write(.deferred) { db in
-            var outcome = AppliedSaves()
+            var outcome = AppliedEdits()
             let appliedThrough = try Self.appliedJournalSequence(db)
             var buckets: [String: BucketRow] = [:]
-            for save in saves where save.sequence > appliedThrough {
+            for edit in edits where edit.sequence > appliedThrough {
                 do {
                     try db.inSavepoint {
-                        let bucket = try buckets[save.bucket] ?? BucketRow.named(save.bucket, db)
-                        buckets[save.bucket] = bucket
-                        let moved = save.nodeID.map { MovedFile(nodeID: $0, mode: nil, atime: nil) }
-                        let result = try Self.save(
-                            .bytes(save.bytes), key: save.key, bucket: bucket, now: save.time, moved: moved,
-                            reservedID: save.nodeID, db)
-                        outcome.applied.append((save, result))
+                        let bucket = try buckets[edit.bucket] ?? BucketRow.named(edit.bucket, db)
+                        buckets[edit.bucket] = bucket
+                        switch edit.edit {
+                        case .save(let bytes):
+                            let moved = edit.nodeID.map { MovedFile(nodeID: $0, mode: nil, atime: nil) }
+                            let result = try Self.save(
+                                .bytes(bytes), key: edit.key, bucket: bucket, now: edit.time, moved: moved,
+                                reservedID: edit.nodeID, db)
+                            outcome.applied.append(AppliedEdit(edit: edit, readyToSend: result.readyToSend, parseError: result.parseError))
+                        case .remove:
+                            let change = try Self.delete(key: edit.key, bucket: bucket, now: edit.time, db)
+                            outcome.applied.append(AppliedEdit(edit: edit, readyToSend: change, parseError: nil))
+                        }
                         return .commit
                     }
                 } catch let error as StoreError where error.isRefusal {
-                    outcome.refused.append((save, error))
+                    outcome.refused.append((edit, error))
                 }
             }
-            if let last = saves.last, last.sequence > appliedThrough {
+            if let last = edits.last, last.sequence > appliedThrough {
                 try db.execute(sql: "UPDATE save_journal SET applied_through = ?", arguments: [last.sequence])
             }
             return outcome
@@ -54,10 +70,10 @@ extension SyncStore {
 }
 
 extension StoreError {
-    /// A save that can never be applied, however often it is tried.
+    /// An edit that can never be applied, however often it is tried.
     var isRefusal: Bool {
         switch self {
-        case .unknownBucket: return true
+        case .unknownBucket, .unknownEntity: return true
         default: return false
         }
     }

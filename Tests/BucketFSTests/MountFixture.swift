@@ -52,7 +52,7 @@ final class MountFixture: @unchecked Sendable {
     /// through the save journal, a moment after close(2) returns). Should that wait fail, the
     /// store as it is: what the test then reads shows what it lacks.
     var store: SyncStore {
-        try? backend.waitForJournaledSaves()
+        try? backend.waitForJournaledEdits()
         return syncStore
     }
 

@@ -3,7 +3,7 @@ import Foundation
 import SyncStore
 import Testing
 
-/// Saves reach the store through its save journal: what a crash left there shows in the files,
+/// Saves and removals reach the store through its save journal: what a crash left there shows in the files,
 /// and is on its way to the server, from the next mount on; what the store had already is not
 /// applied a second time.
 @Suite(.serialized, .timeLimit(.minutes(3)))
@@ -12,23 +12,25 @@ struct SaveJournalMountTests {
         let first = try MountFixture()
         defer { first.close() }
         try Data(#"{"v": 1}"#.utf8).write(to: URL(fileURLWithPath: first.path("notes/old.json")))
+        try Data(#"{"doomed": true}"#.utf8).write(to: URL(fileURLWithPath: first.path("notes/doomed.json")))
         first.unmount()
         let storePath = first.storePath
         let journalPath = SaveJournal.path(besideStore: storePath)
         let applied = try Self.appliedSequence(storePath)
-        #expect(applied >= 1, "the save went through the journal")
+        #expect(applied >= 2, "the saves went through the journal")
         #expect(try Self.size(of: journalPath) == 0, "an unmount leaves the journal empty")
 
-        // What a crash leaves: a save the store had (the journal was not emptied yet), then one
-        // it never took.
+        // What a crash leaves: a save the store had (the journal was not emptied yet), then a
+        // save and a removal it never took.
         let savedAt: Int64 = 1_600_000_000 * 1_000_000_000
         let crashed = Array(#"{"saved": "before the crash"}"#.utf8)
         do {
             let journal = try SaveJournal(path: journalPath)
             try journal.append(
-                JournaledSave(sequence: applied, bucket: "notes", key: "old", bytes: Array(#"{"v": 0}"#.utf8), nodeID: nil, time: savedAt))
+                JournaledEdit(sequence: applied, bucket: "notes", key: "old", edit: .save(Array(#"{"v": 0}"#.utf8)), time: savedAt))
             try journal.append(
-                JournaledSave(sequence: applied + 1, bucket: "notes", key: "crash", bytes: crashed, nodeID: nil, time: savedAt))
+                JournaledEdit(sequence: applied + 1, bucket: "notes", key: "crash", edit: .save(crashed), time: savedAt))
+            try journal.append(JournaledEdit(sequence: applied + 2, bucket: "notes", key: "doomed", edit: .remove, time: savedAt))
         }
 
         let mount = try MountFixture(storePath: storePath)
@@ -37,13 +39,14 @@ struct SaveJournalMountTests {
         let modified = try FileManager.default.attributesOfItem(atPath: mount.path("notes/crash.json"))[.modificationDate] as? Date
         #expect(modified?.timeIntervalSince1970 == 1_600_000_000)
         #expect(try String(contentsOfFile: mount.path("notes/old.json"), encoding: .utf8) == #"{"v": 1}"#)
+        #expect(!FileManager.default.fileExists(atPath: mount.path("notes/doomed.json")))
         #expect(try mount.store.outgoingChanges(bucket: "notes").map(\.key).contains("crash"))
-        #expect(try mount.store.appliedJournalSequence() == applied + 1)
+        #expect(try mount.store.appliedJournalSequence() == applied + 2)
         #expect(try Self.size(of: journalPath) == 0)
 
         // Saves after the replay go on from there.
         try Data(#"{"after": 1}"#.utf8).write(to: URL(fileURLWithPath: mount.path("notes/after.json")))
-        #expect(try mount.store.appliedJournalSequence() == applied + 2)
+        #expect(try mount.store.appliedJournalSequence() == applied + 3)
         #expect(try mount.store.entity(bucket: "notes", key: "after")?.value == ["after": 1])
     }
 

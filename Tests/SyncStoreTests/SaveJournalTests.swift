@@ -6,26 +6,32 @@ import Testing
 @Suite("save journal", .timeLimit(.minutes(2)))
 struct SaveJournalTests {
     static func save(_ sequence: Int64, _ key: String, _ text: String, nodeID: Int64? = nil, bucket: String = "notes")
-        -> JournaledSave
+        -> JournaledEdit
     {
-        JournaledSave(
-            sequence: sequence, bucket: bucket, key: key, bytes: bytes(text), nodeID: nodeID, time: 1_700_000_000_000_000_000 + sequence)
+        JournaledEdit(
+            sequence: sequence, bucket: bucket, key: key, edit: .save(bytes(text)), nodeID: nodeID,
+            time: 1_700_000_000_000_000_000 + sequence)
+    }
+
+    static func removal(_ sequence: Int64, _ key: String) -> JournaledEdit {
+        JournaledEdit(sequence: sequence, bucket: "notes", key: key, edit: .remove, time: 1_700_000_000_000_000_000 + sequence)
     }
 
     static let variedSaves = [
         save(1, "plain", #"{"a": 1}"#, nodeID: 42),
         save(2, "ünïcödé/key with spaces", "", nodeID: nil),
         save(3, "big", String(repeating: "x", count: 200_000), nodeID: Int64.max),
-        JournaledSave(sequence: 4, bucket: "b", key: "", bytes: [0, 255, 0x80, 10], nodeID: 2, time: -1),
+        removal(4, "gone"),
+        JournaledEdit(sequence: 5, bucket: "b", key: "", edit: .save([0, 255, 0x80, 10]), nodeID: 2, time: -1),
     ]
 
-    @Test func savesReadBackExactlyAndInOrderFromAnotherOpening() throws {
+    @Test func editsReadBackExactlyAndInOrderFromAnotherOpening() throws {
         let directory = try TemporaryDirectory()
         defer { directory.cleanup() }
         let path = SaveJournal.path(besideStore: directory.storePath)
         do {
             let journal = try SaveJournal(path: path)
-            for save in Self.variedSaves { try journal.append(save) }
+            for edit in Self.variedSaves { try journal.append(edit) }
         }
         #expect(try SaveJournal(path: path).recorded() == Self.variedSaves)
     }
@@ -61,15 +67,28 @@ struct SaveJournalTests {
 
     @Test func theStoreAppliesSavesAsSaveLocalDoesAtTheTimeEachWasMade() throws {
         try withStore { store, _ in
-            let outcome = try store.applyJournaledSaves([Self.save(1, "a", #"{"n": 1}"#, nodeID: 900), Self.save(2, "bad", "not json")])
+            let outcome = try store.applyJournaledEdits([Self.save(1, "a", #"{"n": 1}"#, nodeID: 900), Self.save(2, "bad", "not json")])
             #expect(outcome.applied.count == 2 && outcome.refused.isEmpty)
             let a = try #require(try store.entity(bucket: "notes", key: "a"))
             #expect(a.content == bytes(#"{"n": 1}"#) && a.value == ["n": 1])
             #expect(a.nodeID == 900 && a.mtime == Self.save(1, "a", "").time && a.ctime == a.mtime)
-            #expect(outcome.applied[0].result.readyToSend?.key == "a")
-            #expect(outcome.applied[1].result.parseError != nil && outcome.applied[1].result.readyToSend == nil)
+            #expect(outcome.applied[0].readyToSend?.key == "a")
+            #expect(outcome.applied[1].parseError != nil && outcome.applied[1].readyToSend == nil)
             #expect(try store.outgoingChanges(bucket: "notes").map(\.key) == ["a"])
             #expect(try store.appliedJournalSequence() == 2)
+        }
+    }
+
+    /// A removal goes as `deleteLocal` does: the file is gone, and the removal is owed to the
+    /// server once the entity had reached it; one that never had is simply forgotten.
+    @Test func theStoreAppliesRemovalsAsDeleteLocalDoes() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "synced", version: 3, data: ["s": 1])
+            _ = try store.applyJournaledEdits([Self.save(1, "local", "{}"), Self.removal(2, "local"), Self.removal(3, "synced")])
+            #expect(try store.entity(bucket: "notes", key: "local") == nil)
+            #expect(try store.lookup(bucket: "notes", name: .entity(key: "synced")) == nil)
+            let owed = try store.outgoingChanges(bucket: "notes")
+            #expect(owed.map(\.key) == ["synced"] && owed.first?.operation == .remove)
         }
     }
 
@@ -78,29 +97,31 @@ struct SaveJournalTests {
     @Test func savesTheStoreHasAreNeverAppliedAgain() throws {
         try withStore { store, _ in
             let first = [Self.save(1, "removed", "{}"), Self.save(2, "edited", #"{"v": 1}"#), Self.save(3, "kept", "{}")]
-            _ = try store.applyJournaledSaves(first)
+            _ = try store.applyJournaledEdits(first)
             _ = try store.deleteLocal(bucket: "notes", key: "removed")
             _ = try store.saveLocal(bucket: "notes", key: "edited", bytes: bytes(#"{"v": 2}"#))
             let before = try ["edited", "kept"].map { try store.entity(bucket: "notes", key: $0) }
-            let replay = try store.applyJournaledSaves(first)
+            let replay = try store.applyJournaledEdits(first)
             #expect(replay.applied.isEmpty)
             #expect(try store.entity(bucket: "notes", key: "removed") == nil)
             #expect(try ["edited", "kept"].map { try store.entity(bucket: "notes", key: $0) } == before)
             // Part of a batch is new: only that part is applied.
-            let mixed = try store.applyJournaledSaves(first + [Self.save(4, "removed", #"{"back": true}"#)])
-            #expect(mixed.applied.map(\.save.sequence) == [4])
+            let mixed = try store.applyJournaledEdits(first + [Self.save(4, "removed", #"{"back": true}"#)])
+            #expect(mixed.applied.map(\.edit.sequence) == [4])
             #expect(try store.entity(bucket: "notes", key: "removed")?.value == ["back": true])
             #expect(try store.appliedJournalSequence() == 4)
         }
     }
 
-    @Test func aSaveToABucketThatIsGoneIsRefusedAndTheRestApplied() throws {
+    @Test func aSaveToABucketThatIsGoneOrARemovalOfNothingIsRefusedAndTheRestApplied() throws {
         try withStore { store, _ in
-            let outcome = try store.applyJournaledSaves([Self.save(1, "x", "{}", bucket: "gone"), Self.save(2, "y", "{}")])
-            #expect(outcome.refused.map(\.save.sequence) == [1])
-            #expect(outcome.applied.map(\.save.sequence) == [2])
+            let outcome = try store.applyJournaledEdits([
+                Self.save(1, "x", "{}", bucket: "gone"), Self.removal(2, "never-saved"), Self.save(3, "y", "{}"),
+            ])
+            #expect(outcome.refused.map(\.edit.sequence) == [1, 2])
+            #expect(outcome.applied.map(\.edit.sequence) == [3])
             #expect(try store.entity(bucket: "notes", key: "y") != nil)
-            #expect(try store.appliedJournalSequence() == 2)
+            #expect(try store.appliedJournalSequence() == 3)
         }
     }
 }
