@@ -36,36 +36,35 @@ extension SyncStore {
             let appliedThrough = try Self.appliedJournalSequence(db)
             var buckets: [String: BucketRow] = [:]
             for edit in edits where edit.sequence > appliedThrough {
+                // Both refusals come before the edit writes anything (the bucket is looked up
+                // first, and a removal finds its entity before it changes a row), so a refused
+                // edit leaves nothing to roll back and needs no savepoint of its own.
                 do {
-                    try db.inSavepoint {
-                        let bucket = try buckets[edit.bucket] ?? BucketRow.named(edit.bucket, db)
-                        buckets[edit.bucket] = bucket
-                        switch edit.edit {
-                        case .save(let bytes):
-                            let moved = edit.nodeID.map { MovedFile(nodeID: $0, mode: nil, atime: nil) }
-                            let result = try Self.save(
-                                .bytes(bytes), key: edit.key, bucket: bucket, now: edit.time, moved: moved,
-                                reservedID: edit.nodeID, db)
-                            outcome.applied.append(AppliedEdit(edit: edit, readyToSend: result.readyToSend, parseError: result.parseError))
-                        case .remove:
-                            let change = try Self.delete(key: edit.key, bucket: bucket, now: edit.time, db)
-                            outcome.applied.append(AppliedEdit(edit: edit, readyToSend: change, parseError: nil))
-                        }
-                        return .commit
+                    let bucket = try buckets[edit.bucket] ?? BucketRow.named(edit.bucket, db)
+                    buckets[edit.bucket] = bucket
+                    switch edit.edit {
+                    case .save(let bytes):
+                        let moved = edit.nodeID.map { MovedFile(nodeID: $0, mode: nil, atime: nil) }
+                        let result = try Self.save(
+                            .bytes(bytes), key: edit.key, bucket: bucket, now: edit.time, moved: moved, reservedID: edit.nodeID, db)
+                        outcome.applied.append(AppliedEdit(edit: edit, readyToSend: result.readyToSend, parseError: result.parseError))
+                    case .remove:
+                        let change = try Self.delete(key: edit.key, bucket: bucket, now: edit.time, db)
+                        outcome.applied.append(AppliedEdit(edit: edit, readyToSend: change, parseError: nil))
                     }
                 } catch let error as StoreError where error.isRefusal {
                     outcome.refused.append((edit, error))
                 }
             }
             if let last = edits.last, last.sequence > appliedThrough {
-                try db.execute(sql: "UPDATE save_journal SET applied_through = ?", arguments: [last.sequence])
+                try db.cachedStatement(sql: "UPDATE save_journal SET applied_through = ?").execute(arguments: [last.sequence])
             }
             return outcome
         }
     }
 
     static func appliedJournalSequence(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT applied_through FROM save_journal") ?? 0
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT applied_through FROM save_journal")) ?? 0
     }
 }
 
