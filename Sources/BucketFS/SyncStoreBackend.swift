@@ -335,6 +335,13 @@ public final class SyncStoreBackend: MountBackend {
             edits.journal = journal
             edits.nextSequence = next
         }
+        store.applyLocalEditsFirst { [weak self] in
+            guard let self else { return }
+            do throws(StoreError) { try applyJournaledEdits() } catch {
+                // Still in the journal: applied after this remote data, or at the next mount.
+                logger.warning("edits kept in the journal while remote data is applied: \(error)")
+            }
+        }
     }
 
     public func reserveIDs(count: Int) throws(FSError) -> ClosedRange<UInt64> {

@@ -24,6 +24,9 @@ public final class SyncStore: Sendable {
     let mayHaveChunks = Mutex(false)
     /// What each change in flight brings its entity to, for applying its acknowledgement.
     let sentChanges = SentChanges()
+    /// Runs before what a server sent is applied (`applyRemote`, `applyEntity`,
+    /// `applyIndexPage`): the mount's edits still in its save journal go in first.
+    private let localEditsFirst = Mutex<(@Sendable () -> Void)?>(nil)
 
     struct SyncProgress {
         /// Commits that wrote something, counted on the writer (none fsyncs inside its commit).
@@ -111,6 +114,19 @@ public final class SyncStore: Sendable {
             case .batches(let subscription): subscription.offer(events)
             }
         }
+    }
+
+    /// Has `body` run before each application of what a server sent. The mount's backend
+    /// hands over the edits it journaled (`SaveJournal`) and the store does not have yet: a
+    /// remote change then merges with a save made before it arrived, as it does with one the
+    /// store already holds, instead of that save, applied after it, undoing it.
+    public func applyLocalEditsFirst(_ body: @escaping @Sendable () -> Void) {
+        localEditsFirst.withLock { $0 = body }
+    }
+
+    /// Called first by every method that applies what a server sent.
+    func takeLocalEditsFirst() {
+        localEditsFirst.withLock { $0 }?()
     }
 
     /// How a write transaction reaches the disk.

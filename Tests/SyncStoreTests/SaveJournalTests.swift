@@ -1,5 +1,6 @@
 import Foundation
 import JSONDiff
+import Synchronization
 import Testing
 @testable import SyncStore
 
@@ -89,6 +90,40 @@ struct SaveJournalTests {
             #expect(try store.lookup(bucket: "notes", name: .entity(key: "synced")) == nil)
             let owed = try store.outgoingChanges(bucket: "notes")
             #expect(owed.map(\.key) == ["synced"] && owed.first?.operation == .remove)
+        }
+    }
+
+    /// What a server sends is applied after the journaled edits made before it arrived: a remote
+    /// change merges with a save still in the journal (both edits kept, the local one rebased
+    /// onto the new version), whichever of the three remote entry points brings it.
+    @Test(arguments: ["applyRemote", "applyEntity", "applyIndexPage"])
+    func remoteDataIsAppliedAfterTheEditsJournaledBeforeIt(entryPoint: String) throws {
+        try withStore { store, _ in
+            let base: JSONObject = ["a": 1, "b": 1]
+            _ = try seed(store, key: "k", version: 1, data: base)
+            let journaled = Mutex([Self.save(1, "k", #"{"a": 2, "b": 1}"#)])
+            store.applyLocalEditsFirst {
+                let edits = journaled.withLock { edits in
+                    defer { edits = [] }
+                    return edits
+                }
+                if !edits.isEmpty { _ = try? store.applyJournaledEdits(edits) }
+            }
+            let remote: JSONObject = ["a": 1, "b": 3]
+            switch entryPoint {
+            case "applyRemote":
+                _ = try store.applyRemote(
+                    bucket: "notes",
+                    changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(base, remote)), sourceVersion: 1, endVersion: 2, cv: "c2")])
+            case "applyEntity":
+                _ = try store.applyEntity(bucket: "notes", key: "k", version: 2, data: remote)
+            default:
+                _ = try store.applyIndexPage(bucket: "notes", entries: [IndexEntry(key: "k", version: 2, data: remote)], current: nil, isLast: false)
+            }
+            #expect(journaled.withLock { $0.isEmpty })
+            #expect(try store.entity(bucket: "notes", key: "k")?.value == ["a": 2, "b": 3])
+            let owed = try store.outgoingChanges(bucket: "notes")
+            #expect(owed.map(\.key) == ["k"] && owed.first?.sourceVersion == 2)
         }
     }
 
