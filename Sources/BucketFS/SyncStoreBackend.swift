@@ -38,8 +38,8 @@ public final class SyncStoreBackend: MountBackend {
     /// Where the store takes journaled edits when nothing else asked for them first.
     private let applier = DispatchQueue(label: "bucketfs-saves")
     /// The most edits one store transaction takes: a long one holds up the file system's other
-    /// store work (renames, listings) that waits for it.
-    static let editsPerTransaction = 512
+    /// store work (renames, listings) and the sync engine, which wait for it.
+    static let editsPerTransaction = 256
 
     struct JournaledEdits {
         /// Nil until `prepareForMount`: edits go straight to the store.
@@ -274,13 +274,18 @@ public final class SyncStoreBackend: MountBackend {
         }
     }
 
-    /// Moves every journaled edit into the store; returns once the store has them.
+    /// Moves every edit journaled so far into the store; returns once the store has them. Edits
+    /// journaled meanwhile are not waited for: a burst of saves going on cannot hold up a reader
+    /// (or the sync engine, which applies remote data after them) for longer than its own past.
     private func applyJournaledEdits() throws(StoreError) {
-        guard journaled.withLock({ !$0.waiting.isEmpty }) else { return }
-        applying.lock()
-        defer { applying.unlock() }
+        guard let last = journaled.withLock({ $0.waiting.last?.sequence }) else { return }
         while true {
-            let batch = journaled.withLock { Array($0.waiting.prefix(Self.editsPerTransaction)) }
+            // One transaction at a time: callers take turns, in the journal's order.
+            applying.lock()
+            defer { applying.unlock() }
+            let batch = journaled.withLock { edits in
+                Array(edits.waiting.prefix(Self.editsPerTransaction).prefix { $0.sequence <= last })
+            }
             guard !batch.isEmpty else { return }
             let outcome = try store.applyJournaledEdits(batch)
             journaled.withLock { edits in
@@ -335,8 +340,10 @@ public final class SyncStoreBackend: MountBackend {
             edits.journal = journal
             edits.nextSequence = next
         }
-        store.applyLocalEditsFirst { [weak self] in
-            guard let self else { return }
+        store.applyLocalEditsFirst { [weak self] bucket, keys in
+            guard let self,
+                journaled.withLock({ edits in edits.waiting.contains { $0.bucket == bucket && keys.contains($0.key) } })
+            else { return }
             do throws(StoreError) { try applyJournaledEdits() } catch {
                 // Still in the journal: applied after this remote data, or at the next mount.
                 logger.warning("edits kept in the journal while remote data is applied: \(error)")

@@ -22,7 +22,7 @@ extension SyncStore {
     /// insert each, each value rendered once per format); known keys at the same version are
     /// only marked seen; everything else takes the general path (rebase over local edits).
     public func applyIndexPage(bucket: String, entries: [IndexEntry], current: String?, isLast: Bool) throws(StoreError) -> RemoteOutcome {
-        takeLocalEditsFirst()
+        takeLocalEditsFirst(bucket: bucket, keys: Set(entries.map(\.key)))
         // Deferred: an index dropped by a power loss is loaded again (the cv is in the same write).
         let outcome = try write(.deferred) { db in
             var bucketRow = try BucketRow.named(bucket, db)

@@ -9,7 +9,7 @@ extension SyncStore {
     /// unknown entity asks for a reload; `-` removes only an entity with no local edit. The
     /// last change's cv is saved in the same transaction.
     public func applyRemote(bucket: String, changes: [RemoteChange]) throws(StoreError) -> RemoteOutcome {
-        takeLocalEditsFirst()
+        takeLocalEditsFirst(bucket: bucket, keys: Set(changes.map(\.key)))
         // Deferred: the server's data is fetched again from the stored cv if a power loss drops it.
         let outcome = try write(.deferred) { db in
             var bucketRow = try BucketRow.named(bucket, db)
@@ -33,7 +33,7 @@ extension SyncStore {
     /// Applies an `e` response (a reload, or data missing from an index page); `data` nil means
     /// the server answered `?`. Local edits are rebased over the difference to the new version.
     public func applyEntity(bucket: String, key: String, version: Int, data: JSONObject?) throws(StoreError) -> RemoteOutcome {
-        takeLocalEditsFirst()
+        takeLocalEditsFirst(bucket: bucket, keys: [key])
         let outcome = try write(.deferred) { db in
             let bucketRow = try BucketRow.named(bucket, db)
             var outcome = RemoteOutcome()

@@ -25,8 +25,9 @@ public final class SyncStore: Sendable {
     /// What each change in flight brings its entity to, for applying its acknowledgement.
     let sentChanges = SentChanges()
     /// Runs before what a server sent is applied (`applyRemote`, `applyEntity`,
-    /// `applyIndexPage`): the mount's edits still in its save journal go in first.
-    private let localEditsFirst = Mutex<(@Sendable () -> Void)?>(nil)
+    /// `applyIndexPage`), with the bucket and keys it touches: the mount's edits of those keys
+    /// still in its save journal go in first.
+    private let localEditsFirst = Mutex<(@Sendable (_ bucket: String, _ keys: Set<String>) -> Void)?>(nil)
 
     struct SyncProgress {
         /// Commits that wrote something, counted on the writer (none fsyncs inside its commit).
@@ -116,17 +117,20 @@ public final class SyncStore: Sendable {
         }
     }
 
-    /// Has `body` run before each application of what a server sent. The mount's backend
-    /// hands over the edits it journaled (`SaveJournal`) and the store does not have yet: a
-    /// remote change then merges with a save made before it arrived, as it does with one the
-    /// store already holds, instead of that save, applied after it, undoing it.
-    public func applyLocalEditsFirst(_ body: @escaping @Sendable () -> Void) {
+    /// Has `body` run before each application of what a server sent, with the bucket and the
+    /// keys it touches. The mount's backend hands over the edits of those keys it journaled
+    /// (`SaveJournal`) and the store does not have yet: a remote change then merges with a save
+    /// made before it arrived, as it does with one the store already holds, instead of that save,
+    /// applied after it, undoing it. Only those keys: the acknowledgements of a burst of saves
+    /// must not wait for the rest of the burst.
+    public func applyLocalEditsFirst(_ body: @escaping @Sendable (_ bucket: String, _ keys: Set<String>) -> Void) {
         localEditsFirst.withLock { $0 = body }
     }
 
     /// Called first by every method that applies what a server sent.
-    func takeLocalEditsFirst() {
-        localEditsFirst.withLock { $0 }?()
+    func takeLocalEditsFirst(bucket: String, keys: @autoclosure () -> Set<String>) {
+        guard let body = localEditsFirst.withLock({ $0 }) else { return }
+        body(bucket, keys())
     }
 
     /// How a write transaction reaches the disk.

@@ -102,7 +102,8 @@ struct SaveJournalTests {
             let base: JSONObject = ["a": 1, "b": 1]
             _ = try seed(store, key: "k", version: 1, data: base)
             let journaled = Mutex([Self.save(1, "k", #"{"a": 2, "b": 1}"#)])
-            store.applyLocalEditsFirst {
+            store.applyLocalEditsFirst { bucket, keys in
+                #expect(bucket == "notes" && keys == ["k"])
                 let edits = journaled.withLock { edits in
                     defer { edits = [] }
                     return edits
