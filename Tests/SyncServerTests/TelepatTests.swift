@@ -611,7 +611,7 @@ struct TelepatTests {
     @Test func theSocketAnswersPingsBindsDevicesAndClosesSilentOrMalformedPeers() async throws {
         let statistics = ServerStatistics()
         try await withServer(store: .sqlite, configure: {
-            Self.configure(&$0, pingInterval: .seconds(2))
+            Self.configure(&$0, pingInterval: .seconds(5))
             $0.statistics = statistics
         }) { server in
             let path = "/socket.io/?EIO=3&transport=websocket"
@@ -621,7 +621,7 @@ struct TelepatTests {
             }
             // Counted among the server's WebSockets while open.
             #expect(statistics.openWebSockets == 1)
-            #expect(handshake.pingInterval == 2000 && !handshake.sessionID.isEmpty)
+            #expect(handshake.pingInterval == 5000 && !handshake.sessionID.isEmpty)
             #expect(try await socket.receive() == "40")
             #expect(try await socket.request("2") == "3")
             #expect(try await socket.request("2probe") == "3probe")
@@ -634,11 +634,12 @@ struct TelepatTests {
             // A malformed Socket.IO packet is answered with an error packet; the socket stays.
             #expect(try await socket.request("42{not an event").hasPrefix("44"))
             #expect(try await socket.request("2") == "3")
-            // Silent past pingInterval + pingTimeout (2 s + 2 s here; 1 s + 1 s lost the socket to a
-            // whole-suite run's stall between two requests): closed, not before.
+            // Silent past pingInterval + pingTimeout (5 s + 5 s here; 2 s + 2 s, and 1 s + 1 s before
+            // it, lost the socket to the in-process group's stalls between two requests): closed,
+            // not before.
             try await Task.sleep(for: .milliseconds(700))
             #expect(await !socket.isEnded)
-            _ = try await socket.waitForClose(timeout: .seconds(10))
+            _ = try await socket.waitForClose(timeout: .seconds(25))
             await socket.close()
             let deadline = ContinuousClock.now + hangGuard
             while statistics.openWebSockets > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
