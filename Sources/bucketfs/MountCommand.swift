@@ -315,6 +315,9 @@ private struct MountSession {
             mountpoint: mountpoint, server: servers[0], servers: servers.count > 1 ? servers : nil,
             serverPosition: servers.count > 1 ? 1 : nil, appID: appID, store: storePath, buckets: buckets,
             pid: getpid(), startedAt: Date(), connection: .init(state: "starting"))
+        // Written before the mount shows, as the pid file is: `bucketfs mount DIR && bucketfs
+        // status DIR` finds it, before the engine reports its first connection state.
+        record.save()
         let feed = FeedWriter(path: MountRecord.feedPath(for: mountpoint))
         let acknowledgements = command.fsyncWaitsForServer.map { _ in StoreAcknowledgements(store: store) }
         await client.start()

@@ -61,6 +61,24 @@ struct DailyUseTests {
         #expect((after["attention"] as? [[String: Any]])?.count == 1)
     }
 
+    /// `bucketfs mount DIR && bucketfs status DIR`: the record is there when the mount shows,
+    /// before the engine reports its first connection state (a cluster test once found none).
+    @Test func statusRightAfterMountReturnsFindsTheMount() throws {
+        let cli = try CLIHarness()
+        let (server, port, token) = try cli.serverWithUser(data: try cli.directory("server"))
+        defer { cli.stop(server) }
+        for round in 0..<4 {
+            let mountpoint = try cli.directory("m\(round)")
+            try cli.mount(mountpoint, port: port, token: token)
+            let status = try statusJSON(cli, mountpoint)
+            #expect(status["running"] as? Bool == true, "\(status)")
+            #expect(status["server"] as? String == "ws://localhost:\(port)")
+            let state = (status["connection"] as? [String: Any])?["state"] as? String
+            #expect(["starting", "connecting", "connected"].contains(state ?? ""), "\(status)")
+            #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+        }
+    }
+
     @Test func statusShowsPendingSaveWhileServerIsDownAndClearsWhenItReturns() throws {
         let cli = try CLIHarness()
         let data = try cli.directory("server")
