@@ -42,6 +42,12 @@ public struct SyncClientConfiguration: Sendable {
     /// the server close every connection that carries it. The default is what bucketfs's server
     /// accepts.
     public var maxChangeFrameBytes: Int = Frame.defaultMaxClientBytes
+    /// Changes written on one connection and not answered yet, at most. A burst of saves past
+    /// it waits in the store (queued, so later saves of a file still coalesce) and goes out as
+    /// the server's answers make room, many to a frame. Without a bound, a burst faster than
+    /// the client can take the answers in fills the server's buffer for this connection, and
+    /// the server drops it.
+    public var maxChangesInFlight: Int = 512
     /// Times a change refused with 405 is rebased and resent before it is sent as a whole object.
     public var badVersionRetries: Int = 1
 

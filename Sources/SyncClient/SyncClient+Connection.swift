@@ -163,6 +163,8 @@ extension SyncClient {
         let authorized = connection?.authorizedAny ?? false
         connection = nil
         sentOnConnection.removeAll()
+        // The next connection sends everything owed, through the window again.
+        heldBack.removeAll()
         versionFetches.connectionEnded()
         for channel in machines.indices { machines[channel].disconnected() }
         return authorized

@@ -56,6 +56,7 @@ extension SyncClient {
             }
             await handle(channelMessage, channel: channel)
         }
+        await sendHeldBack()
     }
 
     func handle(_ message: ChannelServerMessage, channel: Int) async {
@@ -298,14 +299,27 @@ extension SyncClient {
     /// The changes for one channel go out as one `c:` frame (an array when there are several):
     /// under a burst of saves the server takes them in one message and one commit. A burst too
     /// big for one frame goes in several; a change too big for any is kept back (`rejected:413`).
+    ///
+    /// At most `maxChangesInFlight` changes are out unanswered: queued ones past that stay in
+    /// the store and go when answers make room (`sendHeldBack`). One already recorded as sent
+    /// (a resend after a reconnect) always goes: it may not change any more, so it cannot wait
+    /// in the store as a queued one does, and only the window ever made it sent.
     public func send(_ changes: [OutgoingChange]) async {
         var requests: [(channel: Int, requests: [ChangeRequest])] = []
         // By ccid: a later copy of a change handed over twice is the one that goes.
         var queued: [String: OutgoingChange] = [:]
         var position: [String: (group: Int, index: Int)] = [:]
+        var room = configuration.maxChangesInFlight - sentOnConnection.count
         for change in changes {
             guard let channel = liveChannel(of: change.bucket) else { continue }
             if sentOnConnection.contains(change.ccid) { continue }
+            if position[change.ccid] == nil {
+                if room <= 0 && change.state == .queued {
+                    heldBack.insert(change.bucket)
+                    continue
+                }
+                room -= 1
+            }
             let request: ChangeRequest
             do {
                 request = try Conversions.request(change, clientID: configuration.clientID)
@@ -339,6 +353,33 @@ extension SyncClient {
         // A save that was about to go out was recorded as sent in its own transaction.
         do { try store.markSent(Array(queued.values)) } catch { logger.error("marking sent failed: \(error)") }
         for frame in frames { await write(frame) }
+    }
+
+    /// Whether a change written now stays within `maxChangesInFlight`.
+    var hasRoomInFlight: Bool { sentOnConnection.count < configuration.maxChangesInFlight }
+
+    /// Queued changes a full window held back go out once answers have emptied half of it,
+    /// oldest first, as many as fit: under a long burst, each frame then carries many changes
+    /// and each answer many acknowledgements, instead of one apiece.
+    func sendHeldBack() async {
+        guard !heldBack.isEmpty, connection != nil else { return }
+        let half = max(configuration.maxChangesInFlight / 2, 1)
+        for bucket in heldBack.sorted() {
+            let room = configuration.maxChangesInFlight - sentOnConnection.count
+            guard room >= half else { return }
+            // A bucket not in sync sends everything it owes when it is (`sendOwed`).
+            guard liveChannel(of: bucket) != nil else {
+                heldBack.remove(bucket)
+                continue
+            }
+            do {
+                let next = try store.queuedChanges(bucket: bucket, limit: room)
+                if next.count < room { heldBack.remove(bucket) }
+                await send(next)
+            } catch {
+                logger.error("reading the queued changes of \(bucket) failed: \(error)")
+            }
+        }
     }
 
     /// A change too large for any frame the server takes: sending it would only make the server

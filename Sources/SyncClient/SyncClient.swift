@@ -31,8 +31,11 @@ public actor SyncClient: SyncEngine {
     var untrustedChangeVersions: Set<String> = []
     /// 401 refusals per ccid: a second, after authorizing anew, keeps the change locally.
     var unauthorizedCounts: [String: Int] = [:]
-    /// ccids written on the current connection (a sent change is not resent on it unless requeued).
+    /// ccids written on the current connection and not answered yet (a sent change is not
+    /// resent on it unless requeued); at most `maxChangesInFlight` of them.
     var sentOnConnection: Set<String> = []
+    /// Buckets with queued changes held back by a full window (`maxChangesInFlight`).
+    var heldBack: Set<String> = []
     /// Channels of removed buckets: never authorized again, their messages ignored (channel
     /// numbers are positions, so the slot stays).
     var removedChannels: Set<Int> = []
@@ -150,7 +153,7 @@ public actor SyncClient: SyncEngine {
     public func save(bucket: String, key: String, bytes: [UInt8]) async throws(SyncClientError) -> SaveResult {
         let result: SaveResult
         // Nothing suspends between this check and `send`: the change goes out on this connection.
-        let goesOutNow = liveChannel(of: bucket) != nil
+        let goesOutNow = liveChannel(of: bucket) != nil && hasRoomInFlight
         do { result = try store.saveLocal(bucket: bucket, key: key, bytes: bytes, markingSent: goesOutNow) } catch { throw .store(error) }
         if let change = result.readyToSend { await send([change]) }
         return result
@@ -159,7 +162,7 @@ public actor SyncClient: SyncEngine {
     /// Saves a JSON object (rendered in the bucket's file format); returns once durable.
     public func save(bucket: String, key: String, value: JSONObject) async throws(SyncClientError) -> SaveResult {
         let result: SaveResult
-        let goesOutNow = liveChannel(of: bucket) != nil
+        let goesOutNow = liveChannel(of: bucket) != nil && hasRoomInFlight
         do { result = try store.saveLocal(bucket: bucket, key: key, value: value, markingSent: goesOutNow) } catch { throw .store(error) }
         if let change = result.readyToSend { await send([change]) }
         return result

@@ -219,14 +219,17 @@ extension SyncStore {
         }
     }
 
-    static func owed(bucket: BucketRow, _ db: Database) throws -> [OutgoingChange] {
+    /// The bucket's changes that may go out now, oldest first: every one not yet acknowledged,
+    /// or (`queuedOnly`) only those never sent, at most `limit` of them.
+    static func owed(bucket: BucketRow, queuedOnly: Bool = false, limit: Int? = nil, _ db: Database) throws -> [OutgoingChange] {
+        let states = queuedOnly ? "('queued')" : "('queued', 'sent')"
         let rows = try Row.fetchAll(
             db,
             sql: """
                 SELECT c.*, e.key AS entity_key FROM pending_change c JOIN entity e ON e.id = c.entity_id
-                WHERE e.bucket_id = ? AND c.state IN ('queued', 'sent') AND e.needs_reload = 0 ORDER BY c.seq
+                WHERE e.bucket_id = ? AND c.state IN \(states) AND e.needs_reload = 0 ORDER BY c.seq LIMIT ?
                 """,
-            arguments: [bucket.id])
+            arguments: [bucket.id, limit ?? -1])
         return try rows.map { row in try ChangeRow(row: row).outgoing(bucket: bucket.name, key: row["entity_key"]) }
     }
 }

@@ -189,6 +189,15 @@ extension SyncStore {
         }
     }
 
+    /// The oldest `limit` changes of the bucket never sent (`outgoingChanges` without those in
+    /// flight): what an engine sends as acknowledgements make room on its connection.
+    public func queuedChanges(bucket: String, limit: Int) throws(StoreError) -> [OutgoingChange] {
+        try read { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            return try Self.owed(bucket: bucketRow, queuedOnly: true, limit: max(limit, 0), db)
+        }
+    }
+
     /// Entities waiting for an `e` fetch (missing data, version mismatch), persisted so a restart asks again.
     public func pendingReloads(bucket: String) throws(StoreError) -> [ReloadRequest] {
         try read { db in
