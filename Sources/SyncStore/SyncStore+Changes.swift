@@ -190,7 +190,7 @@ extension SyncStore {
             let rows = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT c.seq AS seq, e.id AS entity_id FROM pending_change c JOIN entity e ON e.id = c.entity_id
+                    SELECT c.seq AS seq, e.id AS entity_id FROM pending_change c CROSS JOIN entity e ON e.id = c.entity_id
                     WHERE e.bucket_id = ? AND c.state = 'applied'
                     """,
                 arguments: [bucketRow.id])
@@ -223,10 +223,12 @@ extension SyncStore {
     /// or (`queuedOnly`) only those never sent, at most `limit` of them.
     static func owed(bucket: BucketRow, queuedOnly: Bool = false, limit: Int? = nil, _ db: Database) throws -> [OutgoingChange] {
         let states = queuedOnly ? "('queued')" : "('queued', 'sent')"
+        // CROSS JOIN keeps the changes the outer loop, read in seq order: the work is the
+        // changes owed (up to `limit`), not every entity of the bucket and a sort of what they owe.
         let rows = try Row.fetchAll(
             db,
             sql: """
-                SELECT c.*, e.key AS entity_key FROM pending_change c JOIN entity e ON e.id = c.entity_id
+                SELECT c.*, e.key AS entity_key FROM pending_change c CROSS JOIN entity e ON e.id = c.entity_id
                 WHERE e.bucket_id = ? AND c.state IN \(states) AND e.needs_reload = 0 ORDER BY c.seq LIMIT ?
                 """,
             arguments: [bucket.id, limit ?? -1])

@@ -171,7 +171,7 @@ extension SyncStore {
                 db,
                 sql: """
                     SELECT e.key AS key, c.sv AS sv, c.ccid AS ccid FROM pending_change c
-                    JOIN entity e ON e.id = c.entity_id
+                    CROSS JOIN entity e ON e.id = c.entity_id
                     WHERE e.bucket_id = ? AND c.state IN ('queued', 'sent') ORDER BY c.seq
                     """,
                 arguments: [bucketRow.id]
