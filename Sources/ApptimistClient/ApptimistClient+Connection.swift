@@ -279,6 +279,13 @@ extension ApptimistClient {
     /// awaited (`answer()`) or given up (`cancel()`): the timer closes the connection otherwise.
     func post(_ pdu: ApptimistPDU, answer key: AnswerKey, data: [UInt8]? = nil) async -> PendingAnswer {
         let (answers, waiter) = AsyncThrowingStream<ApptimistAnswer, Error>.makeStream()
+        // A cancelled task (a login's work, its connection gone) cannot wait for an answer:
+        // a request it sent on the next connection would be answered to nobody. Nothing goes,
+        // and no waiter is queued to take the answer of the next request with its key.
+        guard !Task.isCancelled else {
+            waiter.finish(throwing: ApptimistEngineError.connection("the connection the request was for has ended"))
+            return PendingAnswer(type: pdu.type, answers: answers, timer: Task {})
+        }
         waiters[key, default: []].append(waiter)
         let timeout = configuration.answerTimeout
         let timer = Task {

@@ -74,14 +74,22 @@ extension ApptimistClient {
             return
         }
         sending = true
-        defer { sending = false }
         // A flush asked for while this one ran is done after it, also when this one stopped at
         // a connection's end: the ask may be the next connection's, after its login (it found
         // this one still sending, and nothing else would send what is owed on it).
         repeat {
             flushAgain = false
             await sendOwed()
-        } while flushAgain
+        } while flushAgain && !Task.isCancelled
+        sending = false
+        // Not in this task once it is cancelled (a login's flush, when its connection ended):
+        // there every answer awaited ends at once, so the next connection's requests would go
+        // out with nobody to take their answers, and what they carry would wait for the
+        // connection after it.
+        if flushAgain {
+            flushAgain = false
+            Task { await self.flush() }
+        }
     }
 
     /// One pass of `flush`; returns at the first failure that is not a change's own.
