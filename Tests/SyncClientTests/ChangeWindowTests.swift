@@ -51,7 +51,8 @@ struct ChangeWindowTests {
         #expect(await a.client.heldBack.isEmpty)
     }
 
-    @Test func savesThroughTheEngineWaitPastTheWindowAndEveryOneArrives() async throws {
+    /// Client a, whose window is `window`, and client b, both started and in sync.
+    func withPair(_ body: (SyncFixture, TestClient, TestClient) async throws -> Void) async throws {
         try await SyncFixture.run { fixture in
             let a = try await fixture.client("a") { $0.maxChangesInFlight = Self.window }
             let b = try await fixture.client("b")
@@ -59,6 +60,12 @@ struct ChangeWindowTests {
             await b.client.start()
             try await a.idle()
             try await b.idle()
+            try await body(fixture, a, b)
+        }
+    }
+
+    @Test func savesThroughTheEngineWaitPastTheWindowAndEveryOneArrives() async throws {
+        try await withPair { _, a, b in
             let rounds = 3
             let most = try await mostInFlight(a) {
                 for file in 0..<Self.files {
@@ -79,13 +86,7 @@ struct ChangeWindowTests {
 
     /// A mount hands the engine the changes its saves queued in the store, many at a time.
     @Test func aBatchHandedOverPastTheWindowWaitsAndEveryOneArrives() async throws {
-        try await SyncFixture.run { fixture in
-            let a = try await fixture.client("a") { $0.maxChangesInFlight = Self.window }
-            let b = try await fixture.client("b")
-            await a.client.start()
-            await b.client.start()
-            try await a.idle()
-            try await b.idle()
+        try await withPair { _, a, b in
             let most = try await mostInFlight(a) {
                 var batch: [OutgoingChange] = []
                 for file in 0..<Self.files {
@@ -104,13 +105,7 @@ struct ChangeWindowTests {
 
     /// Saved offline, the burst is owed at the reconnect: it goes through the window too.
     @Test func whatAReconnectOwesGoesThroughTheWindow() async throws {
-        try await SyncFixture.run { fixture in
-            let a = try await fixture.client("a") { $0.maxChangesInFlight = Self.window }
-            let b = try await fixture.client("b")
-            await a.client.start()
-            await b.client.start()
-            try await a.idle()
-            try await b.idle()
+        try await withPair { fixture, a, b in
             await fixture.server.stop()
             #expect(try await eventually(.seconds(20)) { await a.client.connection == nil })
             for file in 0..<Self.files {
