@@ -250,15 +250,17 @@ extension SyncStore {
         reservedID: Int64? = nil, _ db: Database
     ) throws -> SaveResult {
         var row: EntityRow
+        let isNew: Bool
         if let existing = try EntityRow.find(bucketID: bucket.id, key: key, db) {
             row = existing
+            isNew = false
             // A new save supersedes an earlier refusal: the user changed something, so try again.
             try db.cachedStatement(sql: "DELETE FROM pending_change WHERE entity_id = ? AND state LIKE 'rejected:%'")
                 .execute(arguments: [row.id])
         } else {
-            // Inserted first: its queued change refers to it.
+            // Inserted once, whole, below: before its queued change, which refers to it.
             row = try EntityRow.new(bucketID: bucket.id, key: key, now: now, id: reservedID, db)
-            try row.insert(db)
+            isNew = true
         }
         // Made again after a removal the server has not confirmed yet (`removeFile`): a new file.
         let madeAgain = row.deletedPending && row.content == nil
@@ -293,12 +295,21 @@ extension SyncStore {
             ready = nil
             row.state = EntityState.invalid.description
             row.reason = parseError
+            try isNew ? row.insert(db) : row.update(db)
+        } else if isNew {
+            // What `reconcileQueue` makes of an entity the server has never seen, with no change
+            // yet: its first change, queued, and the state `pending`. The row goes in once, with
+            // that state, before the change that refers to it (one write each, no lookup).
+            row.reason = nil
+            row.state = EntityState.pending.description
+            try row.insert(db)
+            ready = try reconcileQueue(&row, local: try? parsed.get(), hasNoChange: true, bucket: bucket.name, db)
         } else {
             row.reason = nil
             row.state = EntityState.synced.description
             ready = try reconcileQueue(&row, local: try? parsed.get(), bucket: bucket.name, db)
+            try row.update(db)
         }
-        try row.update(db)
         return SaveResult(entity: try row.info(bucket: bucket.name, value: try? parsed.get()), parseError: parseError, readyToSend: ready)
     }
 
@@ -331,10 +342,11 @@ extension SyncStore {
     /// change in flight per entity, the next one computed when it is acknowledged), and sets
     /// the entity's state. Returns the change if one is ready to send now. `local`: the row's
     /// local value when the caller holds it parsed already (a save just parsed the bytes).
+    /// `hasNoChange`: the caller knows the entity has no change row (it has just inserted it).
     static func reconcileQueue(
-        _ row: inout EntityRow, local parsedLocal: JSONObject? = nil, bucket: String, _ db: Database
+        _ row: inout EntityRow, local parsedLocal: JSONObject? = nil, hasNoChange: Bool = false, bucket: String, _ db: Database
     ) throws -> OutgoingChange? {
-        let open = try ChangeRow.open(entityID: row.id, db)
+        let open = hasNoChange ? nil : try ChangeRow.open(entityID: row.id, db)
         if row.needsReload && row.ghostVersion != nil {
             // The ghost is not a server version until the reload arrives; a diff against it
             // could not be applied by the server. The reload recomputes the change.
