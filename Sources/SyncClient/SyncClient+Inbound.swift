@@ -309,7 +309,7 @@ extension SyncClient {
         // By ccid: a later copy of a change handed over twice is the one that goes.
         var queued: [String: OutgoingChange] = [:]
         var position: [String: (group: Int, index: Int)] = [:]
-        var room = configuration.maxChangesInFlight - sentOnConnection.count
+        var room = roomInFlight
         for change in changes {
             guard let channel = liveChannel(of: change.bucket) else { continue }
             if sentOnConnection.contains(change.ccid) { continue }
@@ -355,8 +355,8 @@ extension SyncClient {
         for frame in frames { await write(frame) }
     }
 
-    /// Whether a change written now stays within `maxChangesInFlight`.
-    var hasRoomInFlight: Bool { sentOnConnection.count < configuration.maxChangesInFlight }
+    /// How many more changes may be written now within `maxChangesInFlight`.
+    var roomInFlight: Int { configuration.maxChangesInFlight - sentOnConnection.count }
 
     /// Queued changes a full window held back go out once answers have emptied half of it,
     /// oldest first, as many as fit: under a long burst, each frame then carries many changes
@@ -365,7 +365,7 @@ extension SyncClient {
         guard !heldBack.isEmpty, connection != nil else { return }
         let half = max(configuration.maxChangesInFlight / 2, 1)
         for bucket in heldBack.sorted() {
-            let room = configuration.maxChangesInFlight - sentOnConnection.count
+            let room = roomInFlight
             guard room >= half else { return }
             // A bucket not in sync sends everything it owes when it is (`sendOwed`).
             guard liveChannel(of: bucket) != nil else {

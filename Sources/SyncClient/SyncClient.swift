@@ -153,7 +153,7 @@ public actor SyncClient: SyncEngine {
     public func save(bucket: String, key: String, bytes: [UInt8]) async throws(SyncClientError) -> SaveResult {
         let result: SaveResult
         // Nothing suspends between this check and `send`: the change goes out on this connection.
-        let goesOutNow = liveChannel(of: bucket) != nil && hasRoomInFlight
+        let goesOutNow = liveChannel(of: bucket) != nil && roomInFlight > 0
         do { result = try store.saveLocal(bucket: bucket, key: key, bytes: bytes, markingSent: goesOutNow) } catch { throw .store(error) }
         if let change = result.readyToSend { await send([change]) }
         return result
@@ -162,7 +162,7 @@ public actor SyncClient: SyncEngine {
     /// Saves a JSON object (rendered in the bucket's file format); returns once durable.
     public func save(bucket: String, key: String, value: JSONObject) async throws(SyncClientError) -> SaveResult {
         let result: SaveResult
-        let goesOutNow = liveChannel(of: bucket) != nil && hasRoomInFlight
+        let goesOutNow = liveChannel(of: bucket) != nil && roomInFlight > 0
         do { result = try store.saveLocal(bucket: bucket, key: key, value: value, markingSent: goesOutNow) } catch { throw .store(error) }
         if let change = result.readyToSend { await send([change]) }
         return result

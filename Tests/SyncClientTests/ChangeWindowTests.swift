@@ -27,13 +27,11 @@ struct ChangeWindowTests {
                 try? await Task.sleep(for: .milliseconds(1))
             }
         }
-        do { try await body() } catch {
-            sampling.store(false, ordering: .relaxed)
-            await sampler.value
-            throw error
-        }
+        let outcome: Result<Void, any Error>
+        do { try await body(); outcome = .success(()) } catch { outcome = .failure(error) }
         sampling.store(false, ordering: .relaxed)
         await sampler.value
+        try outcome.get()
         return most.load(ordering: .relaxed)
     }
 
