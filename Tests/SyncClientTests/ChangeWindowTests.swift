@@ -52,7 +52,13 @@ struct ChangeWindowTests {
     /// Client a, whose window is `window`, and client b, both started and in sync.
     func withPair(_ body: (SyncFixture, TestClient, TestClient) async throws -> Void) async throws {
         try await SyncFixture.run { fixture in
-            let a = try await fixture.client("a") { $0.maxChangesInFlight = Self.window }
+            let a = try await fixture.client("a") { configuration in
+                configuration.maxChangesInFlight = Self.window
+                // The tests count connections: only the server dropping one may end it, not the
+                // harness's 2 s heartbeat going unanswered in a loaded run (the defaults here).
+                configuration.heartbeatInterval = .seconds(20)
+                configuration.heartbeatTimeout = .seconds(10)
+            }
             let b = try await fixture.client("b")
             await a.client.start()
             await b.client.start()
