@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import JSONDiff
 import SyncProtocol
 @testable import SyncServer
@@ -60,6 +61,88 @@ struct GroupCommitTests {
             #expect(last.hasPrefix("0:e:w3-\(perWriter - 1).1\n{\"data\":{\"n\":\(perWriter - 1)}}"))
             for socket in sockets { await socket.close() }
         }
+    }
+
+    /// A group commit has no savepoint per change: every refusal must come before the change
+    /// writes anything. One batch with every kind of refusal the store makes, among acceptances:
+    /// the accepted changes get the change versions 1, 2, 3... with no gap a refusal left.
+    @Test func refusalsInABatchWriteNothing() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try ServerStore(directory: directory.path, passwordIterations: testPasswordIterations)
+        var limits = PostgresBatchTests.limits
+        limits.maxDocumentSize = 2048
+        var deep: JSONValue = .array([])  // nested arrays: too deep to send, yet small
+        for _ in 0..<(JSONValue.maxNestingDepth - 3) { deep = .array([deep]) }
+        var changes = PostgresBatchTests.dependentChanges()
+        changes.insert(("one", ChangeRequest(id: "big", operation: .modify, ccid: "big", data: ["t": .string(String(repeating: "x", count: 3000))])), at: 1)
+        changes.insert(("two", ChangeRequest(id: "deep", operation: .modify, ccid: "deep", data: ["d": deep])), at: 5)
+        let answers = try await Self.submitInOneBatch(changes, to: store, limits: limits)
+        #expect(answers[1] == "refused 413")
+        #expect(answers[5] == "refused 400")
+        let refused = answers.filter { $0.hasPrefix("refused") }
+        #expect(refused.count == 9)
+        let versions = answers.compactMap { answer in answer.hasPrefix("accepted cv ") ? answer.split(separator: " ")[2] : nil }
+        #expect(versions == (1...8).map { Substring(String($0)) }, "\(answers)")
+        let lastVersion = try await store.pool.read { db in try Int64.fetchOne(db, sql: "SELECT last_cv FROM server_state") }
+        #expect(lastVersion == 8)
+        let refusedStored = try await store.pool.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM entities WHERE key IN ('big', 'deep')")
+        }
+        #expect(refusedStored == 0)
+    }
+
+    /// A change that fails with an error (here a trigger's, after the change wrote its entity
+    /// and took a change version) in the middle of a batch fails alone: what it wrote is undone,
+    /// the changes before and after it in the batch are stored, refusals still answered.
+    @Test func aChangeFailingInABatchLosesOnlyItself() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try ServerStore(directory: directory.path, passwordIterations: testPasswordIterations)
+        try await store.pool.write { db in
+            try db.execute(sql: """
+                CREATE TRIGGER fail_boom BEFORE INSERT ON changes WHEN NEW.key = 'boom'
+                BEGIN SELECT RAISE(ABORT, 'boom refused by the test'); END
+                """)
+        }
+        func create(_ key: String, ccid: String) -> (client: String, request: ChangeRequest) {
+            ("one", ChangeRequest(id: key, operation: .modify, ccid: ccid, data: ["k": .string(key)]))
+        }
+        let changes = [
+            create("a", ccid: "c1"), create("boom", ccid: "c2"), create("b", ccid: "c3"),
+            create("a", ccid: "c1"), create("c", ccid: "c4"), create("boom", ccid: "c5"),
+        ]
+        let answers = try await Self.submitInOneBatch(changes, to: store, limits: PostgresBatchTests.limits)
+        #expect(answers[0].hasPrefix("accepted cv 1 "))
+        #expect(answers[1].hasPrefix("failed "), "\(answers[1])")
+        #expect(answers[2].hasPrefix("accepted cv 2 "))
+        #expect(answers[3] == "refused 409")
+        #expect(answers[4].hasPrefix("accepted cv 3 "))
+        #expect(answers[5].hasPrefix("failed "))
+        let (keys, lastVersion) = try await store.pool.read { db in
+            (try String.fetchAll(db, sql: "SELECT key FROM entities ORDER BY key"),
+             try Int64.fetchOne(db, sql: "SELECT last_cv FROM server_state"))
+        }
+        #expect(keys == ["a", "b", "c"])
+        #expect(lastVersion == 3)
+    }
+
+    /// Submits `changes` while the store's writer is held, so that they all make one batch.
+    static func submitInOneBatch(
+        _ changes: [(client: String, request: ChangeRequest)], to store: ServerStore, limits: ChangeLimits
+    ) async throws -> [String] {
+        let writerHeld = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        return try await PostgresBatchTests.submitAtOnce(
+            changes, to: store, limits: limits,
+            beforeSubmitting: {
+                store.pool.asyncWriteWithoutTransaction { _ in
+                    writerHeld.signal()
+                    release.wait()
+                }
+                writerHeld.wait()
+            },
+            afterSubmitting: { release.signal() })
     }
 
     @Test func pipelinedChangesSurviveARestart() async throws {

@@ -74,17 +74,24 @@ struct PostgresBatchTests {
     }
 
     /// Submits every change without waiting (so they share batches) and describes each answer.
-    static func submitAtOnce(_ changes: [(client: String, request: ChangeRequest)], to store: any ServerStorage) async throws -> [String] {
+    /// `beforeSubmitting` and `afterSubmitting` run around the submissions (the group-commit
+    /// tests hold the store's writer between them, so that every change makes one batch).
+    static func submitAtOnce(
+        _ changes: [(client: String, request: ChangeRequest)], to store: any ServerStorage, limits: ChangeLimits = limits,
+        beforeSubmitting: () -> Void = {}, afterSubmitting: () -> Void = {}
+    ) async throws -> [String] {
         let token = try await store.createUser(username: "batch@example.com", password: "secret").accessToken
         let user = try #require(try await store.user(forToken: token))
         let bucket = try await store.openBucket(userID: user.id, name: "notes")
         let answers = AnswerBox(count: changes.count)
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            beforeSubmitting()
             for (index, change) in changes.enumerated() {
                 store.submit(change.request, clientID: change.client, bucket: bucket, limits: limits) { result in
                     if answers.set(index, Self.describe(result)) { done.resume() }
                 }
             }
+            afterSubmitting()
         }
         return answers.all
     }
@@ -103,7 +110,7 @@ struct PostgresBatchTests {
 }
 
 /// Answers arriving on the store's completion sequence.
-private final class AnswerBox: @unchecked Sendable {
+final class AnswerBox: @unchecked Sendable {
     private let lock = NSLock()
     private var answers: [String?]
 

@@ -12,7 +12,8 @@ struct ChangeLimits: Sendable, Hashable {
 
 extension ServerStore {
     /// Applies one change inside the caller's transaction (entity, version history, change log
-    /// and ccid all or nothing with the enclosing savepoint; see `GroupCommit.swift`).
+    /// and ccid; a refusal writes nothing, an error leaves the transaction to be rolled back;
+    /// see `GroupCommit.swift`).
     /// - Returns: the stored change, or the error code to answer the sender with.
     static func applyInTransaction(
         _ db: Database, _ change: ChangeRequest, clientID: String, bucket: BucketHandle, limits: ChangeLimits
@@ -46,15 +47,20 @@ extension ServerStore {
         case .accepted(let value): resolved = value
         }
 
-        let cv = try Int64.fetchOne(
-            db.cachedStatement(sql: "UPDATE server_state SET last_cv = last_cv + 1 WHERE id = 1 RETURNING last_cv")
-        ) ?? 0
+        // Every refusal comes before the first write: a refused change leaves the transaction as
+        // it found it, so a group commit needs no savepoint per change (GroupCommit.swift).
+        func nextChangeVersion() throws -> Int64 {
+            try Int64.fetchOne(
+                db.cachedStatement(sql: "UPDATE server_state SET last_cv = last_cv + 1 WHERE id = 1 RETURNING last_cv")
+            ) ?? 0
+        }
         let stored: StoredChange
         switch resolved {
         case .modify(let data, let diff, let sourceVersion, let endVersion):
             let dataText = JSONValue.object(data).compactRendered()
             if dataText.utf8.count > limits.maxDocumentSize { return .refused(.documentTooLarge) }
             guard SendableNesting.fits(data: data, diff: diff) else { return .refused(.invalidRequest) }
+            let cv = try nextChangeVersion()
             try db.cachedStatement(sql: """
                 INSERT INTO entities (bucket_id, key, version, data) VALUES (?, ?, ?, ?)
                 ON CONFLICT (bucket_id, key) DO UPDATE SET version = excluded.version, data = excluded.data
@@ -70,6 +76,7 @@ extension ServerStore {
                 diff: diff, sourceVersion: sourceVersion, endVersion: endVersion
             )
         case .remove(let sourceVersion, let endVersion):
+            let cv = try nextChangeVersion()
             try db.cachedStatement(sql: "UPDATE entities SET version = ?, data = NULL WHERE bucket_id = ? AND key = ?")
                 .execute(arguments: [endVersion, bucket.id, change.id])
             stored = StoredChange(
@@ -81,11 +88,11 @@ extension ServerStore {
             INSERT INTO changes (cv, bucket_id, key, client_id, ccid, operation, diff, source_version, end_version)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             """).execute(arguments: [
-            cv, bucket.id, stored.key, clientID, stored.ccid, stored.operation.rawValue,
+            stored.cv, bucket.id, stored.key, clientID, stored.ccid, stored.operation.rawValue,
             stored.diff.map { JSONDiffing.encode($0).compactRendered() }, stored.sourceVersion, stored.endVersion,
         ])
         try db.cachedStatement(sql: "INSERT INTO applied_ccids (bucket_id, client_id, ccid, cv) VALUES (?, ?, ?, ?)")
-            .execute(arguments: [bucket.id, clientID, change.ccid, cv])
+            .execute(arguments: [bucket.id, clientID, change.ccid, stored.cv])
         let count = try Int.fetchOne(
             db.cachedStatement(sql: "UPDATE buckets SET change_count = change_count + 1 WHERE id = ? RETURNING change_count"),
             arguments: [bucket.id]
