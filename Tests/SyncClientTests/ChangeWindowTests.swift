@@ -54,10 +54,7 @@ struct ChangeWindowTests {
         try await SyncFixture.run { fixture in
             let a = try await fixture.client("a") { configuration in
                 configuration.maxChangesInFlight = Self.window
-                // The tests count connections: only the server dropping one may end it, not the
-                // harness's 2 s heartbeat going unanswered in a loaded run (the defaults here).
-                configuration.heartbeatInterval = .seconds(20)
-                configuration.heartbeatTimeout = .seconds(10)
+                configuration.useDefaultHeartbeat()  // the tests count connections
             }
             let b = try await fixture.client("b")
             await a.client.start()

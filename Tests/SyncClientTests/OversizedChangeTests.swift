@@ -18,7 +18,10 @@ struct OversizedChangeTests {
     /// and b that know the limit.
     func run(_ body: (TestClient, TestClient) async throws -> Void) async throws {
         try await SyncFixture.run(server: { $0.maxFrameSize = Self.frameLimit }) { fixture in
-            let a = try await fixture.client("a") { $0.maxChangeFrameBytes = Self.frameLimit }
+            let a = try await fixture.client("a") { configuration in
+                configuration.maxChangeFrameBytes = Self.frameLimit
+                configuration.useDefaultHeartbeat()  // the tests count a's connections
+            }
             let b = try await fixture.client("b") { $0.maxChangeFrameBytes = Self.frameLimit }
             await a.client.start()
             await b.client.start()

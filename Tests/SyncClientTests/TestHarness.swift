@@ -187,6 +187,17 @@ final class SyncFixture: @unchecked Sendable {
     }
 }
 
+extension SyncClientConfiguration {
+    /// The client's own heartbeat (20 s, 10 s to answer) in place of the harness's 2 s + 2 s, for
+    /// tests that count connections: only the server dropping one may end it, not a heartbeat
+    /// going unanswered for 2 s in a loaded run.
+    mutating func useDefaultHeartbeat() {
+        let defaults = SyncClientConfiguration(serverURL: "", appID: "", buckets: [], clientID: "", token: { "" })
+        heartbeatInterval = defaults.heartbeatInterval
+        heartbeatTimeout = defaults.heartbeatTimeout
+    }
+}
+
 /// One client: its own store file and engine.
 struct TestClient: Sendable {
     let name: String
