@@ -44,9 +44,57 @@ public final class SyncStoreBackend: MountBackend {
     struct JournaledEdits {
         /// Nil until `prepareForMount`: edits go straight to the store.
         var journal: SaveJournal?
-        var waiting: [JournaledEdit] = []
+        var waiting = WaitingEdits()
         var nextSequence: Int64 = 1
         var applyScheduled = false
+    }
+
+    /// The journaled edits the store does not have yet, oldest first, with how many each file
+    /// has: every answer from the server asks whether its keys have one waiting, and a burst of
+    /// saves can leave thousands waiting.
+    struct WaitingEdits {
+        private var edits: [JournaledEdit] = []
+        /// `edits` before this index are applied: dropping them one batch at a time from the
+        /// front of the array would move the rest each time.
+        private var start = 0
+        private var countPerFile: [FileKey: Int] = [:]
+
+        struct FileKey: Hashable {
+            let bucket: String
+            let key: String
+        }
+
+        var isEmpty: Bool { start == edits.count }
+        var last: JournaledEdit? { isEmpty ? nil : edits.last }
+
+        mutating func append(_ edit: JournaledEdit) {
+            edits.append(edit)
+            countPerFile[FileKey(bucket: edit.bucket, key: edit.key), default: 0] += 1
+        }
+
+        /// The oldest `limit` edits at most, none after sequence `last`.
+        func oldest(_ limit: Int, upTo last: Int64) -> [JournaledEdit] {
+            Array(edits[start...].prefix(limit).prefix { $0.sequence <= last })
+        }
+
+        mutating func removeOldest(_ count: Int) {
+            for edit in edits[start..<start + count] {
+                let file = FileKey(bucket: edit.bucket, key: edit.key)
+                if countPerFile[file] == 1 { countPerFile[file] = nil } else { countPerFile[file]! -= 1 }
+            }
+            start += count
+            if isEmpty {
+                edits.removeAll(keepingCapacity: true)
+                start = 0
+            } else if start >= 4096 && start >= edits.count / 2 {
+                edits.removeFirst(start)
+                start = 0
+            }
+        }
+
+        func hasEdit(bucket: String, ofAnyOf keys: Set<String>) -> Bool {
+            keys.contains { countPerFile[FileKey(bucket: bucket, key: $0)] != nil }
+        }
     }
 
     /// An adapter over `store`; `onOutgoing` receives changes ready to send after each local edit,
@@ -283,13 +331,11 @@ public final class SyncStoreBackend: MountBackend {
             // One transaction at a time: callers take turns, in the journal's order.
             applying.lock()
             defer { applying.unlock() }
-            let batch = journaled.withLock { edits in
-                Array(edits.waiting.prefix(Self.editsPerTransaction).prefix { $0.sequence <= last })
-            }
+            let batch = journaled.withLock { $0.waiting.oldest(Self.editsPerTransaction, upTo: last) }
             guard !batch.isEmpty else { return }
             let outcome = try store.applyJournaledEdits(batch)
             journaled.withLock { edits in
-                edits.waiting.removeFirst(batch.count)
+                edits.waiting.removeOldest(batch.count)
                 // Kept when it cannot be emptied: the store skips what it has at the next mount.
                 if edits.waiting.isEmpty { try? edits.journal?.removeAll() }
             }
@@ -342,7 +388,7 @@ public final class SyncStoreBackend: MountBackend {
         }
         store.applyLocalEditsFirst { [weak self] bucket, keys in
             guard let self,
-                journaled.withLock({ edits in edits.waiting.contains { $0.bucket == bucket && keys.contains($0.key) } })
+                journaled.withLock({ $0.waiting.hasEdit(bucket: bucket, ofAnyOf: keys) })
             else { return }
             do throws(StoreError) { try applyJournaledEdits() } catch {
                 // Still in the journal: applied after this remote data, or at the next mount.

@@ -1,0 +1,43 @@
+@testable import BucketFS
+import SyncStore
+import Testing
+
+/// The journaled edits the store does not have yet: taken oldest first in batches, and asked on
+/// every answer from the server whether a file has one waiting. Checked against a plain array
+/// over a long run of random appends and removals (the front index compacts past 4,096).
+struct WaitingEditsTests {
+    @Test func matchesAPlainArrayOverARandomRun() {
+        var generator = SeededGenerator(seed: 16)
+        var waiting = SyncStoreBackend.WaitingEdits()
+        var model: [JournaledEdit] = []
+        var sequence: Int64 = 0
+        let buckets = ["notes", "todo"]
+        for _ in 0..<4_000 {
+            for _ in 0..<Int(generator.next() % 9) {
+                sequence += 1
+                let edit = JournaledEdit(
+                    sequence: sequence, bucket: buckets[Int(generator.next() % 2)], key: "k\(generator.next() % 40)",
+                    edit: generator.next() % 5 == 0 ? .remove : .save([1]), time: sequence)
+                waiting.append(edit)
+                model.append(edit)
+            }
+            let limit = 1 + Int(generator.next() % 8)
+            let upTo = model.isEmpty ? 0 : model[Int(generator.next() % UInt64(model.count))].sequence
+            let batch = waiting.oldest(limit, upTo: upTo)
+            #expect(batch == Array(model.prefix(limit).prefix { $0.sequence <= upTo }))
+            waiting.removeOldest(batch.count)
+            model.removeFirst(batch.count)
+            #expect(waiting.isEmpty == model.isEmpty)
+            #expect(waiting.last == model.last)
+            for bucket in buckets {
+                let keys: Set<String> = ["k\(generator.next() % 40)", "k\(generator.next() % 40)"]
+                let expected = model.contains { $0.bucket == bucket && keys.contains($0.key) }
+                #expect(waiting.hasEdit(bucket: bucket, ofAnyOf: keys) == expected)
+            }
+        }
+        // Emptied, every file's count goes with it.
+        waiting.removeOldest(waiting.oldest(.max, upTo: .max).count)
+        #expect(waiting.isEmpty && waiting.last == nil)
+        #expect(!waiting.hasEdit(bucket: "notes", ofAnyOf: Set((0..<40).map { "k\($0)" })))
+    }
+}
