@@ -127,6 +127,42 @@ struct GroupCommitTests {
         #expect(lastVersion == 3)
     }
 
+    /// The change version and each bucket's log length are counted in memory for a batch and
+    /// written before it commits: a batch that compacts its bucket's log several times leaves
+    /// both as the tables say, and the next batch counts on from them.
+    @Test func aBatchThatCompactsLeavesTheCountersTrue() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try ServerStore(directory: directory.path, passwordIterations: testPasswordIterations)
+        var limits = PostgresBatchTests.limits
+        limits.changeLogRetention = 8
+        let changes = (0..<40).map { index in
+            (client: "one", request: ChangeRequest(id: "k\(index)", operation: .modify, ccid: "c\(index)", data: ["i": .integer(Int64(index))]))
+        }
+        let answers = try await Self.submitInOneBatch(changes, to: store, limits: limits)
+        #expect(answers.enumerated().allSatisfy { index, answer in answer.hasPrefix("accepted cv \(index + 1) ") }, "\(answers)")
+        func counters() async throws -> (lastCV: Int64?, count: Int?, logged: Int?) {
+            try await store.pool.read { db in
+                (try Int64.fetchOne(db, sql: "SELECT last_cv FROM server_state"),
+                 try Int.fetchOne(db, sql: "SELECT change_count FROM buckets WHERE name = 'notes'"),
+                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM changes"))
+            }
+        }
+        let afterFirst = try await counters()
+        #expect(afterFirst.lastCV == 40)
+        #expect(afterFirst.count == afterFirst.logged)
+        #expect((afterFirst.logged ?? 0) <= 9)
+        // Another batch on the same bucket (submitAtOnce's user and bucket again).
+        let more = (40..<45).map { index in
+            (client: "one", request: ChangeRequest(id: "k\(index)", operation: .modify, ccid: "c\(index)", data: ["i": .integer(Int64(index))]))
+        }
+        let moreAnswers = try await Self.submitInOneBatch(more, to: store, limits: limits)
+        #expect(moreAnswers.enumerated().allSatisfy { index, answer in answer.hasPrefix("accepted cv \(index + 41) ") }, "\(moreAnswers)")
+        let afterSecond = try await counters()
+        #expect(afterSecond.lastCV == 45)
+        #expect(afterSecond.count == afterSecond.logged)
+    }
+
     /// Submits `changes` while the store's writer is held, so that they all make one batch.
     static func submitInOneBatch(
         _ changes: [(client: String, request: ChangeRequest)], to store: ServerStore, limits: ChangeLimits

@@ -140,18 +140,20 @@ extension ServerStore: GroupCommitting {
         results.reserveCapacity(batch.count)
         var failed = false
         try db.inTransaction {
+            var counters = try ChangeCounters(db)
             for item in batch {
                 guard case .change(let pending) = item else {
                     results.append(nil)
                     continue
                 }
                 do {
-                    results.append(.success(try apply(db, pending)))
+                    results.append(.success(try apply(db, pending, counters: &counters)))
                 } catch {
                     failed = true
                     return .rollback
                 }
             }
+            try counters.write(db)
             return .commit
         }
         return failed ? nil : results
@@ -163,39 +165,49 @@ extension ServerStore: GroupCommitting {
         var results: [Result<ChangeVerdict<StoredChange>, any Error>?] = []
         results.reserveCapacity(batch.count)
         try db.inTransaction {
+            var counters = try ChangeCounters(db)
             for item in batch {
                 guard case .change(let pending) = item else {
                     results.append(nil)
                     continue
                 }
-                results.append(applyInSavepoint(db, pending))
+                results.append(applyInSavepoint(db, pending, counters: &counters))
             }
+            // After an error SQLite may have rolled back the whole transaction (disk full, I/O).
+            if db.isInsideTransaction { try counters.write(db) }
             return .commit
         }
         return results
     }
 
-    private static func applyInSavepoint(_ db: Database, _ pending: PendingChange) -> Result<ChangeVerdict<StoredChange>, any Error> {
+    private static func applyInSavepoint(
+        _ db: Database, _ pending: PendingChange, counters: inout ChangeCounters
+    ) -> Result<ChangeVerdict<StoredChange>, any Error> {
         // SQLite may roll back the whole transaction on some errors (disk full, I/O): then
         // nothing else may run, or it would commit on its own outside the batch.
         guard db.isInsideTransaction else { return .failure(SyncServerError.storage("transaction aborted")) }
+        let before = counters
         do {
             var verdict: ChangeVerdict<StoredChange> = .refused(.internalError)
             try db.inSavepoint {
-                verdict = try apply(db, pending)
+                verdict = try apply(db, pending, counters: &counters)
                 return .commit
             }
             return .success(verdict)
         } catch {
+            counters = before
             return .failure(error)
         }
     }
 
     /// One change of a batch; a refusal is remembered for its ccid.
-    private static func apply(_ db: Database, _ pending: PendingChange) throws -> ChangeVerdict<StoredChange> {
-        let verdict = try applyInTransaction(db, pending.change, clientID: pending.clientID, bucket: pending.bucket, limits: pending.limits)
+    private static func apply(_ db: Database, _ pending: PendingChange, counters: inout ChangeCounters) throws -> ChangeVerdict<StoredChange> {
+        let verdict = try applyInTransaction(
+            db, pending.change, clientID: pending.clientID, bucket: pending.bucket, limits: pending.limits, counters: &counters)
         if case .refused(let code) = verdict {
-            try RefusedCCIDs.remember(db, pending.change, clientID: pending.clientID, bucketID: pending.bucket.id, code: code)
+            try RefusedCCIDs.remember(
+                db, pending.change, clientID: pending.clientID, bucketID: pending.bucket.id, code: code,
+                lastChangeVersion: counters.lastChangeVersion)
         }
         return verdict
     }

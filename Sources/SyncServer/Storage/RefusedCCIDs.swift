@@ -20,13 +20,16 @@ enum RefusedCCIDs {
         return ChangeErrorCode(rawValue: row["code"])
     }
 
-    /// Records a refusal, inside the batch's transaction (after its savepoint rolled back).
-    static func remember(_ db: Database, _ change: ChangeRequest, clientID: String, bucketID: Int64, code: ChangeErrorCode) throws {
+    /// Records a refusal, inside the batch's transaction, at the server's last change version
+    /// (its `ChangeCounters`: compaction prunes it with the changes of that time).
+    static func remember(
+        _ db: Database, _ change: ChangeRequest, clientID: String, bucketID: Int64, code: ChangeErrorCode, lastChangeVersion: Int64
+    ) throws {
         guard isRemembered(code) else { return }
         try db.cachedStatement(sql: """
             INSERT OR REPLACE INTO refused_ccids (bucket_id, client_id, ccid, cv, fingerprint, code)
-            VALUES (?, ?, ?, (SELECT last_cv FROM server_state WHERE id = 1), ?, ?)
-            """).execute(arguments: [bucketID, clientID, change.ccid, fingerprint(change), code.rawValue])
+            VALUES (?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [bucketID, clientID, change.ccid, lastChangeVersion, fingerprint(change), code.rawValue])
     }
 
     /// 409 is already remembered as the application; 5xx is a failure worth a retry.

@@ -30,17 +30,21 @@ extension ServerStore {
             let range = done..<min(count, done + max(1, perTransaction))
             lastCV = try await pool.write { db in
                 var cv: Int64 = 0
+                var counters = try ChangeCounters(db)
                 for index in range {
                     let (key, data) = entity(index)
                     let number = String(index, radix: 16)
                     let change = ChangeRequest(
                         id: key, operation: .modify, diff: data.mapValues { DiffOp.insert($0) },
                         ccid: prefix + String(repeating: "0", count: max(0, 16 - number.count)) + number)
-                    switch try Self.applyInTransaction(db, change, clientID: "bucketfs-import", bucket: bucket, limits: changeLimits) {
+                    switch try Self.applyInTransaction(
+                        db, change, clientID: "bucketfs-import", bucket: bucket, limits: changeLimits, counters: &counters)
+                    {
                     case .accepted(let stored): cv = stored.cv
                     case .refused(let code): throw SyncServerError.storage("entity \(key) refused with \(code.rawValue)")
                     }
                 }
+                try counters.write(db)
                 return cv
             }
             done = range.upperBound
