@@ -499,8 +499,12 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
     /// The entity's open change: queued, sent, or `applied` (a 409 waiting for its echo).
     /// Rejected changes are closed; at most one change is open per entity.
     static func open(entityID: Int64, _ db: Database) throws -> ChangeRow? {
-        let statement = try db.cachedStatement(
-            sql: "SELECT * FROM pending_change WHERE entity_id = ? AND state IN ('queued', 'sent', 'applied') ORDER BY seq LIMIT 1")
+        // ORs, not `IN (...)`: SQLite builds a temporary b-tree of an IN list at each run, and
+        // this runs for every save and every acknowledgement.
+        let statement = try db.cachedStatement(sql: """
+            SELECT * FROM pending_change
+            WHERE entity_id = ? AND (state = 'queued' OR state = 'sent' OR state = 'applied') ORDER BY seq LIMIT 1
+            """)
         return try ColumnReader.first(statement, arguments: [entityID], ChangeRow.init)
     }
 
