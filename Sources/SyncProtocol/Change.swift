@@ -115,7 +115,7 @@ public struct AppliedChange: Hashable, Sendable {
         json.addIfPresent("ev", int: endVersion)
         json.addIfPresent("sv", int: sourceVersion)
         json.add("cv", string: changeVersion)
-        json.add("ccids", raw: renderedStringArray(ccids))
+        json.add("ccids", strings: ccids)
         json.addIfPresent("d", object: data)
         return json.rendered()
     }
@@ -178,7 +178,7 @@ public struct ChangeRejection: Hashable, Sendable {
         var json = OrderedJSONObject()
         json.addIfPresent("clientid", string: clientID)
         json.add("id", string: id)
-        json.add("ccids", raw: renderedStringArray(ccids))
+        json.add("ccids", strings: ccids)
         json.add("error", int: code)
         json.addIfPresent("d", object: data)
         return json.rendered()

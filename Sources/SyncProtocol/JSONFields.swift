@@ -128,27 +128,31 @@ func nonNegativeInt(_ value: JSONValue) -> Int? {
 /// Builds a compact JSON object with fields in a fixed order (the order reference clients and
 /// the spec's examples use), where `JSONValue.compactRendered` would sort them.
 struct OrderedJSONObject {
-    private(set) var text = "{"
-    private var isEmpty = true
+    private var members = JSONMemberWriter()
 
     mutating func add(_ key: String, _ value: JSONValue) {
-        addKey(key)
-        text += value.compactRendered()
+        members.key(key)
+        members.value(value)
     }
 
     mutating func add(_ key: String, string value: String) {
-        addKey(key)
-        text += value.jsonQuoted
+        members.key(key)
+        members.string(value)
     }
 
     mutating func add(_ key: String, int value: Int) {
-        addKey(key)
-        text += String(value)
+        members.key(key)
+        members.integer(value)
+    }
+
+    mutating func add(_ key: String, strings values: [String]) {
+        members.key(key)
+        members.strings(values)
     }
 
     mutating func add(_ key: String, raw json: String) {
-        addKey(key)
-        text += json
+        members.key(key)
+        members.raw(json)
     }
 
     mutating func addIfPresent(_ key: String, string value: String?) {
@@ -163,21 +167,10 @@ struct OrderedJSONObject {
         if let value { add(key, .object(value)) }
     }
 
-    private mutating func addKey(_ key: String) {
-        if !isEmpty { text += "," }
-        isEmpty = false
-        text += key.jsonQuoted
-        text += ":"
-    }
-
-    func rendered() -> String { text + "}" }
+    func rendered() -> String { members.rendered() }
 }
 
 /// Renders `[a,b,c]` from already-rendered elements.
 func renderedArray(_ elements: [String]) -> String {
     "[" + elements.joined(separator: ",") + "]"
-}
-
-func renderedStringArray(_ strings: [String]) -> String {
-    renderedArray(strings.map(\.jsonQuoted))
 }

@@ -91,4 +91,26 @@ struct JSONRendererTests {
         #expect(JSONValue.null.isNull)
         #expect(JSONValue.string("x").objectValue == nil)
     }
+
+    /// Members in the caller's order, each rendered as `compactRendered` and `jsonQuoted` render
+    /// them alone (keys escaped too).
+    @Test func memberWriterKeepsTheCallersOrderAndEscapesLikeTheRenderer() {
+        var members = JSONMemberWriter()
+        members.key("z\"")
+        members.string("é\"\\/\n\u{1}")
+        members.key("a")
+        members.value(sample)
+        members.key("n")
+        members.integer(-42)
+        members.key("ids")
+        members.strings(["x\"", ""])
+        members.key("none")
+        members.strings([])
+        members.key("raw")
+        members.raw("[1,2]")
+        let expected = "{" + #""z\"":"# + "é\"\\/\n\u{1}".jsonQuoted + #","a":"# + sample.compactRendered()
+            + #","n":-42,"ids":["x\"",""],"none":[],"raw":[1,2]}"#
+        #expect(members.rendered() == expected)
+        #expect(JSONMemberWriter().rendered() == "{}")
+    }
 }
