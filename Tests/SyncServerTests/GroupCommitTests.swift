@@ -67,100 +67,104 @@ struct GroupCommitTests {
     /// writes anything. One batch with every kind of refusal the store makes, among acceptances:
     /// the accepted changes get the change versions 1, 2, 3... with no gap a refusal left.
     @Test func refusalsInABatchWriteNothing() async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let store = try ServerStore(directory: directory.path, passwordIterations: testPasswordIterations)
-        var limits = PostgresBatchTests.limits
-        limits.maxDocumentSize = 2048
-        var deep: JSONValue = .array([])  // nested arrays: too deep to send, yet small
-        for _ in 0..<(JSONValue.maxNestingDepth - 3) { deep = .array([deep]) }
-        var changes = PostgresBatchTests.dependentChanges()
-        changes.insert(("one", ChangeRequest(id: "big", operation: .modify, ccid: "big", data: ["t": .string(String(repeating: "x", count: 3000))])), at: 1)
-        changes.insert(("two", ChangeRequest(id: "deep", operation: .modify, ccid: "deep", data: ["d": deep])), at: 5)
-        let answers = try await Self.submitInOneBatch(changes, to: store, limits: limits)
-        #expect(answers[1] == "refused 413")
-        #expect(answers[5] == "refused 400")
-        let refused = answers.filter { $0.hasPrefix("refused") }
-        #expect(refused.count == 9)
-        let versions = answers.compactMap { answer in answer.hasPrefix("accepted cv ") ? answer.split(separator: " ")[2] : nil }
-        #expect(versions == (1...8).map { Substring(String($0)) }, "\(answers)")
-        let lastVersion = try await store.pool.read { db in try Int64.fetchOne(db, sql: "SELECT last_cv FROM server_state") }
-        #expect(lastVersion == 8)
-        let refusedStored = try await store.pool.read { db in
-            try Int.fetchOne(db, sql: "SELECT count(*) FROM entities WHERE key IN ('big', 'deep')")
+        try await Self.withStore { store in
+            var limits = PostgresBatchTests.limits
+            limits.maxDocumentSize = 2048
+            var deep: JSONValue = .array([])  // nested arrays: too deep to send, yet small
+            for _ in 0..<(JSONValue.maxNestingDepth - 3) { deep = .array([deep]) }
+            var changes = PostgresBatchTests.dependentChanges()
+            changes.insert(("one", ChangeRequest(id: "big", operation: .modify, ccid: "big", data: ["t": .string(String(repeating: "x", count: 3000))])), at: 1)
+            changes.insert(("two", ChangeRequest(id: "deep", operation: .modify, ccid: "deep", data: ["d": deep])), at: 5)
+            let answers = try await Self.submitInOneBatch(changes, to: store, limits: limits)
+            #expect(answers[1] == "refused 413")
+            #expect(answers[5] == "refused 400")
+            let refused = answers.filter { $0.hasPrefix("refused") }
+            #expect(refused.count == 9)
+            let versions = answers.compactMap { answer in answer.hasPrefix("accepted cv ") ? answer.split(separator: " ")[2] : nil }
+            #expect(versions == (1...8).map { Substring(String($0)) }, "\(answers)")
+            let lastVersion = try await store.pool.read { db in try Int64.fetchOne(db, sql: "SELECT last_cv FROM server_state") }
+            #expect(lastVersion == 8)
+            let refusedStored = try await store.pool.read { db in
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM entities WHERE key IN ('big', 'deep')")
+            }
+            #expect(refusedStored == 0)
         }
-        #expect(refusedStored == 0)
     }
 
     /// A change that fails with an error (here a trigger's, after the change wrote its entity
     /// and took a change version) in the middle of a batch fails alone: what it wrote is undone,
     /// the changes before and after it in the batch are stored, refusals still answered.
     @Test func aChangeFailingInABatchLosesOnlyItself() async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let store = try ServerStore(directory: directory.path, passwordIterations: testPasswordIterations)
-        try await store.pool.write { db in
-            try db.execute(sql: """
-                CREATE TRIGGER fail_boom BEFORE INSERT ON changes WHEN NEW.key = 'boom'
-                BEGIN SELECT RAISE(ABORT, 'boom refused by the test'); END
-                """)
+        try await Self.withStore { store in
+            try await store.pool.write { db in
+                try db.execute(sql: """
+                    CREATE TRIGGER fail_boom BEFORE INSERT ON changes WHEN NEW.key = 'boom'
+                    BEGIN SELECT RAISE(ABORT, 'boom refused by the test'); END
+                    """)
+            }
+            func create(_ key: String, ccid: String) -> (client: String, request: ChangeRequest) {
+                ("one", ChangeRequest(id: key, operation: .modify, ccid: ccid, data: ["k": .string(key)]))
+            }
+            let changes = [
+                create("a", ccid: "c1"), create("boom", ccid: "c2"), create("b", ccid: "c3"),
+                create("a", ccid: "c1"), create("c", ccid: "c4"), create("boom", ccid: "c5"),
+            ]
+            let answers = try await Self.submitInOneBatch(changes, to: store, limits: PostgresBatchTests.limits)
+            #expect(answers[0].hasPrefix("accepted cv 1 "))
+            #expect(answers[1].hasPrefix("failed "), "\(answers[1])")
+            #expect(answers[2].hasPrefix("accepted cv 2 "))
+            #expect(answers[3] == "refused 409")
+            #expect(answers[4].hasPrefix("accepted cv 3 "))
+            #expect(answers[5].hasPrefix("failed "))
+            let (keys, lastVersion) = try await store.pool.read { db in
+                (try String.fetchAll(db, sql: "SELECT key FROM entities ORDER BY key"),
+                 try Int64.fetchOne(db, sql: "SELECT last_cv FROM server_state"))
+            }
+            #expect(keys == ["a", "b", "c"])
+            #expect(lastVersion == 3)
         }
-        func create(_ key: String, ccid: String) -> (client: String, request: ChangeRequest) {
-            ("one", ChangeRequest(id: key, operation: .modify, ccid: ccid, data: ["k": .string(key)]))
-        }
-        let changes = [
-            create("a", ccid: "c1"), create("boom", ccid: "c2"), create("b", ccid: "c3"),
-            create("a", ccid: "c1"), create("c", ccid: "c4"), create("boom", ccid: "c5"),
-        ]
-        let answers = try await Self.submitInOneBatch(changes, to: store, limits: PostgresBatchTests.limits)
-        #expect(answers[0].hasPrefix("accepted cv 1 "))
-        #expect(answers[1].hasPrefix("failed "), "\(answers[1])")
-        #expect(answers[2].hasPrefix("accepted cv 2 "))
-        #expect(answers[3] == "refused 409")
-        #expect(answers[4].hasPrefix("accepted cv 3 "))
-        #expect(answers[5].hasPrefix("failed "))
-        let (keys, lastVersion) = try await store.pool.read { db in
-            (try String.fetchAll(db, sql: "SELECT key FROM entities ORDER BY key"),
-             try Int64.fetchOne(db, sql: "SELECT last_cv FROM server_state"))
-        }
-        #expect(keys == ["a", "b", "c"])
-        #expect(lastVersion == 3)
     }
 
     /// The change version and each bucket's log length are counted in memory for a batch and
     /// written before it commits: a batch that compacts its bucket's log several times leaves
     /// both as the tables say, and the next batch counts on from them.
     @Test func aBatchThatCompactsLeavesTheCountersTrue() async throws {
+        try await Self.withStore { store in
+            var limits = PostgresBatchTests.limits
+            limits.changeLogRetention = 8
+            let changes = (0..<40).map { index in
+                (client: "one", request: ChangeRequest(id: "k\(index)", operation: .modify, ccid: "c\(index)", data: ["i": .integer(Int64(index))]))
+            }
+            let answers = try await Self.submitInOneBatch(changes, to: store, limits: limits)
+            #expect(answers.enumerated().allSatisfy { index, answer in answer.hasPrefix("accepted cv \(index + 1) ") }, "\(answers)")
+            func counters() async throws -> (lastCV: Int64?, count: Int?, logged: Int?) {
+                try await store.pool.read { db in
+                    (try Int64.fetchOne(db, sql: "SELECT last_cv FROM server_state"),
+                     try Int.fetchOne(db, sql: "SELECT change_count FROM buckets WHERE name = 'notes'"),
+                     try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM changes"))
+                }
+            }
+            let afterFirst = try await counters()
+            #expect(afterFirst.lastCV == 40)
+            #expect(afterFirst.count == afterFirst.logged)
+            #expect((afterFirst.logged ?? 0) <= 9)
+            // Another batch on the same bucket (submitAtOnce's user and bucket again).
+            let more = (40..<45).map { index in
+                (client: "one", request: ChangeRequest(id: "k\(index)", operation: .modify, ccid: "c\(index)", data: ["i": .integer(Int64(index))]))
+            }
+            let moreAnswers = try await Self.submitInOneBatch(more, to: store, limits: limits)
+            #expect(moreAnswers.enumerated().allSatisfy { index, answer in answer.hasPrefix("accepted cv \(index + 41) ") }, "\(moreAnswers)")
+            let afterSecond = try await counters()
+            #expect(afterSecond.lastCV == 45)
+            #expect(afterSecond.count == afterSecond.logged)
+        }
+    }
+
+    /// A SQLite store of its own, removed afterwards.
+    static func withStore(_ body: (ServerStore) async throws -> Void) async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let store = try ServerStore(directory: directory.path, passwordIterations: testPasswordIterations)
-        var limits = PostgresBatchTests.limits
-        limits.changeLogRetention = 8
-        let changes = (0..<40).map { index in
-            (client: "one", request: ChangeRequest(id: "k\(index)", operation: .modify, ccid: "c\(index)", data: ["i": .integer(Int64(index))]))
-        }
-        let answers = try await Self.submitInOneBatch(changes, to: store, limits: limits)
-        #expect(answers.enumerated().allSatisfy { index, answer in answer.hasPrefix("accepted cv \(index + 1) ") }, "\(answers)")
-        func counters() async throws -> (lastCV: Int64?, count: Int?, logged: Int?) {
-            try await store.pool.read { db in
-                (try Int64.fetchOne(db, sql: "SELECT last_cv FROM server_state"),
-                 try Int.fetchOne(db, sql: "SELECT change_count FROM buckets WHERE name = 'notes'"),
-                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM changes"))
-            }
-        }
-        let afterFirst = try await counters()
-        #expect(afterFirst.lastCV == 40)
-        #expect(afterFirst.count == afterFirst.logged)
-        #expect((afterFirst.logged ?? 0) <= 9)
-        // Another batch on the same bucket (submitAtOnce's user and bucket again).
-        let more = (40..<45).map { index in
-            (client: "one", request: ChangeRequest(id: "k\(index)", operation: .modify, ccid: "c\(index)", data: ["i": .integer(Int64(index))]))
-        }
-        let moreAnswers = try await Self.submitInOneBatch(more, to: store, limits: limits)
-        #expect(moreAnswers.enumerated().allSatisfy { index, answer in answer.hasPrefix("accepted cv \(index + 41) ") }, "\(moreAnswers)")
-        let afterSecond = try await counters()
-        #expect(afterSecond.lastCV == 45)
-        #expect(afterSecond.count == afterSecond.logged)
+        try await body(try ServerStore(directory: directory.path, passwordIterations: testPasswordIterations))
     }
 
     /// Submits `changes` while the store's writer is held, so that they all make one batch.

@@ -119,7 +119,11 @@ extension ServerStore: GroupCommitting {
         var results: [Result<ChangeVerdict<StoredChange>, any Error>?] = batch.map { _ in nil }
         if batch.contains(where: \.isChange) {
             do {
-                results = try Self.commitWhole(db, batch) ?? Self.commitEachInSavepoint(db, batch)
+                if let whole = try Self.commit(db, batch, eachInSavepoint: false) {
+                    results = whole
+                } else if let each = try Self.commit(db, batch, eachInSavepoint: true) {
+                    results = each
+                }
             } catch {
                 // The commit failed: nothing of this batch is durable.
                 results = batch.map { _ in .failure(error) }
@@ -131,11 +135,14 @@ extension ServerStore: GroupCommitting {
         completionQueue.async { CommitQueueItem.answer(batch, verdicts: verdicts) }
     }
 
-    /// The batch as one transaction, without a savepoint per change: a refusal writes nothing
-    /// (`applyInTransaction`), so only an error needs one. Nil, with nothing written, when a
-    /// change failed with an error: `commitEachInSavepoint` then tells which. A savepoint per
-    /// change cost each change a sixth of the server's work (SQLite's statement journal).
-    private static func commitWhole(_ db: Database, _ batch: [CommitQueueItem]) throws -> [Result<ChangeVerdict<StoredChange>, any Error>?]? {
+    /// The batch as one transaction. Without a savepoint per change first: a refusal writes
+    /// nothing (`applyInTransaction`), so only an error needs one, and a savepoint per change cost
+    /// each change a sixth of the server's work (SQLite's statement journal). Then nil, with
+    /// nothing written, when a change failed with an error; `eachInSavepoint` commits the batch
+    /// again with a savepoint per change, which rolls back only the change that fails.
+    private static func commit(
+        _ db: Database, _ batch: [CommitQueueItem], eachInSavepoint: Bool
+    ) throws -> [Result<ChangeVerdict<StoredChange>, any Error>?]? {
         var results: [Result<ChangeVerdict<StoredChange>, any Error>?] = []
         results.reserveCapacity(batch.count)
         var failed = false
@@ -146,6 +153,10 @@ extension ServerStore: GroupCommitting {
                     results.append(nil)
                     continue
                 }
+                if eachInSavepoint {
+                    results.append(applyInSavepoint(db, pending, counters: &counters))
+                    continue
+                }
                 do {
                     results.append(.success(try apply(db, pending, counters: &counters)))
                 } catch {
@@ -153,31 +164,11 @@ extension ServerStore: GroupCommitting {
                     return .rollback
                 }
             }
-            try counters.write(db)
-            return .commit
-        }
-        return failed ? nil : results
-    }
-
-    /// The batch as one transaction, each change in a savepoint of its own: a change failing
-    /// with an error rolls back only itself.
-    private static func commitEachInSavepoint(_ db: Database, _ batch: [CommitQueueItem]) throws -> [Result<ChangeVerdict<StoredChange>, any Error>?] {
-        var results: [Result<ChangeVerdict<StoredChange>, any Error>?] = []
-        results.reserveCapacity(batch.count)
-        try db.inTransaction {
-            var counters = try ChangeCounters(db)
-            for item in batch {
-                guard case .change(let pending) = item else {
-                    results.append(nil)
-                    continue
-                }
-                results.append(applyInSavepoint(db, pending, counters: &counters))
-            }
             // After an error SQLite may have rolled back the whole transaction (disk full, I/O).
             if db.isInsideTransaction { try counters.write(db) }
             return .commit
         }
-        return results
+        return failed ? nil : results
     }
 
     private static func applyInSavepoint(
