@@ -99,14 +99,26 @@ extension FeedEvent {
     var line: [UInt8] {
         // The members in code point order, as `compactRendered` would write them, without the
         // dictionary and the sort: a first sync writes a line for each of its entities.
-        var text = "{\"bucket\":" + bucket.jsonQuoted
-        if let client { text += ",\"client\":" + client.jsonQuoted }
-        text += ",\"key\":" + key.jsonQuoted + ",\"kind\":" + kind.jsonQuoted + ",\"origin\":" + origin.jsonQuoted
-        text += ",\"time\":\"" + Self.iso8601(time) + "\""
-        if let title { text += ",\"title\":" + title.jsonQuoted }
-        if let version { text += ",\"version\":" + String(version) }
-        text += "}"
-        return Array(text.utf8)
+        var members = JSONMemberWriter()
+        members.key("bucket")
+        members.string(bucket)
+        if let client {
+            members.key("client")
+            members.string(client)
+        }
+        for (name, value) in [("key", key), ("kind", kind), ("origin", origin), ("time", Self.iso8601(time))] {
+            members.key(name)
+            members.string(value)
+        }
+        if let title {
+            members.key("title")
+            members.string(title)
+        }
+        if let version {
+            members.key("version")
+            members.integer(version)
+        }
+        return Array(members.rendered().utf8)
     }
 
     /// `2026-11-25T16:40:05Z`, as the encoder's `.iso8601` strategy writes a date.
