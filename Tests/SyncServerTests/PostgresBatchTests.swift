@@ -111,7 +111,7 @@ struct PostgresBatchTests {
 }
 
 /// Answers arriving on the store's completion sequence.
-final class AnswerBox: @unchecked Sendable {
+private final class AnswerBox: @unchecked Sendable {
     private let lock = NSLock()
     private var answers: [String?]
 
