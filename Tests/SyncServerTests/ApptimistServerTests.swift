@@ -340,7 +340,7 @@ struct ApptimistServerTests {
             defer { Task { await idle.close() } }
             #expect(try await idle.send(["op": "recv", "timeout": 20])["closed"] != nil)
             // One that logs in in time stays past it.
-            let peer = try await Self.loggedIn(server.port, alice)
+            let peer = try await initialisedWithinAShortDeadline { try await Self.loggedIn(server.port, alice) }
             defer { Task { await peer.close() } }
             try await Task.sleep(for: .seconds(2))
             #expect(Self.code(try await Self.file(peer, "write", "still", text: "here")) == 0)

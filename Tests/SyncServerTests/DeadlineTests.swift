@@ -45,8 +45,16 @@ struct DeadlineTests {
         try await withServer(configure: { $0.initTimeout = .seconds(3) }) { server in
             let token = try await makeUser(server)
             let silent = try await server.socket()
-            let working = try await server.socket()
-            _ = try await working.authorize(token: token)
+            let working = try await initialisedWithinAShortDeadline {
+                let socket = try await server.socket()
+                do {
+                    _ = try await socket.authorize(token: token)
+                    return socket
+                } catch {
+                    await socket.close()
+                    throw error
+                }
+            }
             _ = try await silent.waitForClose(timeout: Self.closeBound)
             // An initialised connection outlives the init deadline.
             try await Task.sleep(for: .milliseconds(3100))

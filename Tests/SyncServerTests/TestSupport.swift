@@ -125,6 +125,19 @@ func makeUser(_ server: RunningServer, _ name: String = "alice@example.com") asy
     try await server.store.createUser(username: name, password: "secret-\(name)").accessToken
 }
 
+/// A connection initialised within a deadline the test set short (a few seconds at most).
+/// On a loaded machine the init can miss it, and the server then rightly closes the connection,
+/// so `open` is tried again, as a client reconnects, up to `attempts` times. Only the attempts
+/// are retried: what the test then checks on the connection is not.
+func initialisedWithinAShortDeadline<Connection>(
+    attempts: Int = 3, _ open: () async throws -> Connection
+) async throws -> Connection {
+    for _ in 1..<attempts {
+        if let connection = try? await open() { return connection }
+    }
+    return try await open()
+}
+
 /// A WebSocket client for tests: sends text, and waits (bounded) for what the server sends.
 actor TestSocket {
     enum Outgoing: Sendable {
