@@ -243,9 +243,7 @@ public final class BucketFileSystem: Sendable {
 
     /// Runs the loop on its own thread (for embedding and tests); returns at once.
     public func start() {
-        let thread = Thread { [self] in run() }
-        thread.name = "bucketfs-session"
-        thread.start()
+        Thread.start(named: "bucketfs-session") { [self] in run() }
     }
 
     /// Unmounts and waits up to `timeout` for `run()` to end; returns whether it ended.

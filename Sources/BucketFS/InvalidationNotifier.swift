@@ -25,9 +25,7 @@ final class InvalidationNotifier: @unchecked Sendable {
     }
 
     func start() {
-        let thread = Thread { [self] in run() }
-        thread.name = "bucketfs-notifier"
-        thread.start()
+        Thread.start(named: "bucketfs-notifier") { [self] in run() }
     }
 
     func enqueue(_ items: [Invalidation]) {

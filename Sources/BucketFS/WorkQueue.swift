@@ -18,9 +18,7 @@ final class WorkQueue: @unchecked Sendable {
     init(name: String, threads: Int) {
         self.threads = max(threads, 1)
         for index in 0..<max(threads, 1) {
-            let thread = Thread { [self] in work() }
-            thread.name = "\(name)-\(index)"
-            thread.start()
+            Thread.start(named: "\(name)-\(index)") { [self] in work() }
         }
     }
 

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <sys/stat.h>
 #include <errno.h>
+#include <sys/prctl.h>
 
 // fuse_session_loop_mt is a function-like macro (versioned symbol), which Swift cannot import.
 // Each worker reads and answers on its own clone of /dev/fuse: the kernel then keeps one queue
@@ -22,6 +23,11 @@ static inline int cfuse_session_loop_mt(struct fuse_session *session, unsigned i
     int result = fuse_session_loop_mt(session, config);
     fuse_loop_cfg_destroy(config);
     return result;
+}
+
+// The calling thread's kernel name (the first 15 bytes); prctl is variadic, which Swift cannot call.
+static inline void cfuse_name_this_thread(const char *name) {
+    prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 
 // Bit-fields of struct fuse_file_info, set in C so Swift never depends on their layout.

@@ -372,7 +372,7 @@ private struct MountSession {
 
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             // The FUSE loop blocks its thread until unmount; it gets one of its own.
-            Thread.detachNewThread {
+            Thread.start(named: "bucketfs-session") {
                 fileSystem.run()
                 done.resume()
             }

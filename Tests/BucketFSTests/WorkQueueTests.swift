@@ -16,6 +16,21 @@ struct WorkQueueTests {
         #expect(ranHere.withLock { $0 })
     }
 
+    /// Its workers carry the queue's name in the kernel (what `top -H` and `perf` show), cut to
+    /// the kernel's 15 bytes.
+    @Test func workersAreNamedForTheKernel() throws {
+        let queue = WorkQueue(name: "test-named-queue", threads: 1)
+        defer { queue.stop() }
+        let name = Mutex<String?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        queue.async {
+            name.withLock { $0 = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8) }
+            done.signal()
+        }
+        done.wait()
+        #expect(name.withLock { $0 } == "test-named-queu\n")
+    }
+
     /// A queued job's captures are released once it has run, on serial and wider queues, for
     /// a few jobs as for more than the queue trims at once: nothing a job held stays with the
     /// queue (a first sync's remote changes pass through it a page at a time).
