@@ -45,6 +45,10 @@ struct JSONParser {
     private var position = 0
     private var depth = 0
     private var scratch: [UInt8] = []
+    /// The members of the objects being parsed, innermost last: each object is built once its
+    /// members are known, at its full size, rather than grown (and every key hashed again) as
+    /// they come.
+    private var members: [(key: JSONKey, value: JSONValue)] = []
 
     private init(bytes: UnsafeBufferPointer<UInt8>, knownValidUTF8: Bool, replacingLoneSurrogates: Bool) {
         self.bytes = bytes
@@ -108,13 +112,13 @@ struct JSONParser {
     private mutating func parseObject() throws(JSONParseError) -> JSONValue {
         try enterContainer()
         position += 1  // '{'
-        var object = JSONObject()
         skipWhitespace()
         if peek() == UInt8(ascii: "}") {
             position += 1
             depth -= 1
-            return .object(object)
+            return .object(JSONObject())
         }
+        let first = members.count
         var expectedKey = "a string key or '}'"
         while true {
             skipWhitespace()
@@ -123,7 +127,8 @@ struct JSONParser {
             skipWhitespace()
             guard peek() == UInt8(ascii: ":") else { throw error(expected: "':'") }
             position += 1
-            object[JSONKey(key)] = try parseValue()
+            let value = try parseValue()
+            members.append((JSONKey(key), value))
             skipWhitespace()
             switch peek() {
             case UInt8(ascii: ","):
@@ -132,6 +137,11 @@ struct JSONParser {
             case UInt8(ascii: "}"):
                 position += 1
                 depth -= 1
+                var object = JSONObject(minimumCapacity: members.count - first)
+                for index in first..<members.count {
+                    object[members[index].key] = members[index].value  // a duplicate key: the last wins
+                }
+                members.removeSubrange(first...)
                 return .object(object)
             default:
                 throw error(expected: "',' or '}'")

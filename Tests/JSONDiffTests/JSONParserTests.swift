@@ -75,6 +75,14 @@ struct JSONParserTests {
 
     @Test func duplicateKeysLastWins() throws {
         #expect(try JSONValue(parsing: #"{"a": 1, "a": 2}"#) == ["a": 2])
+        // At every depth, each object keeping only its own members (they are gathered on one
+        // stack while the objects inside them are parsed).
+        #expect(try JSONValue(parsing: #"{"a": {"a": 1, "b": {"a": 3, "a": 4}, "a": 2}, "c": [{"d": 5, "d": 6}, {}], "a": 7, "e": {}}"#)
+            == ["a": 7, "c": [["d": 6], [:]], "e": [:]])
+        #expect(try JSONValue(parsing: #"[{"a": {"b": 1, "c": 2}, "d": 3}, {"a": 4}]"#) == [["a": ["b": 1, "c": 2], "d": 3], ["a": 4]])
+        // A parse that fails in an inner object leaves nothing behind for the next one.
+        #expect(throws: JSONParseError.self) { try JSONValue(parsing: #"{"a": {"b": 1, "c": }}"#) }
+        #expect(try JSONValue(parsing: #"{"x": 1}"#) == ["x": 1])
     }
 
     @Test func parsesBytes() throws {
