@@ -64,7 +64,13 @@ struct ApptimistServerTests {
         let (peer, _) = try await connect(port, user, subprotocols: subprotocols)
         var command: JSONObject = ["op": "login", "max": .integer(Int64(max))]
         if let head { command["head"] = .string(head) }
-        let answer = try await peer.send(command)
+        let answer: JSONValue
+        do {
+            answer = try await peer.send(command)
+        } catch {
+            await peer.close()
+            throw error
+        }
         guard answer["logged_in"]?.boolValue == true else {
             await peer.close()
             throw TestFailure("login refused: \(answer)")
