@@ -48,7 +48,7 @@ struct JSONParser {
     /// The members of the objects being parsed, innermost last: each object is built once its
     /// members are known, at its full size, rather than grown (and every key hashed again) as
     /// they come.
-    private var members: [(key: JSONKey, value: JSONValue)] = []
+    private var members: [(JSONKey, JSONValue)] = []
 
     private init(bytes: UnsafeBufferPointer<UInt8>, knownValidUTF8: Bool, replacingLoneSurrogates: Bool) {
         self.bytes = bytes
@@ -137,10 +137,7 @@ struct JSONParser {
             case UInt8(ascii: "}"):
                 position += 1
                 depth -= 1
-                var object = JSONObject(minimumCapacity: members.count - first)
-                for index in first..<members.count {
-                    object[members[index].key] = members[index].value  // a duplicate key: the last wins
-                }
+                let object = JSONObject(members[first...], uniquingKeysWith: { _, last in last })
                 members.removeSubrange(first...)
                 return .object(object)
             default:
