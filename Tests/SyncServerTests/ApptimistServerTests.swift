@@ -64,18 +64,14 @@ struct ApptimistServerTests {
         let (peer, _) = try await connect(port, user, subprotocols: subprotocols)
         var command: JSONObject = ["op": "login", "max": .integer(Int64(max))]
         if let head { command["head"] = .string(head) }
-        let answer: JSONValue
         do {
-            answer = try await peer.send(command)
+            let answer = try await peer.send(command)
+            guard answer["logged_in"]?.boolValue == true else { throw TestFailure("login refused: \(answer)") }
+            return peer
         } catch {
             await peer.close()
             throw error
         }
-        guard answer["logged_in"]?.boolValue == true else {
-            await peer.close()
-            throw TestFailure("login refused: \(answer)")
-        }
-        return peer
     }
 
     static func file(_ peer: ScriptPeer, _ kind: String, _ name: String, text: String? = nil, owner: String? = nil, badBox: Bool = false) async throws -> JSONValue {
