@@ -1,3 +1,4 @@
+import BucketFS
 import Foundation
 import Synchronization
 
@@ -154,7 +155,7 @@ final class ControlServer: Sendable {
             throw CommandError("cannot listen on \(path): \(reason)")
         }
         listener = descriptor
-        Thread.detachNewThread {
+        Thread.start(named: "bucketfs-ctl") {
             while true {
                 let client = accept(descriptor, nil, nil)
                 if client < 0 {
@@ -162,7 +163,7 @@ final class ControlServer: Sendable {
                     return  // closed by stop()
                 }
                 _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-                Thread.detachNewThread { Self.serve(client, handler: handler) }
+                Thread.start(named: "bucketfs-ctl-cl") { Self.serve(client, handler: handler) }
             }
         }
     }
