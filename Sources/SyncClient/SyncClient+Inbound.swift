@@ -188,12 +188,19 @@ extension SyncClient {
         let bucket = machines[channel].bucket
         do {
             let outcome = try store.applyRemote(bucket: bucket, changes: batch)
+            // The last change covering each ccid, found in one pass: an answer to a burst
+            // acknowledges hundreds of changes, and a search of the batch per ccid grew with the
+            // square of its size.
+            var lastCovering: [String: RemoteChange] = [:]
+            if !outcome.acknowledged.isEmpty {
+                for change in batch { for ccid in change.ccids { lastCovering[ccid] = change } }
+            }
             for ccid in outcome.acknowledged {
                 sentOnConnection.remove(ccid)
                 badVersionCounts[ccid] = nil
                 serverErrorBackoffs[ccid] = nil
                 unauthorizedCounts[ccid] = nil
-                if let change = batch.last(where: { $0.ccids.contains(ccid) }) {
+                if let change = lastCovering[ccid] {
                     acknowledgementBroadcaster.publish(
                         ChangeAcknowledgement(bucket: bucket, key: change.key, ccid: ccid, version: change.endVersion))
                 }

@@ -145,6 +145,41 @@ struct DriverTests {
         #expect(writer.take().first?.hasPrefix("0:c:{") == true)
     }
 
+    @Test func oneAnswerToABurstPublishesEachAcknowledgementWithItsOwnKeyAndVersion() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let (client, store, writer, id) = try await syncedClient(directory)
+        defer { try? store.close() }
+        var acknowledgements = client.acknowledgements().makeAsyncIterator()
+        let keys = (0..<40).map { "k\($0)" }
+        let changes = try keys.map { key in
+            try #require(try store.saveLocal(bucket: "notes", key: key, value: ["k": .string(key)]).readyToSend)
+        }
+        await client.send(changes)
+        #expect(writer.take().count == 1)
+        // The server's answer, in another order than the changes went out, each at a version of
+        // its own; the first ccid is also covered by a second, later change of the same entity.
+        let answered = Array(changes.enumerated()).reversed()
+        var answer = answered.map { index, change in
+            #"{"clientid":"driver-test","id":""# + change.key + #"","o":"M","v":{"k":{"o":"+","v":""# + change.key
+                + #""}},"ev":\#(index + 1),"cv":"cv\#(index)","ccids":[""# + change.ccid + #""]}"#
+        }
+        answer.append(
+            #"{"clientid":"driver-test","id":"k0","o":"M","v":{},"ev":2,"sv":1,"cv":"cv-last","ccids":[""# + changes[0].ccid + #""]}"#)
+        await client.receive("0:c:[" + answer.joined(separator: ",") + "]", connectionID: id)
+        var published: [String: ChangeAcknowledgement] = [:]
+        for _ in changes {
+            let acknowledged = try #require(await acknowledgements.next())
+            published[acknowledged.ccid] = acknowledged
+        }
+        for (index, change) in changes.enumerated() {
+            #expect(try store.entity(bucket: "notes", key: change.key)?.state == .synced)
+            // The last change covering a ccid gives the version (k0's second one: 2).
+            let version = index == 0 ? 2 : index + 1
+            #expect(published[change.ccid] == ChangeAcknowledgement(bucket: "notes", key: change.key, ccid: change.ccid, version: version))
+        }
+    }
+
     @Test func aChangeHandedOverTwiceGoesOutOnce() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
