@@ -27,7 +27,14 @@ public final class SyncStore: Sendable {
     /// Runs before what a server sent is applied (`applyRemote`, `applyEntity`,
     /// `applyIndexPage`), with the bucket and keys it touches: the mount's edits of those keys
     /// still in its save journal go in first.
-    private let localEditsFirst = Mutex<(@Sendable (_ bucket: String, _ keys: Set<String>) -> Void)?>(nil)
+    private let localEditsFirst = Mutex<LocalEditsFirst?>(nil)
+
+    /// The hook in a struct: a closure that is itself a `Mutex`'s value is wrapped in two
+    /// reabstraction thunks each time `withLock` hands it out (its `inout` is generic), and the
+    /// wrapped one is stored back, so every remote batch made the next call one level deeper.
+    private struct LocalEditsFirst: Sendable {
+        let body: @Sendable (_ bucket: String, _ keys: Set<String>) -> Void
+    }
 
     struct SyncProgress {
         /// Commits that wrote something, counted on the writer (none fsyncs inside its commit).
@@ -124,13 +131,13 @@ public final class SyncStore: Sendable {
     /// applied after it, undoing it. Only those keys: the acknowledgements of a burst of saves
     /// must not wait for the rest of the burst.
     public func applyLocalEditsFirst(_ body: @escaping @Sendable (_ bucket: String, _ keys: Set<String>) -> Void) {
-        localEditsFirst.withLock { $0 = body }
+        localEditsFirst.withLock { $0 = LocalEditsFirst(body: body) }
     }
 
     /// Called first by every method that applies what a server sent.
     func takeLocalEditsFirst(bucket: String, keys: @autoclosure () -> Set<String>) {
-        guard let body = localEditsFirst.withLock({ $0 }) else { return }
-        body(bucket, keys())
+        guard let hook = localEditsFirst.withLock({ $0 }) else { return }
+        hook.body(bucket, keys())
     }
 
     /// How a write transaction reaches the disk.

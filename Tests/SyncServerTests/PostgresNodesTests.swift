@@ -2,6 +2,7 @@ import Foundation
 import JSONDiff
 import Logging
 import SyncProtocol
+import Synchronization
 import PostgresTestSupport
 @testable import SyncServer
 import Testing
@@ -37,6 +38,50 @@ import Testing
             let nodeB = try await ServeBinary(data: logs.path + "/b", database: url)
             defer { nodeB.stop() }
             try await body(nodeA, nodeB, token, url, logs)
+        }
+    }
+
+    /// Another node's changes reach this node's handler at the same stack depth however many
+    /// deliveries came before. Held as a bare closure in a lock, the handler came out of every
+    /// delivery wrapped in two more reabstraction thunks, and was stored back so: each delivery
+    /// made the next deeper and slower, and a long-running node would in the end have
+    /// overflowed its stack.
+    @Test func eachDeliveryOfAnotherNodesChangesRunsAtTheSameDepth() async throws {
+        try await withPostgresDatabase { cluster, database in
+            var logger = Logger(label: "test-postgres")
+            logger.logLevel = .warning
+            let location = try cluster.location(database: database)
+            let writer = try await PostgresServerStore.open(location, passwordIterations: testPasswordIterations, logger: logger)
+            defer { writer.close() }
+            let reader = try await PostgresServerStore.open(location, passwordIterations: testPasswordIterations, logger: logger)
+            defer { reader.close() }
+            let depths = Mutex<[Int]>([])
+            reader.deliverForeignChanges { _, _ in depths.withLock { $0.append(Thread.callStackReturnAddresses.count) } }
+            _ = try await writer.createUser(username: "depth@example.com", password: "secret")
+            let user = try #require(try await writer.user(named: "depth@example.com"))
+            let bucket = try await writer.openBucket(userID: user.id, name: "notes")
+            let limits = ChangeLimits(maxDocumentSize: 1 << 20, historyPerEntity: 3, changeLogRetention: 10_000)
+            let rounds = 12
+            for round in 0..<rounds {
+                let change = ChangeRequest(
+                    id: "k\(round)", operation: .modify, diff: JSONDiffing.diff(from: [:], to: ["n": .integer(Int64(round))]),
+                    sourceVersion: nil, ccid: "depth\(round)")
+                let verdict = await withCheckedContinuation { (done: CheckedContinuation<Result<ChangeVerdict<StoredChange>, any Error>, Never>) in
+                    writer.submit(change, clientID: "depth-test", bucket: bucket, limits: limits) { done.resume(returning: $0) }
+                }
+                guard case .success(.accepted) = verdict else {
+                    Issue.record("change \(round) not accepted: \(verdict)")
+                    return
+                }
+                // Each change its own delivery: the next is written once this one arrived.
+                let deadline = ContinuousClock.now + Self.crossNodeBound
+                while depths.withLock({ $0.count }) <= round, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+            }
+            let seen = depths.withLock { $0 }
+            #expect(seen.count == rounds)
+            #expect(Set(seen).count == 1, "stack depths \(seen)")
         }
     }
 

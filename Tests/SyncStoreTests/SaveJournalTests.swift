@@ -128,6 +128,29 @@ struct SaveJournalTests {
         }
     }
 
+    /// The hook runs at the same stack depth however often it has run. Held as a bare closure in
+    /// the store's lock, it came out of every read wrapped in two more reabstraction thunks, and
+    /// was stored back so: each remote batch made the next call deeper and slower, and a long
+    /// sync would in the end have overflowed the stack.
+    @Test(arguments: ["applyRemote", "applyEntity", "applyIndexPage"])
+    func theHookRunsAtTheSameDepthEveryTime(entryPoint: String) throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["a": 1])
+            let depths = Mutex<[Int]>([])
+            store.applyLocalEditsFirst { _, _ in depths.withLock { $0.append(Thread.callStackReturnAddresses.count) } }
+            for _ in 0..<40 {
+                switch entryPoint {
+                case "applyRemote": _ = try store.applyRemote(bucket: "notes", changes: [])
+                case "applyEntity": _ = try store.applyEntity(bucket: "notes", key: "k", version: 1, data: ["a": 1])
+                default: _ = try store.applyIndexPage(bucket: "notes", entries: [], current: nil, isLast: false)
+                }
+            }
+            let seen = depths.withLock { $0 }
+            #expect(seen.count == 40)
+            #expect(Set(seen).count == 1, "stack depths \(seen)")
+        }
+    }
+
     /// A replay after a crash that left applied saves in the journal changes nothing: not the
     /// saves themselves, nor what came after them (a removal, a newer save).
     @Test func savesTheStoreHasAreNeverAppliedAgain() throws {

@@ -51,7 +51,14 @@ final class PostgresDelivery: Sendable {
     /// Whether a poll is queued: polls while the database is down (each waiting for a
     /// connection) must not pile up in the event stream.
     private let pollQueued = NIOLockedValueBox(false)
-    private let foreign = NIOLockedValueBox<(@Sendable (Int64, StoredChange) -> Void)?>(nil)
+    private let foreign = NIOLockedValueBox<ForeignHandler?>(nil)
+
+    /// The handler in a struct: a closure that is itself the box's value is wrapped in two
+    /// reabstraction thunks each time `withLockedValue` hands it out (its `inout` is generic),
+    /// and the wrapped one is stored back, so every delivery made the next one a level deeper.
+    private struct ForeignHandler: Sendable {
+        let publish: @Sendable (Int64, StoredChange) -> Void
+    }
 
     init(client: PostgresClient, lastDelivered: Int64, logger: Logger) {
         self.client = client
@@ -63,7 +70,7 @@ final class PostgresDelivery: Sendable {
     // MARK: - Inputs
 
     func setForeignHandler(_ handler: @escaping @Sendable (Int64, StoredChange) -> Void) {
-        foreign.withLockedValue { $0 = handler }
+        foreign.withLockedValue { $0 = ForeignHandler(publish: handler) }
     }
 
     /// A batch's cvs, about to be committed: catching up stops below them.
@@ -197,7 +204,7 @@ final class PostgresDelivery: Sendable {
         state.knownCommitted = max(state.knownCommitted, target)
         var cap = state.knownCommitted
         if let lowest = pending.withLockedValue({ $0.map(\.lowerBound).min() }) { cap = min(cap, lowest - 1) }
-        let publish = foreign.withLockedValue { $0 }
+        let publish = foreign.withLockedValue { $0 }?.publish
         do {
             while state.lastDelivered < cap {
                 let rows = try await client.rows("""
