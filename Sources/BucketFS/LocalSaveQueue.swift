@@ -8,25 +8,35 @@ import SyncStore
 ///
 /// A save after a quiet spell goes out at once. Within `coalescingWindow` of the last batch
 /// (a burst: a checkout, a script, an rsync), the next batch waits for the window to end and
-/// takes everything that came meanwhile, as Nagle's algorithm does for small TCP writes. While
-/// the burst goes on, each window is twice the one before, up to `longestWindow`: a long burst
-/// then costs the engine a batch (and the store an fsync for sending it) per `longestWindow`
-/// rather than per few saves. The first save after a quiet spell starts again at
-/// `coalescingWindow`. The windows bound the delay a burst adds to each save.
+/// takes everything that came meanwhile, as Nagle's algorithm does for small TCP writes.
+///
+/// A batch has a cost of its own, whatever it holds: the store's fsync before it goes on the
+/// wire, a frame, a server commit. While a burst goes on in batches smaller than `largeBatch`
+/// (editors' saves, each fsynced and renamed, come a few hundred a second), each window is
+/// twice the one before, up to `longestWindow`, so that cost is spread over more saves. A batch
+/// of `largeBatch` or more carries it well enough, and the window after it is the shortest
+/// again: a fast burst (a checkout) goes in moderate batches rather than in ever larger ones.
+/// The first save after a quiet spell goes at once. The windows bound the delay a burst adds
+/// to each save.
 ///
 /// The window is measured on `WindowClock`: the mount uses the continuous clock, and tests a
 /// clock they move by hand, so what they check does not depend on how busy the machine is.
 public final class LocalSaveQueue<WindowClock: Clock>: Sendable where WindowClock.Duration == Duration {
     public let coalescingWindow: Duration
     public let longestWindow: Duration
+    public let largeBatch: Int
     private let clock: WindowClock
     private let pending = Mutex<[OutgoingChange]>([])
     private let signals: AsyncStream<Void>
     private let signal: AsyncStream<Void>.Continuation
 
-    public init(coalescingWindow: Duration = .milliseconds(5), longestWindow: Duration = .milliseconds(25), clock: WindowClock) {
+    public init(
+        coalescingWindow: Duration = .milliseconds(5), longestWindow: Duration = .milliseconds(25), largeBatch: Int = 32,
+        clock: WindowClock
+    ) {
         self.coalescingWindow = coalescingWindow
         self.longestWindow = max(longestWindow, coalescingWindow)
+        self.largeBatch = largeBatch
         self.clock = clock
         // One buffered signal is enough: the consumer takes everything pending when it wakes.
         (signals, signal) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -47,18 +57,18 @@ public final class LocalSaveQueue<WindowClock: Clock>: Sendable where WindowCloc
         var lastBatch: WindowClock.Instant?
         var window = coalescingWindow
         for await _ in signals {
+            var held = false
             if let lastBatch, clock.now < lastBatch.advanced(by: window) {
                 // Cancelled (unmount): what is pending goes now; the store keeps it regardless.
                 try? await clock.sleep(until: lastBatch.advanced(by: window), tolerance: nil)
-                window = min(window * 2, longestWindow)
-            } else {
-                window = coalescingWindow
+                held = true
             }
             let batch = pending.withLock { pending in
                 defer { pending.removeAll() }
                 return pending
             }
             guard !batch.isEmpty else { continue }
+            window = held && batch.count < largeBatch ? min(window * 2, longestWindow) : coalescingWindow
             lastBatch = clock.now
             await body(batch)
         }
@@ -66,7 +76,9 @@ public final class LocalSaveQueue<WindowClock: Clock>: Sendable where WindowCloc
 }
 
 extension LocalSaveQueue where WindowClock == ContinuousClock {
-    public convenience init(coalescingWindow: Duration = .milliseconds(5), longestWindow: Duration = .milliseconds(25)) {
-        self.init(coalescingWindow: coalescingWindow, longestWindow: longestWindow, clock: ContinuousClock())
+    public convenience init(
+        coalescingWindow: Duration = .milliseconds(5), longestWindow: Duration = .milliseconds(25), largeBatch: Int = 32
+    ) {
+        self.init(coalescingWindow: coalescingWindow, longestWindow: longestWindow, largeBatch: largeBatch, clock: ContinuousClock())
     }
 }

@@ -4,7 +4,8 @@ import SyncStore
 import Testing
 
 /// The hand-off of the mount's saves to the sync engine: a lone save goes at once, a burst goes
-/// out together once the coalescing window is over, and a long burst in ever longer windows.
+/// out together once the coalescing window is over, and a long burst of small batches in ever
+/// longer windows.
 @Suite(.timeLimit(.minutes(1)))
 struct LocalSaveQueueTests {
     @Test func aBurstGoesOutAsOneBatchAndASaveAfterAQuietSpellAtOnce() async throws {
@@ -51,10 +52,31 @@ struct LocalSaveQueueTests {
         }
     }
 
+    @Test func aLargeBatchEndsTheGrowthOfTheWindows() async throws {
+        try await withQueue(coalescingWindow: .seconds(1), longestWindow: .seconds(8), largeBatch: 3) { queue, clock, change, received in
+            queue.add([try change("a")])
+            #expect(await received.next() == ["a"])
+            queue.add([try change("b")])
+            try await waitUntilHeld(clock, until: clock.now.advanced(by: .seconds(1)))
+            clock.advance(by: .seconds(1))
+            #expect(await received.next() == ["b"])
+            // The window grew to 2 s; what comes in it is a large batch, which carries its own
+            // cost: the next window is the shortest again.
+            for key in ["c", "d", "e"] { queue.add([try change(key)]) }
+            try await waitUntilHeld(clock, until: clock.now.advanced(by: .seconds(2)))
+            clock.advance(by: .seconds(2))
+            #expect(await received.next() == ["c", "d", "e"])
+            queue.add([try change("f")])
+            try await waitUntilHeld(clock, until: clock.now.advanced(by: .seconds(1)))
+            clock.advance(by: .seconds(1))
+            #expect(await received.next() == ["f"])
+        }
+    }
+
     /// A queue on a clock moved by hand, consumed by a task that passes each batch's keys to
     /// `received`; `change(key)` saves an entity and returns its change.
     private func withQueue(
-        coalescingWindow: Duration, longestWindow: Duration,
+        coalescingWindow: Duration, longestWindow: Duration, largeBatch: Int = 32,
         _ body: (
             LocalSaveQueue<ManualClock>, ManualClock, (String) throws -> OutgoingChange,
             inout AsyncStream<[String]>.Iterator
@@ -69,7 +91,7 @@ struct LocalSaveQueueTests {
             try #require(try store.saveLocal(bucket: "notes", key: key, bytes: Array("{\"k\": 1}".utf8)).readyToSend)
         }
         let clock = ManualClock()
-        let queue = LocalSaveQueue(coalescingWindow: coalescingWindow, longestWindow: longestWindow, clock: clock)
+        let queue = LocalSaveQueue(coalescingWindow: coalescingWindow, longestWindow: longestWindow, largeBatch: largeBatch, clock: clock)
         let (batches, delivered) = AsyncStream<[String]>.makeStream()
         let consumer = Task { await queue.forEachBatch { delivered.yield($0.map(\.key)) } }
         defer { consumer.cancel() }
