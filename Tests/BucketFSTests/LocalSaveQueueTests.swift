@@ -15,10 +15,7 @@ struct LocalSaveQueueTests {
             #expect(await received.next() == ["a"])
             // Within the window of the last batch: held until the window ends, then sent together,
             // in order. The clock stands still until the queue is waiting, so all three are held.
-            for key in ["b", "c", "d"] { queue.add([try change(key)]) }
-            try await waitUntilHeld(clock, until: clock.now.advanced(by: window))
-            clock.advance(by: window)
-            #expect(await received.next() == ["b", "c", "d"])
+            #expect(try await heldBatch(["b", "c", "d"], for: window, queue, clock, change, &received) == ["b", "c", "d"])
 
             // After a quiet spell, a save goes at once: the clock does not move again, so a save
             // that was held would never arrive (and the suite's time limit would fail the test).
@@ -35,20 +32,14 @@ struct LocalSaveQueueTests {
             #expect(await received.next() == ["a"])
             // Each save comes within the window of the batch before it: the burst goes on.
             for (key, seconds) in [("b", 1), ("c", 2), ("d", 3), ("e", 3)] {
-                queue.add([try change(key)])
-                try await waitUntilHeld(clock, until: clock.now.advanced(by: .seconds(seconds)))
-                clock.advance(by: .seconds(seconds))
-                #expect(await received.next() == [key])
+                #expect(try await heldBatch([key], for: .seconds(seconds), queue, clock, change, &received) == [key])
             }
             // A quiet spell longer than the last window ends the burst: the next save goes at
             // once, and one right after it waits for the first, shortest window again.
             clock.advance(by: .seconds(4))
             queue.add([try change("f")])
             #expect(await received.next() == ["f"])
-            queue.add([try change("g")])
-            try await waitUntilHeld(clock, until: clock.now.advanced(by: .seconds(1)))
-            clock.advance(by: .seconds(1))
-            #expect(await received.next() == ["g"])
+            #expect(try await heldBatch(["g"], for: .seconds(1), queue, clock, change, &received) == ["g"])
         }
     }
 
@@ -56,20 +47,11 @@ struct LocalSaveQueueTests {
         try await withQueue(coalescingWindow: .seconds(1), longestWindow: .seconds(8), largeBatch: 3) { queue, clock, change, received in
             queue.add([try change("a")])
             #expect(await received.next() == ["a"])
-            queue.add([try change("b")])
-            try await waitUntilHeld(clock, until: clock.now.advanced(by: .seconds(1)))
-            clock.advance(by: .seconds(1))
-            #expect(await received.next() == ["b"])
+            #expect(try await heldBatch(["b"], for: .seconds(1), queue, clock, change, &received) == ["b"])
             // The window grew to 2 s; what comes in it is a large batch, which carries its own
             // cost: the next window is the shortest again.
-            for key in ["c", "d", "e"] { queue.add([try change(key)]) }
-            try await waitUntilHeld(clock, until: clock.now.advanced(by: .seconds(2)))
-            clock.advance(by: .seconds(2))
-            #expect(await received.next() == ["c", "d", "e"])
-            queue.add([try change("f")])
-            try await waitUntilHeld(clock, until: clock.now.advanced(by: .seconds(1)))
-            clock.advance(by: .seconds(1))
-            #expect(await received.next() == ["f"])
+            #expect(try await heldBatch(["c", "d", "e"], for: .seconds(2), queue, clock, change, &received) == ["c", "d", "e"])
+            #expect(try await heldBatch(["f"], for: .seconds(1), queue, clock, change, &received) == ["f"])
         }
     }
 
@@ -100,10 +82,18 @@ struct LocalSaveQueueTests {
         try store.close()
     }
 
-    /// Waits for the queue to sleep, and checks that it sleeps until `deadline`.
-    private func waitUntilHeld(_ clock: ManualClock, until deadline: ManualClock.Instant) async throws {
+    /// Saves `keys` within the window of the last batch, checks that the queue holds them for
+    /// `window` (the clock stands still until it waits), moves the clock past it, and returns the
+    /// batch that then goes out.
+    private func heldBatch(
+        _ keys: [String], for window: Duration, _ queue: LocalSaveQueue<ManualClock>, _ clock: ManualClock,
+        _ change: (String) throws -> OutgoingChange, _ received: inout AsyncStream<[String]>.Iterator
+    ) async throws -> [String]? {
+        for key in keys { queue.add([try change(key)]) }
         let giveUp = ContinuousClock.now + .seconds(30)
         while clock.pendingDeadlines.isEmpty, ContinuousClock.now < giveUp { try await Task.sleep(for: .milliseconds(1)) }
-        #expect(clock.pendingDeadlines == [deadline])
+        #expect(clock.pendingDeadlines == [clock.now.advanced(by: window)])
+        clock.advance(by: window)
+        return await received.next()
     }
 }
