@@ -6,9 +6,10 @@ import SyncStore
 /// goes out as one batch: a burst of saves costs one store update, one frame and one server
 /// commit, not one of each per save.
 ///
-/// A save after a quiet spell goes out at once. Within `coalescingWindow` of the last batch
-/// (a burst: a checkout, a script, an rsync), the next batch waits for the window to end and
-/// takes everything that came meanwhile, as Nagle's algorithm does for small TCP writes.
+/// A save after a quiet spell goes out at once. Within the window of the last batch (at first
+/// `coalescingWindow`; a burst: a checkout, a script, an rsync), the next batch waits for the
+/// window to end and takes everything that came meanwhile, as Nagle's algorithm does for small
+/// TCP writes.
 ///
 /// A batch has a cost of its own, whatever it holds: the store's fsync before it goes on the
 /// wire, a frame, a server commit. While a burst goes on in batches smaller than `largeBatch`

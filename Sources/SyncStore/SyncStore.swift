@@ -31,7 +31,7 @@ public final class SyncStore: Sendable {
 
     /// The hook in a struct: a closure that is itself a `Mutex`'s value is wrapped in two
     /// reabstraction thunks each time `withLock` hands it out (its `inout` is generic), and the
-    /// wrapped one is stored back, so every remote batch made the next call one level deeper.
+    /// wrapped one is stored back, so every remote batch made the next call two thunks deeper.
     private struct LocalEditsFirst: Sendable {
         let body: @Sendable (_ bucket: String, _ keys: Set<String>) -> Void
     }

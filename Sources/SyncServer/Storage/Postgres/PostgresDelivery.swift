@@ -55,7 +55,7 @@ final class PostgresDelivery: Sendable {
 
     /// The handler in a struct: a closure that is itself the box's value is wrapped in two
     /// reabstraction thunks each time `withLockedValue` hands it out (its `inout` is generic),
-    /// and the wrapped one is stored back, so every delivery made the next one a level deeper.
+    /// and the wrapped one is stored back, so every delivery made the next one two thunks deeper.
     private struct ForeignHandler: Sendable {
         let publish: @Sendable (Int64, StoredChange) -> Void
     }
