@@ -57,19 +57,13 @@ import Testing
             defer { reader.close() }
             let depths = Mutex<[Int]>([])
             reader.deliverForeignChanges { _, _ in depths.withLock { $0.append(Thread.callStackReturnAddresses.count) } }
-            _ = try await writer.createUser(username: "depth@example.com", password: "secret")
-            let user = try #require(try await writer.user(named: "depth@example.com"))
-            let bucket = try await writer.openBucket(userID: user.id, name: "notes")
-            let limits = ChangeLimits(maxDocumentSize: 1 << 20, historyPerEntity: 3, changeLogRetention: 10_000)
             let rounds = 12
             for round in 0..<rounds {
                 let change = ChangeRequest(
                     id: "k\(round)", operation: .modify, diff: JSONDiffing.diff(from: [:], to: ["n": .integer(Int64(round))]),
                     sourceVersion: nil, ccid: "depth\(round)")
-                let verdict = await withCheckedContinuation { (done: CheckedContinuation<Result<ChangeVerdict<StoredChange>, any Error>, Never>) in
-                    writer.submit(change, clientID: "depth-test", bucket: bucket, limits: limits) { done.resume(returning: $0) }
-                }
-                guard case .success(.accepted) = verdict else {
+                let verdict = try await PostgresBatchTests.submitAtOnce([(client: "depth-test", request: change)], to: writer)
+                guard verdict.first?.hasPrefix("accepted") == true else {
                     Issue.record("change \(round) not accepted: \(verdict)")
                     return
                 }
