@@ -69,7 +69,7 @@ public final class SyncStoreBackend: MountBackend {
 
         mutating func append(_ edit: JournaledEdit) {
             edits.append(edit)
-            countPerFile[FileKey(bucket: edit.bucket, key: edit.key), default: 0] += 1
+            for key in edit.entityKeys { countPerFile[FileKey(bucket: edit.bucket, key: key), default: 0] += 1 }
         }
 
         /// The oldest `limit` edits at most, none after sequence `last`.
@@ -79,8 +79,10 @@ public final class SyncStoreBackend: MountBackend {
 
         mutating func removeOldest(_ count: Int) {
             for edit in edits[start..<start + count] {
-                let file = FileKey(bucket: edit.bucket, key: edit.key)
-                if countPerFile[file] == 1 { countPerFile[file] = nil } else { countPerFile[file]! -= 1 }
+                for key in edit.entityKeys {
+                    let file = FileKey(bucket: edit.bucket, key: key)
+                    if countPerFile[file] == 1 { countPerFile[file] = nil } else { countPerFile[file]! -= 1 }
+                }
             }
             start += count
             if isEmpty {
@@ -344,15 +346,15 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     private func report(_ outcome: AppliedEdits) {
-        let ready = outcome.applied.compactMap(\.readyToSend)
+        let ready = outcome.applied.flatMap(\.readyToSend)
         if !ready.isEmpty { onOutgoing(ready) }
         for applied in outcome.applied {
             if let problem = applied.parseError, case .save(let bytes) = applied.edit.edit, !bytes.isEmpty {
-                reportInvalid(bucket: applied.edit.bucket, key: applied.edit.key, problem)
+                reportInvalid(bucket: applied.edit.bucket, key: applied.edit.fileName, problem)
             }
         }
         for (edit, reason) in outcome.refused {
-            let metadata: Logger.Metadata = ["bucket": "\(edit.bucket)", "key": "\(edit.key)"]
+            let metadata: Logger.Metadata = ["bucket": "\(edit.bucket)", "file": "\(edit.fileName)"]
             if edit.edit == .remove, case .unknownEntity = reason {
                 // A file created in memory and removed before its first save, or one the server
                 // removed meanwhile: nothing was there to remove.

@@ -1,48 +1,77 @@
 import Glibc
 
-/// One edit of an entity file (a save of its bytes, or its removal), as the journal keeps it
-/// until the store has it.
+/// One edit of a file in a bucket (a save of its bytes, its removal, or its rename), as the
+/// journal keeps it until the store has it.
 public struct JournaledEdit: Hashable, Sendable {
     public enum Edit: Hashable, Sendable {
         /// The file's new bytes (creating it if needed).
         case save([UInt8])
         /// unlink(2).
         case remove
+        /// rename(2) onto `to`, replacing what is there: the file moves with its bytes, number,
+        /// modification time and attributes, as `SyncStore.rename` moves it (an editor's scratch
+        /// file renamed over the entity it saves).
+        case rename(to: EntryName)
     }
 
     /// Increases by one per edit, across mounts: the store records the last one it applied, so a
     /// replay never applies an edit twice (or over what came after it).
     public let sequence: Int64
     public let bucket: String
-    public let key: String
+    /// The file edited (a rename's source): an entity's file, or a local-only file.
+    public let file: EntryName
     public let edit: Edit
     /// The node id a file created in memory was handed (`reserveNodeIDs`); nil for a file the
     /// store already has.
     public let nodeID: Int64?
-    /// When the edit was made (nanoseconds since the epoch): a save's mtime and ctime.
+    /// When the edit was made (nanoseconds since the epoch): a save's mtime and ctime, a
+    /// rename's ctime.
     public let time: Int64
 
-    public init(sequence: Int64, bucket: String, key: String, edit: Edit, nodeID: Int64? = nil, time: Int64) {
+    public init(sequence: Int64, bucket: String, file: EntryName, edit: Edit, nodeID: Int64? = nil, time: Int64) {
         self.sequence = sequence
         self.bucket = bucket
-        self.key = key
+        self.file = file
         self.edit = edit
         self.nodeID = nodeID
         self.time = time
     }
+
+    /// An edit of the entity `key`'s file.
+    public init(sequence: Int64, bucket: String, key: String, edit: Edit, nodeID: Int64? = nil, time: Int64) {
+        self.init(sequence: sequence, bucket: bucket, file: .entity(key: key), edit: edit, nodeID: nodeID, time: time)
+    }
+
+    /// The entities whose files the edit changes (a rename's source and destination both).
+    public var entityKeys: [String] {
+        var keys: [String] = []
+        if case .entity(let key) = file { keys.append(key) }
+        if case .rename(to: .entity(let key)) = edit { keys.append(key) }
+        return keys
+    }
+
+    /// The edited file's name in the store (its key or local name), for messages.
+    public var fileName: String {
+        switch file {
+        case .entity(let key): return key
+        case .localFile(let name): return name
+        }
+    }
 }
 
-/// An append-only file of saves and removals of entity files on their way to the store: one
+/// An append-only file of saves, removals and renames of files on their way to the store: one
 /// write(2) per edit, so an edit is safe from a crash of the process as soon as it returns (the
-/// kernel holds the bytes), without a store transaction in the file system's request. The store
-/// takes the edits in batches (`SyncStore.applyJournaledEdits`) and the file is emptied once it
-/// has them all.
+/// kernel holds the bytes), without a store transaction in the file system's request; `sync`
+/// makes the edits so far survive a power loss as well. The store takes the edits in batches
+/// (`SyncStore.applyJournaledEdits`) and the file is emptied once the store has them all.
 ///
 /// Record: payload length (UInt32), FNV-1a 64 checksum of the payload (UInt64), payload:
-/// sequence, time and node id (Int64; 0 for none), bucket, key (each a UInt32 length and UTF-8
-/// bytes), the edit (a byte: 0 a save, 1 a removal) and a save's bytes (the rest). Little-endian.
-/// Reading stops at the first record that is cut short or fails its checksum: only a power loss
-/// before an fsync leaves one, and what it held was never promised to survive that.
+/// sequence, time and node id (Int64; 0 for none), bucket, the file's key or local name (each a
+/// UInt32 length and UTF-8 bytes), the edit (a byte, `Kind`) and the rest: a save's bytes, or a
+/// rename's destination (a byte, 0 an entity and 1 a local file, then its name as above).
+/// Little-endian. Reading stops at the first record that is cut short or fails its checksum:
+/// only a power loss before an fsync leaves one, and what it held was never promised to survive
+/// that.
 public final class SaveJournal: Sendable {
     public let path: String
     private let descriptor: Int32
@@ -99,6 +128,11 @@ public final class SaveJournal: Sendable {
         }
     }
 
+    /// Makes every edit appended so far survive a power loss.
+    public func sync() throws(StoreError) {
+        guard fdatasync(descriptor) == 0 else { throw StoreError.system("fsync of the save journal \(path) failed") }
+    }
+
     /// Empties the file (the store holds every edit in it).
     public func removeAll() throws(StoreError) {
         guard ftruncate(descriptor, 0) == 0 else {
@@ -110,21 +144,41 @@ public final class SaveJournal: Sendable {
 
     static let headerSize = 12
 
+    /// The edit byte: what the edit does, and whether the file is an entity's or a local one.
+    /// An entity's save and removal keep the values they had before local files were journaled.
+    enum Kind {
+        static let saveEntity: UInt8 = 0
+        static let removeEntity: UInt8 = 1
+        static let saveLocalFile: UInt8 = 2
+        static let removeLocalFile: UInt8 = 3
+        static let renameEntity: UInt8 = 4
+        static let renameLocalFile: UInt8 = 5
+    }
+
     static func encode(_ edit: JournaledEdit) -> [UInt8] {
         var payload: [UInt8] = []
         let bytes: [UInt8]
         if case .save(let saved) = edit.edit { bytes = saved } else { bytes = [] }
-        payload.reserveCapacity(41 + edit.bucket.utf8.count + edit.key.utf8.count + bytes.count)
+        payload.reserveCapacity(41 + edit.bucket.utf8.count + edit.fileName.utf8.count + bytes.count)
         appendInteger(UInt64(bitPattern: edit.sequence), to: &payload)
         appendInteger(UInt64(bitPattern: edit.time), to: &payload)
         appendInteger(UInt64(bitPattern: edit.nodeID ?? 0), to: &payload)
-        appendInteger(UInt32(edit.bucket.utf8.count), to: &payload)
-        payload += edit.bucket.utf8
-        appendInteger(UInt32(edit.key.utf8.count), to: &payload)
-        payload += edit.key.utf8
+        appendText(edit.bucket, to: &payload)
+        appendText(edit.fileName, to: &payload)
+        let local = !edit.file.isEntity
         switch edit.edit {
-        case .save: payload.append(0)
-        case .remove: payload.append(1)
+        case .save: payload.append(local ? Kind.saveLocalFile : Kind.saveEntity)
+        case .remove: payload.append(local ? Kind.removeLocalFile : Kind.removeEntity)
+        case .rename(let destination):
+            payload.append(local ? Kind.renameLocalFile : Kind.renameEntity)
+            switch destination {
+            case .entity(let key):
+                payload.append(0)
+                appendText(key, to: &payload)
+            case .localFile(let name):
+                payload.append(1)
+                appendText(name, to: &payload)
+            }
         }
         payload += bytes
         var record: [UInt8] = []
@@ -165,16 +219,28 @@ public final class SaveJournal: Sendable {
             }
             return String(validating: bytes, as: UTF8.self)
         }
-        guard let sequence = int64(), let time = int64(), let nodeID = int64(), let bucket = text(), let key = text(),
+        guard let sequence = int64(), let time = int64(), let nodeID = int64(), let bucket = text(), let name = text(),
             let kind = take(1)?.first
         else { return nil }
         let edit: JournaledEdit.Edit
         switch kind {
-        case 0: edit = .save(Array(payload[offset...]))
-        case 1 where offset == payload.endIndex: edit = .remove
-        default: return nil
+        case Kind.saveEntity, Kind.saveLocalFile:
+            edit = .save(Array(payload[offset...]))
+        case Kind.removeEntity, Kind.removeLocalFile:
+            guard offset == payload.endIndex else { return nil }
+            edit = .remove
+        case Kind.renameEntity, Kind.renameLocalFile:
+            guard let destinationKind = take(1)?.first, destinationKind <= 1, let destination = text(),
+                offset == payload.endIndex
+            else { return nil }
+            edit = .rename(to: destinationKind == 0 ? .entity(key: destination) : .localFile(name: destination))
+        default:
+            return nil
         }
-        return JournaledEdit(sequence: sequence, bucket: bucket, key: key, edit: edit, nodeID: nodeID == 0 ? nil : nodeID, time: time)
+        let local = kind == Kind.saveLocalFile || kind == Kind.removeLocalFile || kind == Kind.renameLocalFile
+        return JournaledEdit(
+            sequence: sequence, bucket: bucket, file: local ? .localFile(name: name) : .entity(key: name), edit: edit,
+            nodeID: nodeID == 0 ? nil : nodeID, time: time)
     }
 
     /// FNV-1a, 64 bits: finds a record cut short or overwritten, which is all it is asked to do.
@@ -184,6 +250,11 @@ public final class SaveJournal: Sendable {
             hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
         }
         return hash
+    }
+
+    private static func appendText(_ text: String, to bytes: inout [UInt8]) {
+        appendInteger(UInt32(text.utf8.count), to: &bytes)
+        bytes += text.utf8
     }
 
     private static func appendInteger<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {

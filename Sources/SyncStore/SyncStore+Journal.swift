@@ -1,10 +1,11 @@
+import Foundation
 import GRDB
 
 /// An edit from the save journal, applied.
 public struct AppliedEdit: Sendable {
     public let edit: JournaledEdit
-    /// The change to send now, as `saveLocal` and `deleteLocal` return it.
-    public let readyToSend: OutgoingChange?
+    /// The changes to send now, as `saveLocal`, `deleteLocal` and `rename` return them.
+    public let readyToSend: [OutgoingChange]
     /// Set when saved bytes are not a JSON object (kept, marked invalid, not sent).
     public let parseError: String?
 }
@@ -13,8 +14,8 @@ public struct AppliedEdit: Sendable {
 public struct AppliedEdits: Sendable {
     /// Each edit applied now, in the journal's order.
     public var applied: [AppliedEdit] = []
-    /// Edits the store refused (the bucket is gone; a removal of an entity that is gone
-    /// already): dropped, with the reason.
+    /// Edits the store refused (the bucket is gone; a removal of a file that is gone already):
+    /// dropped, with the reason.
     public var refused: [(edit: JournaledEdit, reason: StoreError)] = []
 }
 
@@ -24,8 +25,9 @@ extension SyncStore {
         try read { db in try Self.appliedJournalSequence(db) }
     }
 
-    /// Applies `edits` (in order, oldest first) as `saveLocal` applies a save of bytes and
-    /// `deleteLocal` a removal, at the time each was made, in one `.deferred` transaction that
+    /// Applies `edits` (in order, oldest first) as `saveLocal`, `writeLocalFile`, `deleteLocal`,
+    /// `removeLocalFile` and `rename` apply them, at the time each was made, in one `.deferred`
+    /// transaction that
     /// also records the last one's sequence number. Edits at or below the recorded number are
     /// skipped: the store has them, and what came after them (a rename, a newer save) must not be
     /// undone by applying them again. An edit the store refuses is dropped and reported, not
@@ -36,21 +38,34 @@ extension SyncStore {
             let appliedThrough = try Self.appliedJournalSequence(db)
             var buckets: [String: BucketRow] = [:]
             for edit in edits where edit.sequence > appliedThrough {
-                // Both refusals come before the edit writes anything (the bucket is looked up
-                // first, and a removal finds its entity before it changes a row), so a refused
-                // edit leaves nothing to roll back and needs no savepoint of its own.
+                // Every refusal comes before the edit writes anything (the bucket is looked up
+                // first, a removal or rename finds its file, and a rename checks its size, before
+                // it changes a row), so a refused edit leaves nothing to roll back and needs no
+                // savepoint of its own.
                 do {
                     let bucket = try buckets[edit.bucket] ?? BucketRow.named(edit.bucket, db)
                     buckets[edit.bucket] = bucket
-                    switch edit.edit {
-                    case .save(let bytes):
+                    switch (edit.edit, edit.file) {
+                    case (.save(let bytes), .entity(let key)):
                         let moved = edit.nodeID.map { MovedFile(nodeID: $0, mode: nil, atime: nil) }
                         let result = try Self.save(
-                            .bytes(bytes), key: edit.key, bucket: bucket, now: edit.time, moved: moved, reservedID: edit.nodeID, db)
-                        outcome.applied.append(AppliedEdit(edit: edit, readyToSend: result.readyToSend, parseError: result.parseError))
-                    case .remove:
-                        let change = try Self.delete(key: edit.key, bucket: bucket, now: edit.time, db)
-                        outcome.applied.append(AppliedEdit(edit: edit, readyToSend: change, parseError: nil))
+                            .bytes(bytes), key: key, bucket: bucket, now: edit.time, moved: moved, reservedID: edit.nodeID, db)
+                        outcome.applied.append(
+                            AppliedEdit(edit: edit, readyToSend: result.readyToSend.map { [$0] } ?? [], parseError: result.parseError))
+                    case (.save(let bytes), .localFile(let name)):
+                        _ = try Self.putLocalFile(
+                            bucketID: bucket.id, name: name, content: Data(bytes), mtime: edit.time, now: edit.time,
+                            newID: edit.nodeID, db)
+                        outcome.applied.append(AppliedEdit(edit: edit, readyToSend: [], parseError: nil))
+                    case (.remove, .entity(let key)):
+                        let change = try Self.delete(key: key, bucket: bucket, now: edit.time, db)
+                        outcome.applied.append(AppliedEdit(edit: edit, readyToSend: change.map { [$0] } ?? [], parseError: nil))
+                    case (.remove, .localFile(let name)):
+                        try Self.removeLocalFile(name, bucket: bucket, db)
+                        outcome.applied.append(AppliedEdit(edit: edit, readyToSend: [], parseError: nil))
+                    case (.rename(let destination), let source):
+                        let renamed = try Self.rename(bucket: bucket, from: source, to: destination, now: edit.time, db)
+                        outcome.applied.append(AppliedEdit(edit: edit, readyToSend: renamed.changes, parseError: nil))
                     }
                 } catch let error as StoreError where error.isRefusal {
                     outcome.refused.append((edit, error))
@@ -72,7 +87,7 @@ extension StoreError {
     /// An edit that can never be applied, however often it is tried.
     var isRefusal: Bool {
         switch self {
-        case .unknownBucket, .unknownEntity: return true
+        case .unknownBucket, .unknownEntity, .unknownLocalFile, .tooLarge: return true
         default: return false
         }
     }

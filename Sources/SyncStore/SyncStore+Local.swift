@@ -101,13 +101,15 @@ extension SyncStore {
 
     /// Removes a local-only file.
     public func removeLocalFile(bucket: String, name: String, durability: Durability = .synced) throws(StoreError) {
-        try write(durability) { db in
-            let bucketRow = try BucketRow.named(bucket, db)
-            guard let row = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db) else {
-                throw StoreError.unknownLocalFile(bucket: bucket, name: name)
-            }
-            try row.delete(db)
+        try write(durability) { db in try Self.removeLocalFile(name, bucket: try BucketRow.named(bucket, db), db) }
+    }
+
+    /// `removeLocalFile` inside the caller's transaction.
+    static func removeLocalFile(_ name: String, bucket: BucketRow, _ db: Database) throws {
+        guard let row = try LocalFileRow.find(bucketID: bucket.id, name: name, db) else {
+            throw StoreError.unknownLocalFile(bucket: bucket.name, name: name)
         }
+        try row.delete(db)
     }
 
     /// Renames within a bucket as one atomic replace: a scratch file renamed onto `key` is a save
@@ -116,13 +118,16 @@ extension SyncStore {
     public func rename(
         bucket: String, from source: EntryName, to target: EntryName, durability: Durability = .synced
     ) throws(StoreError) -> RenameResult {
-        try write(durability) { db in try Self.rename(bucket: bucket, from: source, to: target, db) }
+        try write(durability) { db in
+            try Self.rename(bucket: try BucketRow.named(bucket, db), from: source, to: target, now: Self.now(), db)
+        }
     }
 
-    /// `rename` inside the caller's transaction.
-    private static func rename(bucket: String, from source: EntryName, to target: EntryName, _ db: Database) throws -> RenameResult {
-        let bucketRow = try BucketRow.named(bucket, db)
-        let now = Self.now()
+    /// `rename` inside the caller's transaction, made at `now`.
+    static func rename(
+        bucket bucketRow: BucketRow, from source: EntryName, to target: EntryName, now: Int64, _ db: Database
+    ) throws -> RenameResult {
+        let bucket = bucketRow.name
         var ready: [OutgoingChange] = []
         let destination: DirectoryEntry
         let bytes: [UInt8]

@@ -15,9 +15,20 @@ struct WaitingEditsTests {
         for _ in 0..<4_000 {
             for _ in 0..<Int(generator.next() % 9) {
                 sequence += 1
+                // Local files share the entities' names: only an entity's file counts, as a
+                // rename's source or destination too.
+                let name = "k\(generator.next() % 40)"
+                let other = "k\(generator.next() % 40)"
+                let (file, change): (EntryName, JournaledEdit.Edit)
+                switch generator.next() % 6 {
+                case 0: (file, change) = (.entity(key: name), .remove)
+                case 1: (file, change) = (.localFile(name: name), .save([1]))
+                case 2: (file, change) = (.localFile(name: name), .rename(to: .entity(key: other)))
+                case 3: (file, change) = (.entity(key: name), .rename(to: .entity(key: other)))
+                default: (file, change) = (.entity(key: name), .save([1]))
+                }
                 let edit = JournaledEdit(
-                    sequence: sequence, bucket: buckets[Int(generator.next() % 2)], key: "k\(generator.next() % 40)",
-                    edit: generator.next() % 5 == 0 ? .remove : .save([1]), time: sequence)
+                    sequence: sequence, bucket: buckets[Int(generator.next() % 2)], file: file, edit: change, time: sequence)
                 waiting.append(edit)
                 model.append(edit)
             }
@@ -31,7 +42,12 @@ struct WaitingEditsTests {
             #expect(waiting.last == model.last)
             for bucket in buckets {
                 let keys: Set<String> = ["k\(generator.next() % 40)", "k\(generator.next() % 40)"]
-                let expected = model.contains { $0.bucket == bucket && keys.contains($0.key) }
+                let expected = model.contains { edit in
+                    guard edit.bucket == bucket else { return false }
+                    if case .entity(let key) = edit.file, keys.contains(key) { return true }
+                    if case .rename(to: .entity(let key)) = edit.edit, keys.contains(key) { return true }
+                    return false
+                }
                 #expect(waiting.hasEdit(bucket: bucket, ofAnyOf: keys) == expected)
             }
         }

@@ -18,12 +18,36 @@ struct SaveJournalTests {
         JournaledEdit(sequence: sequence, bucket: "notes", key: key, edit: .remove, time: 1_700_000_000_000_000_000 + sequence)
     }
 
+    static func localSave(_ sequence: Int64, _ name: String, _ text: String, nodeID: Int64? = nil) -> JournaledEdit {
+        JournaledEdit(
+            sequence: sequence, bucket: "notes", file: .localFile(name: name), edit: .save(bytes(text)), nodeID: nodeID,
+            time: 1_700_000_000_000_000_000 + sequence)
+    }
+
+    static func localRemoval(_ sequence: Int64, _ name: String) -> JournaledEdit {
+        JournaledEdit(
+            sequence: sequence, bucket: "notes", file: .localFile(name: name), edit: .remove,
+            time: 1_700_000_000_000_000_000 + sequence)
+    }
+
+    static func rename(_ sequence: Int64, _ source: EntryName, to destination: EntryName) -> JournaledEdit {
+        JournaledEdit(
+            sequence: sequence, bucket: "notes", file: source, edit: .rename(to: destination),
+            time: 1_700_000_000_000_000_000 + sequence)
+    }
+
     static let variedSaves = [
         save(1, "plain", #"{"a": 1}"#, nodeID: 42),
         save(2, "ünïcödé/key with spaces", "", nodeID: nil),
         save(3, "big", String(repeating: "x", count: 200_000), nodeID: Int64.max),
         removal(4, "gone"),
         JournaledEdit(sequence: 5, bucket: "b", key: "", edit: .save([0, 255, 0x80, 10]), nodeID: 2, time: -1),
+        localSave(6, ".ünï.json.swp", "\u{0}scratch", nodeID: 77),
+        localRemoval(7, "4913"),
+        rename(8, .localFile(name: ".a.json.tmp"), to: .entity(key: "a")),
+        rename(9, .entity(key: "b"), to: .localFile(name: "b.bak")),
+        rename(10, .localFile(name: ""), to: .localFile(name: "x~")),
+        rename(11, .entity(key: "c"), to: .entity(key: "ç")),
     ]
 
     @Test func editsReadBackExactlyAndInOrderFromAnotherOpening() throws {
@@ -35,6 +59,32 @@ struct SaveJournalTests {
             for edit in Self.variedSaves { try journal.append(edit) }
         }
         #expect(try SaveJournal(path: path).recorded() == Self.variedSaves)
+    }
+
+    /// A journal a crash left before local files and renames were journaled reads as it did: an
+    /// entity's save and removal are encoded as they were then (built here byte by byte from the
+    /// format's description, not by `encode`).
+    @Test func aJournalFromBeforeLocalFilesWereJournaledReadsTheSame() throws {
+        func record(sequence: UInt64, time: UInt64, nodeID: UInt64, bucket: String, key: String, kind: UInt8, rest: [UInt8]) -> [UInt8] {
+            func little<T: FixedWidthInteger>(_ value: T) -> [UInt8] { withUnsafeBytes(of: value.littleEndian) { Array($0) } }
+            let payload =
+                little(sequence) + little(time) + little(nodeID) + little(UInt32(bucket.utf8.count)) + Array(bucket.utf8)
+                + little(UInt32(key.utf8.count)) + Array(key.utf8) + [kind] + rest
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in payload { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+            return little(UInt32(payload.count)) + little(hash) + payload
+        }
+        let old =
+            record(sequence: 3, time: 9, nodeID: 42, bucket: "notes", key: "a", kind: 0, rest: bytes(#"{"v": 1}"#))
+            + record(sequence: 4, time: 10, nodeID: 0, bucket: "notes", key: "b", kind: 1, rest: [])
+        #expect(
+            SaveJournal.decode(old) == [
+                JournaledEdit(sequence: 3, bucket: "notes", key: "a", edit: .save(bytes(#"{"v": 1}"#)), nodeID: 42, time: 9),
+                JournaledEdit(sequence: 4, bucket: "notes", key: "b", edit: .remove, time: 10),
+            ])
+        #expect(SaveJournal.encode(Self.variedSaves[0]) == record(
+            sequence: 1, time: UInt64(Self.variedSaves[0].time), nodeID: 42, bucket: "notes", key: "plain", kind: 0,
+            rest: bytes(#"{"a": 1}"#)))
     }
 
     /// A record cut short anywhere (a power loss mid-append), or with any byte of its checksum or
@@ -73,8 +123,8 @@ struct SaveJournalTests {
             let a = try #require(try store.entity(bucket: "notes", key: "a"))
             #expect(a.content == bytes(#"{"n": 1}"#) && a.value == ["n": 1])
             #expect(a.nodeID == 900 && a.mtime == Self.save(1, "a", "").time && a.ctime == a.mtime)
-            #expect(outcome.applied[0].readyToSend?.key == "a")
-            #expect(outcome.applied[1].parseError != nil && outcome.applied[1].readyToSend == nil)
+            #expect(outcome.applied[0].readyToSend.map(\.key) == ["a"])
+            #expect(outcome.applied[1].parseError != nil && outcome.applied[1].readyToSend.isEmpty)
             #expect(try store.outgoingChanges(bucket: "notes").map(\.key) == ["a"])
             #expect(try store.appliedJournalSequence() == 2)
         }
@@ -172,15 +222,57 @@ struct SaveJournalTests {
         }
     }
 
+    /// An editor's save, journaled: the scratch file written, then renamed over the entity's
+    /// file. The store ends as `writeLocalFile` and `rename` leave it: the entity has the bytes,
+    /// the scratch file's number and modification time, the change is owed, and no local file
+    /// is left.
+    @Test func aScratchFileRenamedOverAnEntityIsApplied() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["v": 1])
+            let outcome = try store.applyJournaledEdits([
+                Self.localSave(1, ".k.json.tmp", #"{"v": 2}"#, nodeID: 700),
+                Self.rename(2, .localFile(name: ".k.json.tmp"), to: .entity(key: "k")),
+            ])
+            #expect(outcome.refused.isEmpty && outcome.applied.count == 2)
+            #expect(outcome.applied[1].readyToSend.map(\.key) == ["k"])
+            let entity = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(entity.value == ["v": 2] && entity.nodeID == 700)
+            #expect(entity.mtime == Self.localSave(1, "", "").time && entity.ctime == Self.rename(2, .entity(key: ""), to: .entity(key: "")).time)
+            #expect(try store.lookup(bucket: "notes", name: .localFile(name: ".k.json.tmp")) == nil)
+            let owed = try store.outgoingChanges(bucket: "notes")
+            #expect(owed.map(\.key) == ["k"] && owed.first?.sourceVersion == 1)
+        }
+    }
+
+    /// Local files: a save creates or replaces one (under the number it was handed), a removal
+    /// removes it, a rename moves it; none is ever sent.
+    @Test func localFileEditsAreAppliedAndNeverSent() throws {
+        try withStore { store, _ in
+            _ = try store.applyJournaledEdits([
+                Self.localSave(1, "a.swp", "one", nodeID: 501), Self.localSave(2, "a.swp", "two", nodeID: 501),
+                Self.localSave(3, "gone~", "x", nodeID: 502), Self.localRemoval(4, "gone~"),
+                Self.localSave(5, "old", "moved", nodeID: 503), Self.rename(6, .localFile(name: "old"), to: .localFile(name: "new")),
+            ])
+            let a = try #require(try store.lookup(bucket: "notes", name: .localFile(name: "a.swp")))
+            #expect(a.id == 501 && a.size == 3)
+            #expect(try store.lookup(bucket: "notes", name: .localFile(name: "gone~")) == nil)
+            #expect(try store.lookup(bucket: "notes", name: .localFile(name: "old")) == nil)
+            let moved = try #require(try store.lookup(bucket: "notes", name: .localFile(name: "new")))
+            #expect(moved.id == 503 && moved.size == 5)
+            #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+        }
+    }
+
     @Test func aSaveToABucketThatIsGoneOrARemovalOfNothingIsRefusedAndTheRestApplied() throws {
         try withStore { store, _ in
             let outcome = try store.applyJournaledEdits([
                 Self.save(1, "x", "{}", bucket: "gone"), Self.removal(2, "never-saved"), Self.save(3, "y", "{}"),
+                Self.localRemoval(4, "never-written"), Self.rename(5, .localFile(name: "never-written"), to: .entity(key: "y")),
             ])
-            #expect(outcome.refused.map(\.edit.sequence) == [1, 2])
+            #expect(outcome.refused.map(\.edit.sequence) == [1, 2, 4, 5])
             #expect(outcome.applied.map(\.edit.sequence) == [3])
-            #expect(try store.entity(bucket: "notes", key: "y") != nil)
-            #expect(try store.appliedJournalSequence() == 3)
+            #expect(try store.entity(bucket: "notes", key: "y")?.value == [:])
+            #expect(try store.appliedJournalSequence() == 5)
         }
     }
 }
