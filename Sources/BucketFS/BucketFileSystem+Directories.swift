@@ -107,7 +107,7 @@ extension BucketFileSystem {
             for created in state.withLock({ state in state.unstoredEntities.filter { state.table.node($0)?.parent == ino } }) {
                 try saveIfDirty(created)
             }
-            try backend.sync()
+            try syncChanges()
             guard case .bucket(let name)? = state.withLock({ $0.table.node(ino)?.kind }) else { return request.replyOK() }
             replyOnceAcknowledged(request, bucket: name, key: nil)
         }

@@ -249,11 +249,17 @@ extension BucketFileSystem {
     /// may wait for the server), then the reply.
     private func finishSave(_ request: FuseRequest, ino: UInt64, sync: Bool) throws(FSError) {
         guard sync else { return request.replyOK() }
-        try backend.sync()
+        try syncChanges()
         guard case .file(let bucket, .entity(let key))? = state.withLock({ $0.table.node(ino)?.kind }) else {
             return request.replyOK()
         }
         replyOnceAcknowledged(request, bucket: bucket, key: key)
+    }
+
+    /// fsync and fsyncdir: every change so far survives a power loss. When they wait for the
+    /// server, the changes are in the store first: what the wait asks it about.
+    func syncChanges() throws(FSError) {
+        if acknowledgement == nil { try backend.sync() } else { try backend.settle() }
     }
 
     /// fsync with `MountOptions.serverAcknowledgement`: replies once the server has the changes,

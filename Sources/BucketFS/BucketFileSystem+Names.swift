@@ -93,7 +93,15 @@ extension BucketFileSystem {
                         try keepWorkingCopy(of: existing)
                     }
                 }
-                let entry = try backend.rename(bucket: sourceBucket, from: sourceItem, to: destinationItem)
+                // What the source is now (the save above may have changed it), for a backend
+                // that moves it without looking it up.
+                let saved = state.withLock { $0.table.node(source.ino) } ?? source
+                let entry = try backend.rename(
+                    bucket: sourceBucket,
+                    from: MountEntry(
+                        id: saved.ino, bucket: sourceBucket, name: sourceItem, size: saved.size, mtime: saved.mtime,
+                        ctime: saved.ctime, permissions: saved.permissions.map(Int.init), atime: saved.atime),
+                    to: destinationItem)
                 let moved = node(for: entry, parent: newParent)
                 let aliased = state.withLock { state -> Bool in
                     for ino in [source.ino, moved.ino] + (existing.map { [$0.ino] } ?? []) { state.closedFiles.remove(ino) }

@@ -348,7 +348,9 @@ public final class BucketFileSystem: Sendable {
             }
         }
         writeQueue.async { [self] in
-            do throws(FSError) { try backend.sync() } catch { logger.error("sync at unmount failed", metadata: ["error": "\(error)"]) }
+            do throws(FSError) { try backend.settle() } catch {
+                logger.error("sync at unmount failed", metadata: ["error": "\(error)"])
+            }
         }
         writeQueue.drain()
     }

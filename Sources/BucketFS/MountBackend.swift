@@ -189,13 +189,20 @@ public protocol MountBackend: Sendable {
     /// replacing it and removing `source`. An entity destination is a save of that entity; an
     /// entity source is a removal. Returns the destination.
     func rename(bucket: String, from source: MountItemName, to destination: MountItemName) throws(FSError) -> MountEntry
+    /// `rename`, told what the caller knows of the source: its number, size, times and
+    /// attributes, as the backend last returned them (and its bytes saved with `save`). A
+    /// backend may then answer without looking the source up.
+    func rename(bucket: String, from source: MountEntry, to destination: MountItemName) throws(FSError) -> MountEntry
     /// Sets the file's modification time (touch, rsync -a).
     func setModificationTime(bucket: String, name: MountItemName, to time: MountTime) throws(FSError) -> MountEntry
     /// Sets the file's permission bits and/or access time (nil: unchanged): kept with the file,
     /// never sent.
     func setAttributes(bucket: String, name: MountItemName, permissions: Int?, atime: MountTime?) throws(FSError) -> MountEntry
-    /// Makes every change made so far survive a power loss (fsync, fsyncdir, unmount).
+    /// Makes every change made so far survive a power loss (fsync, fsyncdir).
     func sync() throws(FSError)
+    /// `sync`, and leaves nothing on its way to the local store (unmount): whatever reads the
+    /// store next finds every change in it.
+    func settle() throws(FSError)
     /// The entity's xattr data; nil for names that are not entities or do not exist.
     func status(bucket: String, key: String) throws(FSError) -> MountEntityStatus?
     /// Entities changed by the server, published after their transaction committed: one
@@ -211,6 +218,10 @@ public protocol MountBackend: Sendable {
 }
 
 extension MountBackend {
+    public func rename(bucket: String, from source: MountEntry, to destination: MountItemName) throws(FSError) -> MountEntry {
+        try rename(bucket: bucket, from: source.name, to: destination)
+    }
+    public func settle() throws(FSError) { try sync() }
     public func fileExtension(bucket: String) -> String { "json" }
     public func openedForWriting(bucket: String, name: MountItemName) {}
 }

@@ -10,12 +10,14 @@ import SyncStore
 /// engine sends them, never before the writes they rest on are synced; it also finds them in
 /// the store after a restart).
 ///
-/// Once mounted (`prepareForMount`), a save or a removal of an entity file is one write(2) to
-/// the store's save journal (`SaveJournal`), not a store transaction in the file system's
-/// request: the store takes the journaled edits in the background, a burst of them in one
-/// transaction, and every other call here first waits until it has them all, so nothing ever
-/// reads or changes the store around an edit it does not have yet. A crash leaves the rest in
-/// the journal, which the next mount applies first.
+/// Once mounted (`prepareForMount`), a save or a removal of a file, and the rename of a local
+/// file onto an entity (an editor's save), are one write(2) to the store's save journal
+/// (`SaveJournal`), not a store transaction in the file system's request: the store takes the
+/// journaled edits in the background, a burst of them in one transaction, and every other call
+/// here first waits until it has them all, so nothing ever reads or changes the store around an
+/// edit it does not have yet. A crash leaves the rest in the journal, which the next mount
+/// applies first. `sync` fsyncs the journal, not the store, for the edits it holds: the journal
+/// is emptied only once the store's own fsync covers what it held.
 public final class SyncStoreBackend: MountBackend {
     public let store: SyncStore
     private let onOutgoing: @Sendable ([OutgoingChange]) -> Void
@@ -47,6 +49,27 @@ public final class SyncStoreBackend: MountBackend {
         var waiting = WaitingEdits()
         var nextSequence: Int64 = 1
         var applyScheduled = false
+        /// The journal's records up to this sequence number are on disk (`sync`).
+        var syncedThrough: Int64 = 0
+        /// An fsync of the journal began since it was last emptied: its edits were promised to
+        /// survive a power loss, so it is emptied only once the store's WAL is on disk too.
+        var promised = false
+        /// The store's `committedWrites` just after it took the last batch of edits.
+        var appliedThroughCommit: UInt64 = 0
+        /// Changes of files the store has but the journal does not hold (made outside it, or
+        /// emptied from it before the WAL was on disk) go up to this commit: `sync` fsyncs
+        /// the WAL through it.
+        var storeWritesToSync: UInt64 = 0
+        var settleScheduled = false
+
+        /// Empties the journal, which holds no edit the store lacks (`waiting` is empty), none of
+        /// them promised past what the store's `sync` covers. Kept when it cannot be emptied: the
+        /// store skips what it has at the next mount.
+        mutating func emptyJournal() {
+            guard let journal, (try? journal.removeAll()) != nil else { return }
+            promised = false
+            syncedThrough = nextSequence - 1
+        }
     }
 
     /// The journaled edits the store does not have yet, oldest first, with how many each file
@@ -206,7 +229,7 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     public func commitLocalFile(bucket: String, name: String, content: MountStoredContent, newID: UInt64?) throws(FSError) -> MountEntry {
-        let stored = try mapped { () throws(StoreError) in
+        let stored = try changing { () throws(StoreError) in
             try store.commitLocalContent(
                 bucket: bucket, name: name, content: LocalContent(id: content.id, size: content.size),
                 newID: newID.map(Int64.init), durability: .deferred)
@@ -226,7 +249,7 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     public func resizeLocalFile(bucket: String, name: String, to size: Int) throws(FSError) -> MountEntry {
-        let resized = try mapped { () throws(StoreError) in
+        let resized = try changing { () throws(StoreError) in
             try store.resizeLocalFile(bucket: bucket, name: name, to: size, durability: .deferred)
         }
         return entry(bucket, resized)
@@ -258,10 +281,11 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     public func save(bucket: String, name: MountItemName, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountSavedFile {
-        if case .entity(let key) = name, let time = try journal(.save(bytes), bucket: bucket, key: key, newID: newID) {
+        if let time = try journal(.save(bytes), bucket: bucket, file: Self.storeName(name), newID: newID) {
+            if case .localFile(let fileName) = name { warnIfNamedLikeAnEntity(fileName, in: bucket) }
             return MountSavedFile(size: bytes.count, mtime: time, ctime: time)
         }
-        return try mapped { () throws(StoreError) -> MountSavedFile in
+        return try changing { () throws(StoreError) -> MountSavedFile in
             switch name {
             case .entity(let key):
                 let result = try store.saveLocal(
@@ -272,16 +296,20 @@ public final class SyncStoreBackend: MountBackend {
             case .localFile(let fileName):
                 let file = try store.writeLocalFile(
                     bucket: bucket, name: fileName, bytes: bytes, newID: newID.map(Int64.init), durability: .deferred)
-                let fileExtension = fileExtension(bucket: bucket)
-                if let stem = FileNameCodec.localJSONStem(fileName, extension: fileExtension) {
-                    // `100%.json` looks like an entity, but its name is no key's (DESIGN.md): say so.
-                    logger.warning(
-                        "kept locally only: \(fileName) has a % that is no escape of a key; renamed \(FileNameCodec.plainFileName(for: stem, extension: fileExtension)) it syncs",
-                        metadata: ["bucket": "\(bucket)"])
-                }
+                warnIfNamedLikeAnEntity(fileName, in: bucket)
                 reclaimUnusedChunks()
                 return MountSavedFile(size: file.content.count, mtime: file.mtime, ctime: file.ctime)
             }
+        }
+    }
+
+    private func warnIfNamedLikeAnEntity(_ fileName: String, in bucket: String) {
+        let fileExtension = fileExtension(bucket: bucket)
+        if let stem = FileNameCodec.localJSONStem(fileName, extension: fileExtension) {
+            // `100%.json` looks like an entity, but its name is no key's (DESIGN.md): say so.
+            logger.warning(
+                "kept locally only: \(fileName) has a % that is no escape of a key; renamed \(FileNameCodec.plainFileName(for: stem, extension: fileExtension)) it syncs",
+                metadata: ["bucket": "\(bucket)"])
         }
     }
 
@@ -289,12 +317,12 @@ public final class SyncStoreBackend: MountBackend {
 
     /// Appends the edit to the journal and has the store take it soon; returns its time, or nil
     /// before the mount (no journal yet).
-    private func journal(_ edit: JournaledEdit.Edit, bucket: String, key: String, newID: UInt64?) throws(FSError) -> MountTime? {
+    private func journal(_ edit: JournaledEdit.Edit, bucket: String, file: EntryName, newID: UInt64?) throws(FSError) -> MountTime? {
         let time = SyncStore.now()
         let scheduling = try journaled.withLock { edits throws(FSError) -> Bool? in
             guard let journal = edits.journal else { return nil }
             let entry = JournaledEdit(
-                sequence: edits.nextSequence, bucket: bucket, key: key, edit: edit, nodeID: newID.map(Int64.init), time: time)
+                sequence: edits.nextSequence, bucket: bucket, file: file, edit: edit, nodeID: newID.map(Int64.init), time: time)
             do throws(StoreError) { try journal.append(entry) } catch { throw mappedError(error) }
             edits.nextSequence += 1
             edits.waiting.append(entry)
@@ -336,12 +364,51 @@ public final class SyncStoreBackend: MountBackend {
             let batch = journaled.withLock { $0.waiting.oldest(Self.editsPerTransaction, upTo: last) }
             guard !batch.isEmpty else { return }
             let outcome = try store.applyJournaledEdits(batch)
-            journaled.withLock { edits in
+            let appliedThrough = store.committedWrites
+            let settling = journaled.withLock { edits -> Bool in
                 edits.waiting.removeOldest(batch.count)
-                // Kept when it cannot be emptied: the store skips what it has at the next mount.
-                if edits.waiting.isEmpty { try? edits.journal?.removeAll() }
+                edits.appliedThroughCommit = appliedThrough
+                guard edits.waiting.isEmpty else { return false }
+                guard edits.promised else {
+                    // Nothing in it was promised past a crash of this process, which the store's
+                    // own deferred writes survive; the next `sync` fsyncs them.
+                    edits.storeWritesToSync = max(edits.storeWritesToSync, appliedThrough)
+                    edits.emptyJournal()
+                    return false
+                }
+                defer { edits.settleScheduled = true }
+                return !edits.settleScheduled
             }
+            if settling { applier.asyncAfter(deadline: .now() + Self.settleDelay) { [self] in settleJournal() } }
             report(outcome)
+        }
+    }
+
+    /// How long a journal whose edits the store has waits to be emptied: the sync engine's own
+    /// fsyncs of the WAL (before it sends) usually cover them by then, so emptying it costs none.
+    static let settleDelay: DispatchTimeInterval = .milliseconds(200)
+
+    /// Empties a journal that was fsynced, once the store's WAL holds its edits on disk (and
+    /// nothing was journaled meanwhile: the next batch tries again).
+    private func settleJournal() {
+        applying.lock()
+        defer { applying.unlock() }
+        let target = journaled.withLock { edits -> UInt64? in
+            edits.settleScheduled = false
+            guard edits.waiting.isEmpty, edits.promised else { return nil }
+            return edits.appliedThroughCommit
+        }
+        guard let target else { return }
+        do throws(StoreError) {
+            try store.syncDeferredWrites(through: target)
+        } catch .closed {
+            return
+        } catch {
+            // Kept, and still replayed correctly at the next mount; a later batch tries again.
+            return logger.warning("the save journal is kept for now: \(error)")
+        }
+        journaled.withLock { edits in
+            if edits.waiting.isEmpty { edits.emptyJournal() }
         }
     }
 
@@ -353,13 +420,16 @@ public final class SyncStoreBackend: MountBackend {
                 reportInvalid(bucket: applied.edit.bucket, key: applied.edit.fileName, problem)
             }
         }
+        // A local file's new bytes, removal or move may leave chunks no file needs.
+        if outcome.applied.contains(where: { !$0.edit.file.isEntity }) { reclaimUnusedChunks() }
         for (edit, reason) in outcome.refused {
             let metadata: Logger.Metadata = ["bucket": "\(edit.bucket)", "file": "\(edit.fileName)"]
-            if edit.edit == .remove, case .unknownEntity = reason {
+            switch (edit.edit, reason) {
+            case (.remove, .unknownEntity), (.remove, .unknownLocalFile):
                 // A file created in memory and removed before its first save, or one the server
                 // removed meanwhile: nothing was there to remove.
-                logger.debug("removal of an entity the store does not have", metadata: metadata)
-            } else {
+                logger.debug("removal of a file the store does not have", metadata: metadata)
+            default:
                 logger.error("edit dropped: \(reason)", metadata: metadata)
             }
         }
@@ -381,12 +451,15 @@ public final class SyncStoreBackend: MountBackend {
             for start in stride(from: 0, to: left.count, by: Self.editsPerTransaction) {
                 report(try store.applyJournaledEdits(Array(left[start..<min(start + Self.editsPerTransaction, left.count)])))
             }
+            // The journal may have been fsynced: its edits leave it only once the WAL is on disk.
+            try store.syncDeferredWrites()
             try journal.removeAll()
         }
         let next = max(try store.appliedJournalSequence(), left.last?.sequence ?? 0) + 1
         journaled.withLock { edits in
             edits.journal = journal
             edits.nextSequence = next
+            edits.syncedThrough = next - 1
         }
         store.applyLocalEditsFirst { [weak self] bucket, keys in
             guard let self,
@@ -400,15 +473,16 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     public func reserveIDs(count: Int) throws(FSError) -> ClosedRange<UInt64> {
-        try mapped { () throws(StoreError) in
+        // Changing: a journaled save that uses one of the ids must never outlive the reservation.
+        try changing { () throws(StoreError) in
             let ids = try store.reserveNodeIDs(count: count)
             return UInt64(ids.lowerBound)...UInt64(ids.upperBound)
         }
     }
 
     public func delete(bucket: String, name: MountItemName) throws(FSError) {
-        if case .entity(let key) = name, try journal(.remove, bucket: bucket, key: key, newID: nil) != nil { return }
-        try mapped { () throws(StoreError) in
+        if try journal(.remove, bucket: bucket, file: Self.storeName(name), newID: nil) != nil { return }
+        try changing { () throws(StoreError) in
             switch name {
             case .entity(let key):
                 if let change = try store.deleteLocal(bucket: bucket, key: key, durability: .deferred) { onOutgoing([change]) }
@@ -420,7 +494,7 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     public func rename(bucket: String, from source: MountItemName, to destination: MountItemName) throws(FSError) -> MountEntry {
-        try mapped { () throws(StoreError) -> MountEntry in
+        try changing { () throws(StoreError) -> MountEntry in
             let renamed = try store.rename(
                 bucket: bucket, from: Self.storeName(source), to: Self.storeName(destination), durability: .deferred)
             if !renamed.changes.isEmpty { onOutgoing(renamed.changes) }
@@ -430,22 +504,88 @@ public final class SyncStoreBackend: MountBackend {
         }
     }
 
+    /// The editor's save (a scratch file renamed over an entity's file) is journaled: the
+    /// destination is the source's number, size, modification time and attributes, which the
+    /// caller knows, under the new name. Other renames go through the store.
+    public func rename(bucket: String, from source: MountEntry, to destination: MountItemName) throws(FSError) -> MountEntry {
+        guard case .localFile(let name) = source.name, case .entity = destination, source.size <= SyncStore.entityFileLimit
+        else { return try rename(bucket: bucket, from: source.name, to: destination) }
+        let permissions: Int?
+        if let own = source.permissions {
+            permissions = own
+        } else if format(of: bucket) is TextFieldFormat && source.size == 0 {
+            // Whether the view can show the entity is the store's to say.
+            return try rename(bucket: bucket, from: source.name, to: destination)
+        } else {
+            permissions = readOnlyPermissions(bucket, destination, size: source.size)
+        }
+        guard let time = try journal(
+            .rename(to: Self.storeName(destination)), bucket: bucket, file: .localFile(name: name), newID: nil)
+        else { return try rename(bucket: bucket, from: source.name, to: destination) }
+        return MountEntry(
+            id: source.id, bucket: bucket, name: destination, size: source.size, mtime: source.mtime, ctime: time,
+            permissions: permissions, atime: source.atime)
+    }
+
     public func setModificationTime(bucket: String, name: MountItemName, to time: MountTime) throws(FSError) -> MountEntry {
         // Stored, so touch/rsync -a times survive remounts (backup tools compare them).
-        try mapped { () throws(StoreError) in
+        try changing { () throws(StoreError) in
             entry(bucket, try store.setModificationTime(bucket: bucket, name: Self.storeName(name), mtime: time, durability: .deferred))
         }
     }
 
     public func setAttributes(bucket: String, name: MountItemName, permissions: Int?, atime: MountTime?) throws(FSError) -> MountEntry {
-        try mapped { () throws(StoreError) in
+        try changing { () throws(StoreError) in
             entry(bucket, try store.setAttributes(
                 bucket: bucket, name: Self.storeName(name), mode: permissions.map(Int64.init), atime: atime, durability: .deferred))
         }
     }
 
+    /// Fsyncs the journal for the edits it holds (the store takes them meanwhile), and the
+    /// store's WAL only for changes the journal does not hold.
     public func sync() throws(FSError) {
-        try mapped { () throws(StoreError) in try store.syncDeferredWrites() }
+        // The journal to fsync and its last edit; nil before the mount (every edit went to the store).
+        let plan = journaled.withLock { edits -> (journal: SaveJournal?, through: Int64)? in
+            guard let journal = edits.journal else { return nil }
+            let last = edits.nextSequence - 1
+            guard last > edits.syncedThrough else { return (nil, last) }
+            // Before the fsync: the journal must not be emptied around it (`settleJournal`).
+            edits.promised = true
+            return (journal, last)
+        }
+        guard let plan else { return try mapped { () throws(StoreError) in try store.syncDeferredWrites() } }
+        do throws(StoreError) {
+            if let journal = plan.journal {
+                try journal.sync()
+                journaled.withLock { $0.syncedThrough = max($0.syncedThrough, plan.through) }
+            }
+            // Read after the journal's fsync: an edit emptied from it unsynced before then is in here.
+            try store.syncDeferredWrites(through: journaled.withLock { $0.storeWritesToSync })
+        } catch {
+            throw mappedError(error)
+        }
+    }
+
+    /// Whether a change made so far would not survive a power loss: a journaled edit not
+    /// fsynced yet, or one the store holds outside the journal that its WAL has not on disk.
+    public var hasUnsyncedChanges: Bool {
+        let (journalBehind, storeWrites) = journaled.withLock { edits in
+            (edits.journal != nil && edits.nextSequence - 1 > edits.syncedThrough, edits.storeWritesToSync)
+        }
+        return journalBehind || store.hasUnsyncedWrites(through: storeWrites)
+    }
+
+    /// Applies every journaled edit, fsyncs the store and empties the journal (unmount).
+    public func settle() throws(FSError) {
+        try mapped { () throws(StoreError) in
+            // No batch is applied between the fsync and the emptying: the fsync covers them all.
+            applying.lock()
+            defer { applying.unlock() }
+            try store.syncDeferredWrites()
+            journaled.withLock { edits in
+                if edits.waiting.isEmpty { edits.emptyJournal() }
+            }
+        }
     }
 
     public func status(bucket: String, key: String) throws(FSError) -> MountEntityStatus? {
@@ -526,6 +666,14 @@ public final class SyncStoreBackend: MountBackend {
         default:
             return false
         }
+    }
+
+    /// `mapped`, for a change of a file made in the store itself: the next `sync` fsyncs it.
+    private func changing<T>(_ body: () throws(StoreError) -> T) throws(FSError) -> T {
+        let result = try mapped(body)
+        let through = store.committedWrites
+        journaled.withLock { $0.storeWritesToSync = max($0.storeWritesToSync, through) }
+        return result
     }
 
     /// The one place store errors become file-system errors; `body` runs once the store has

@@ -108,7 +108,7 @@ public enum EntryName: Hashable, Sendable {
     case entity(key: String)
     case localFile(name: String)
 
-    var isEntity: Bool {
+    public var isEntity: Bool {
         if case .entity = self { return true }
         return false
     }

@@ -184,7 +184,12 @@ public final class SyncStore: Sendable {
 
     /// Whether a `.deferred` write waits for `syncDeferredWrites` (or the next synced write).
     public var hasUnsyncedWrites: Bool {
-        syncProgress.withLock { $0.commits > $0.syncedThrough }
+        hasUnsyncedWrites(through: committedWrites)
+    }
+
+    /// Whether one of the first `count` committed writes waits for `syncDeferredWrites`.
+    public func hasUnsyncedWrites(through count: UInt64) -> Bool {
+        syncProgress.withLock { count > $0.syncedThrough }
     }
 
     /// Makes every `.deferred` write so far survive a power loss too: what fsync(2) of a mounted
@@ -193,8 +198,20 @@ public final class SyncStore: Sendable {
     /// It fsyncs the WAL, as a synchronous=FULL commit does after writing its frames, but
     /// without holding the writer: saves and acknowledgements go on while the disk flushes.
     public func syncDeferredWrites() throws(StoreError) {
+        try syncDeferredWrites(through: committedWrites)
+    }
+
+    /// How many write transactions that changed something have committed so far: a caller
+    /// that needs only those on disk passes the count to `syncDeferredWrites(through:)` later.
+    public var committedWrites: UInt64 {
+        syncProgress.withLock { $0.commits }
+    }
+
+    /// Makes the first `count` committed writes survive a power loss: nothing to do when an
+    /// fsync of the WAL since covered them.
+    public func syncDeferredWrites(through count: UInt64) throws(StoreError) {
         // Every commit counted here has its frames in the WAL file already.
-        let target = syncProgress.withLock { $0.commits > $0.syncedThrough ? $0.commits : nil }
+        let target = syncProgress.withLock { count > $0.syncedThrough ? $0.commits : nil }
         guard let target else { return }
         let descriptor = Glibc.open(path + "-wal", O_WRONLY | O_CLOEXEC)
         if descriptor < 0 {

@@ -241,17 +241,17 @@ struct FileContentTests {
             #expect(result.status == 0, "\(step): \(result.stderr)")
         }
         try run("close")
-        #expect(mount.store.hasUnsyncedWrites)
+        #expect(mount.hasUnsyncedChanges)
         try run("fsync clean")
-        #expect(!mount.store.hasUnsyncedWrites)
+        #expect(!mount.hasUnsyncedChanges)
         try Tool.shell("printf '{\"b\": 0}' > notes/b.json && printf '{\"b\": 1}' > notes/.b.json.tmp", in: mount.mountPoint)
         try Tool.shell("mv notes/.b.json.tmp notes/b.json", in: mount.mountPoint)
-        #expect(mount.store.hasUnsyncedWrites)
+        #expect(mount.hasUnsyncedChanges)
         try run("fsyncdir")
-        #expect(!mount.store.hasUnsyncedWrites)
+        #expect(!mount.hasUnsyncedChanges)
         #expect(try mount.store.readEntity(bucket: "notes", key: "b") == Array("{\"b\": 1}".utf8))
         try run("fsync dirty")
-        #expect(!mount.store.hasUnsyncedWrites)
+        #expect(!mount.hasUnsyncedChanges)
         #expect(try mount.store.readEntity(bucket: "notes", key: "c") == Array("{\"c\": 1}".utf8))
     }
 
@@ -270,7 +270,7 @@ struct FileContentTests {
         defer { close(directory) }
         #expect(fsync(directory) == 0)
         #expect(try mount.store.readEntity(bucket: "notes", key: "new") == Array(text.utf8))
-        #expect(!mount.store.hasUnsyncedWrites)
+        #expect(!mount.hasUnsyncedChanges)
         // Stored under the number the kernel was handed at create.
         var status = stat()
         #expect(fstat(descriptor, &status) == 0)

@@ -56,6 +56,10 @@ final class MountFixture: @unchecked Sendable {
         return syncStore
     }
 
+    /// Whether a change made through the mount so far would not survive a power loss (the
+    /// save journal or the store has it, but not on disk yet).
+    var hasUnsyncedChanges: Bool { backend.hasUnsyncedChanges }
+
     /// Path of a name inside the mount.
     func path(_ relative: String) -> String { mountPoint + "/" + relative }
 
