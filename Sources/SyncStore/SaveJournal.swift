@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// One edit of a file in a bucket (a save of its bytes, its removal, or its rename), as the
 /// journal keeps it until the store has it.
@@ -59,34 +60,55 @@ public struct JournaledEdit: Hashable, Sendable {
     }
 }
 
-/// An append-only file of saves, removals and renames of files on their way to the store: one
-/// write(2) per edit, so an edit is safe from a crash of the process as soon as it returns (the
+/// A file of saves, removals and renames of files on their way to the store, one record per
+/// edit: an edit is safe from a crash of the process as soon as its one write(2) returns (the
 /// kernel holds the bytes), without a store transaction in the file system's request; `sync`
 /// makes the edits so far survive a power loss as well. The store takes the edits in batches
-/// (`SyncStore.applyJournaledEdits`) and the file is emptied once the store has them all.
+/// (`SyncStore.applyJournaledEdits`) and the journal is emptied once the store has them all.
+///
+/// The file is kept at a size it has written (zeros past the records), and records overwrite it
+/// from the start: an fsync then flushes the records alone, where one that grew the file would
+/// also commit its new size and blocks (a third more time on ext4). Emptying it only moves the
+/// write position back to the start.
 ///
 /// Record: payload length (UInt32), FNV-1a 64 checksum of the payload (UInt64), payload:
 /// sequence, time and node id (Int64; 0 for none), bucket, the file's key or local name (each a
 /// UInt32 length and UTF-8 bytes), the edit (a byte, `Kind`) and the rest: a save's bytes, or a
 /// rename's destination (a byte, 0 an entity and 1 a local file, then its name as above).
-/// Little-endian. Reading stops at the first record that is cut short or fails its checksum:
-/// only a power loss before an fsync leaves one, and what it held was never promised to survive
-/// that.
+/// Little-endian. Reading stops at the first record that is cut short or fails its checksum (a
+/// power loss before an fsync, which never promised it; zeros past the last record), or whose
+/// sequence number is not above the one before it: a record from before the journal was last
+/// emptied, which the store has.
 public final class SaveJournal: Sendable {
     public let path: String
     private let descriptor: Int32
+    private let extent: Mutex<Extent>
+
+    struct Extent {
+        /// Where the records end: the next one goes here.
+        var end: Int
+        /// The file's size, every byte of it written.
+        var size: Int
+    }
+
+    /// What a new journal is given, and what an emptied one that grew past four times that
+    /// goes back to.
+    static let initialSize = 256 << 10
 
     /// Where the journal of the store at `storePath` lives: beside it, as SQLite's WAL does.
     public static func path(besideStore storePath: String) -> String {
         storePath + "-saves"
     }
 
-    /// Opens the journal at `path`, creating it if needed.
+    /// Opens the journal at `path`, creating it if needed; records go on after those it holds.
     public init(path: String) throws(StoreError) {
-        let descriptor = Glibc.open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+        let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw StoreError.system("cannot open the save journal \(path)") }
         self.path = path
         self.descriptor = descriptor
+        extent = Mutex(Extent(end: 0, size: 0))
+        let contents = try readAll()
+        extent.withLock { $0 = Extent(end: Self.recordsLength(contents), size: contents.count) }
     }
 
     deinit {
@@ -95,6 +117,10 @@ public final class SaveJournal: Sendable {
 
     /// The edits the file holds, oldest first.
     public func recorded() throws(StoreError) -> [JournaledEdit] {
+        Self.decode(try readAll())
+    }
+
+    private func readAll() throws(StoreError) -> [UInt8] {
         var contents: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         var offset = 0
@@ -108,35 +134,73 @@ public final class SaveJournal: Sendable {
             contents += chunk[0..<count]
             offset += count
         }
-        return Self.decode(contents)
+        return contents
     }
 
-    /// Appends `edit` in one write; when it fails (the disk is full), nothing of it is left.
+    /// Writes `edit` after the records so far, in one write; when it fails (the disk is full),
+    /// nothing of it is ever read.
     public func append(_ edit: JournaledEdit) throws(StoreError) {
         let record = Self.encode(edit)
-        let sizeBefore = lseek(descriptor, 0, SEEK_END)
-        var written = 0
-        while written < record.count {
-            let count = record.withUnsafeBytes { write(descriptor, $0.baseAddress! + written, record.count - written) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                let failure = StoreError.system("cannot write the save journal \(path)")
-                if sizeBefore >= 0 { _ = ftruncate(descriptor, sizeBefore) }
-                throw failure
+        try extent.withLock { extent throws(StoreError) in
+            if extent.end + record.count > extent.size {
+                extent.size = try grow(from: extent.size, toHold: extent.end + record.count)
             }
-            written += count
+            try write(record[...], at: extent.end)
+            extent.end += record.count
         }
     }
 
-    /// Makes every edit appended so far survive a power loss.
+    /// Makes every edit written so far survive a power loss.
     public func sync() throws(StoreError) {
         guard fdatasync(descriptor) == 0 else { throw StoreError.system("fsync of the save journal \(path) failed") }
     }
 
-    /// Empties the file (the store holds every edit in it).
+    /// Empties the journal (the store holds every edit in it): the next record goes at the
+    /// start, and the records after it are never read. Its first header is zeroed, so that a
+    /// later opening finds it empty too (were that lost in a crash, the store skips them).
     public func removeAll() throws(StoreError) {
-        guard ftruncate(descriptor, 0) == 0 else {
-            throw StoreError.system("cannot empty the save journal \(path)")
+        try extent.withLock { extent throws(StoreError) in
+            if extent.end > 0 { try write([UInt8](repeating: 0, count: Self.headerSize)[...], at: 0) }
+            extent.end = 0
+            guard extent.size > 4 * Self.initialSize else { return }
+            guard ftruncate(descriptor, off_t(Self.initialSize)) == 0 else {
+                throw StoreError.system("cannot shrink the save journal \(path)")
+            }
+            extent.size = Self.initialSize
+        }
+    }
+
+    /// Writes zeros from `size` on until the file holds `needed` bytes (twice its size at
+    /// least, so a burst grows it a few times only); returns the new size. On failure the file
+    /// is as it was.
+    private func grow(from size: Int, toHold needed: Int) throws(StoreError) -> Int {
+        let newSize = max(needed, 2 * size, Self.initialSize)
+        let zeros = [UInt8](repeating: 0, count: min(newSize - size, 1 << 20))
+        var offset = size
+        do throws(StoreError) {
+            while offset < newSize {
+                let count = min(zeros.count, newSize - offset)
+                try write(zeros[..<count], at: offset)
+                offset += count
+            }
+        } catch {
+            _ = ftruncate(descriptor, off_t(size))
+            throw error
+        }
+        return newSize
+    }
+
+    private func write(_ bytes: ArraySlice<UInt8>, at offset: Int) throws(StoreError) {
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBufferPointer { buffer in
+                pwrite(descriptor, buffer.baseAddress! + written, buffer.count - written, off_t(offset + written))
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw StoreError.system("cannot write the save journal \(path)")
+            }
+            written += count
         }
     }
 
@@ -190,6 +254,15 @@ public final class SaveJournal: Sendable {
     }
 
     static func decode(_ contents: [UInt8]) -> [JournaledEdit] {
+        records(in: contents).edits
+    }
+
+    /// How many bytes at the start of `contents` are records that `decode` reads.
+    static func recordsLength(_ contents: [UInt8]) -> Int {
+        records(in: contents).length
+    }
+
+    private static func records(in contents: [UInt8]) -> (edits: [JournaledEdit], length: Int) {
         var edits: [JournaledEdit] = []
         var offset = 0
         while contents.count - offset >= headerSize {
@@ -198,11 +271,13 @@ public final class SaveJournal: Sendable {
             let start = offset + headerSize
             guard length <= contents.count - start else { break }
             let payload = contents[start..<(start + length)]
-            guard checksum(payload) == sum, let edit = parsePayload(payload) else { break }
+            guard checksum(payload) == sum, let edit = parsePayload(payload),
+                edits.last.map({ $0.sequence < edit.sequence }) ?? true
+            else { break }
             edits.append(edit)
             offset = start + length
         }
-        return edits
+        return (edits, offset)
     }
 
     private static func parsePayload(_ payload: ArraySlice<UInt8>) -> JournaledEdit? {

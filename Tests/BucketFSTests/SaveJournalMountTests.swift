@@ -18,7 +18,7 @@ struct SaveJournalMountTests {
         let journalPath = SaveJournal.path(besideStore: storePath)
         let applied = try Self.appliedSequence(storePath)
         #expect(applied >= 2, "the saves went through the journal")
-        #expect(try Self.size(of: journalPath) == 0, "an unmount leaves the journal empty")
+        #expect(try SaveJournal(path: journalPath).recorded().isEmpty, "an unmount leaves the journal empty")
 
         // What a crash leaves: a save the store had (the journal was not emptied yet), then a
         // save and a removal it never took.
@@ -42,7 +42,7 @@ struct SaveJournalMountTests {
         #expect(!FileManager.default.fileExists(atPath: mount.path("notes/doomed.json")))
         #expect(try mount.store.outgoingChanges(bucket: "notes").map(\.key).contains("crash"))
         #expect(try mount.store.appliedJournalSequence() == applied + 2)
-        #expect(try Self.size(of: journalPath) == 0)
+        #expect(try SaveJournal(path: journalPath).recorded().isEmpty)
 
         // Saves after the replay go on from there.
         try Data(#"{"after": 1}"#.utf8).write(to: URL(fileURLWithPath: mount.path("notes/after.json")))
@@ -67,7 +67,7 @@ struct SaveJournalMountTests {
 
         _ = try backend.save(bucket: "notes", name: .entity(key: "a"), bytes: Array(#"{"a": 1}"#.utf8), newID: nil)
         try backend.waitForJournaledEdits()
-        #expect(try Self.size(of: journalPath) == 0)
+        #expect(try SaveJournal(path: journalPath).recorded().isEmpty)
         #expect(store.hasUnsyncedWrites)
         try backend.sync()
         #expect(!store.hasUnsyncedWrites, "the next fsync syncs what left the journal unsynced")
@@ -83,8 +83,7 @@ struct SaveJournalMountTests {
         #expect(!unsynced || held.contains { $0.file == .localFile(name: ".b.json.tmp") }, "dropped from the journal before the store was synced")
         var emptied = false
         let settled = eventually(10) {
-            let size = (try? Self.size(of: journalPath)) ?? -1
-            emptied = size == 0
+            emptied = (try? SaveJournal(path: journalPath).recorded().isEmpty) ?? false
             if emptied { #expect(!store.hasUnsyncedWrites, "the journal was emptied before the store was synced") }
             return emptied
         }
@@ -159,9 +158,5 @@ struct SaveJournalMountTests {
         let store = try SyncStore(path: storePath)
         defer { try? store.close() }
         return try store.appliedJournalSequence()
-    }
-
-    static func size(of path: String) throws -> Int {
-        (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? -1
     }
 }

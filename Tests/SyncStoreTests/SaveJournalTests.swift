@@ -116,6 +116,67 @@ struct SaveJournalTests {
         #expect(try journal.recorded() == [Self.save(2, "b", "{}")])
     }
 
+    /// Records overwrite the file from its start once it is emptied: those from before are never
+    /// read again, whether the new ones end on a boundary of theirs (a lower sequence number
+    /// follows) or inside one (its checksum fails), in this opening or the next.
+    @Test(arguments: [1, 40])
+    func recordsFromBeforeTheJournalWasEmptiedAreNeverReadAgain(newLength: Int) throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let path = SaveJournal.path(besideStore: directory.storePath)
+        let journal = try SaveJournal(path: path)
+        let old = (1...5).map { Self.save(Int64($0), "k\($0)", String(repeating: "o", count: 20)) }
+        for edit in old { try journal.append(edit) }
+        #expect(try journal.recorded() == old)
+        try journal.removeAll()
+        #expect(try journal.recorded().isEmpty)
+        #expect(try SaveJournal(path: path).recorded().isEmpty)
+        let new = Self.save(6, "k1", String(repeating: "n", count: newLength))
+        try journal.append(new)
+        #expect(try journal.recorded() == [new])
+        // Another opening writes after the records it finds.
+        let next = Self.save(7, "k2", "{}")
+        try SaveJournal(path: path).append(next)
+        #expect(try journal.recorded() == [new, next])
+    }
+
+    /// Records fill the size the file has written, so an fsync flushes them alone; a record
+    /// past it grows the file, and emptying a journal that grew large gives the room back.
+    @Test func theFileGrowsOnlyWhenARecordDoesNotFitAndShrinksWhenEmptied() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let path = SaveJournal.path(besideStore: directory.storePath)
+        func size() throws -> Int { (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? -1 }
+        let journal = try SaveJournal(path: path)
+        try journal.append(Self.save(1, "a", "{}"))
+        #expect(try size() == SaveJournal.initialSize)
+        for sequence in 2...100 { try journal.append(Self.save(Int64(sequence), "a", #"{"n": 1}"#)) }
+        #expect(try size() == SaveJournal.initialSize)
+        let big = Self.save(101, "big", String(repeating: "x", count: 5 * SaveJournal.initialSize))
+        try journal.append(big)
+        #expect(try size() >= 5 * SaveJournal.initialSize)
+        #expect(try journal.recorded().last == big)
+        try journal.removeAll()
+        #expect(try size() == SaveJournal.initialSize)
+        try journal.append(Self.save(102, "a", "{}"))
+        #expect(try journal.recorded() == [Self.save(102, "a", "{}")])
+    }
+
+    /// A journal an older mount left (records appended one after another, nothing after them):
+    /// read as it was, and new records go after it.
+    @Test func aJournalWrittenByAppendingIsReadAndWrittenOn() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let path = SaveJournal.path(besideStore: directory.storePath)
+        let old = Array(Self.variedSaves.prefix(4))
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(old.flatMap(SaveJournal.encode))))
+        let journal = try SaveJournal(path: path)
+        #expect(try journal.recorded() == old)
+        let new = Self.save(90, "n", "{}")
+        try journal.append(new)
+        #expect(try SaveJournal(path: path).recorded() == old + [new])
+    }
+
     @Test func theStoreAppliesSavesAsSaveLocalDoesAtTheTimeEachWasMade() throws {
         try withStore { store, _ in
             let outcome = try store.applyJournaledEdits([Self.save(1, "a", #"{"n": 1}"#, nodeID: 900), Self.save(2, "bad", "not json")])
