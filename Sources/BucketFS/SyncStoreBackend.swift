@@ -49,6 +49,8 @@ public final class SyncStoreBackend: MountBackend {
         var waiting = WaitingEdits()
         var nextSequence: Int64 = 1
         var applyScheduled = false
+        /// When the background apply last began (`DispatchTime` nanoseconds).
+        var lastApply: UInt64 = 0
         /// The journal's records up to this sequence number are on disk (`sync`).
         var syncedThrough: Int64 = 0
         /// An fsync of the journal began since it was last emptied: its edits were promised to
@@ -319,20 +321,41 @@ public final class SyncStoreBackend: MountBackend {
     /// before the mount (no journal yet).
     private func journal(_ edit: JournaledEdit.Edit, bucket: String, file: EntryName, newID: UInt64?) throws(FSError) -> MountTime? {
         let time = SyncStore.now()
-        let scheduling = try journaled.withLock { edits throws(FSError) -> Bool? in
-            guard let journal = edits.journal else { return nil }
+        let now = DispatchTime.now()
+        let scheduling = try journaled.withLock { edits throws(FSError) -> Scheduling in
+            guard let journal = edits.journal else { return .notMounted }
             let entry = JournaledEdit(
                 sequence: edits.nextSequence, bucket: bucket, file: file, edit: edit, nodeID: newID.map(Int64.init), time: time)
             do throws(StoreError) { try journal.append(entry) } catch { throw mappedError(error) }
             edits.nextSequence += 1
             edits.waiting.append(entry)
-            defer { edits.applyScheduled = true }
-            return !edits.applyScheduled
+            guard !edits.applyScheduled else { return .withTheEditsBefore }
+            edits.applyScheduled = true
+            let windowEnd = edits.lastApply + Self.applyWindow
+            return .applying(at: windowEnd > now.uptimeNanoseconds ? DispatchTime(uptimeNanoseconds: windowEnd) : now)
         }
-        guard let scheduling else { return nil }
-        if scheduling { applier.async { [self] in applyInBackground() } }
-        return time
+        switch scheduling {
+        case .notMounted: return nil
+        case .withTheEditsBefore: return time
+        case .applying(let start):
+            applier.asyncAfter(deadline: start) { [self] in applyInBackground() }
+            return time
+        }
     }
+
+    /// When the store takes a journaled edit.
+    private enum Scheduling {
+        /// Never: there is no journal yet, the edit goes straight to the store.
+        case notMounted
+        /// With the edits journaled before it, whose apply is scheduled already.
+        case withTheEditsBefore
+        case applying(at: DispatchTime)
+    }
+
+    /// A burst of edits goes to the store one transaction per this many nanoseconds at most (an
+    /// editor's save, its scratch file and its rename, in one; a checkout's files in a few), the
+    /// first edit after a quiet spell at once. A reader never waits for it: it applies them itself.
+    static let applyWindow: UInt64 = 2_000_000
 
     /// Returns once the store has every edit made so far: for readers of the store that do not
     /// go through this backend.
@@ -341,7 +364,10 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     private func applyInBackground() {
-        journaled.withLock { $0.applyScheduled = false }
+        journaled.withLock { edits in
+            edits.applyScheduled = false
+            edits.lastApply = DispatchTime.now().uptimeNanoseconds
+        }
         do throws(StoreError) {
             try applyJournaledEdits()
         } catch .closed {
