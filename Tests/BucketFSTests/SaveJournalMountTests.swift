@@ -55,39 +55,32 @@ struct SaveJournalMountTests {
     /// edit never fsynced leaves the journal as soon as the store has it, and the next fsync
     /// syncs the store for it.
     @Test func aJournalThatWasFsyncedIsEmptiedOnlyOnceTheStoreIsOnDisk() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-test-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try SyncStore(path: directory.appendingPathComponent("store.sqlite").path)
-        defer { try? store.close() }
-        _ = try store.ensureBucket("notes")
-        let backend = SyncStoreBackend(store: store)
-        try backend.prepareForMount()
-        let journalPath = SaveJournal.path(besideStore: store.path)
+        try Self.withMountedBackend { backend, store in
+            let journalPath = SaveJournal.path(besideStore: store.path)
 
-        _ = try backend.save(bucket: "notes", name: .entity(key: "a"), bytes: Array(#"{"a": 1}"#.utf8), newID: nil)
-        try backend.waitForJournaledEdits()
-        #expect(try SaveJournal(path: journalPath).recorded().isEmpty)
-        #expect(store.hasUnsyncedWrites)
-        try backend.sync()
-        #expect(!store.hasUnsyncedWrites, "the next fsync syncs what left the journal unsynced")
+            _ = try backend.save(bucket: "notes", name: .entity(key: "a"), bytes: Array(#"{"a": 1}"#.utf8), newID: nil)
+            try backend.waitForJournaledEdits()
+            #expect(try SaveJournal(path: journalPath).recorded().isEmpty)
+            #expect(store.hasUnsyncedWrites)
+            try backend.sync()
+            #expect(!store.hasUnsyncedWrites, "the next fsync syncs what left the journal unsynced")
 
-        // An editor's save, fsynced before its rename: the scratch file and the rename.
-        let id = try backend.reserveIDs(count: 1).lowerBound
-        _ = try backend.save(bucket: "notes", name: .localFile(name: ".b.json.tmp"), bytes: Array(#"{"b": 1}"#.utf8), newID: id)
-        try backend.sync()
-        try backend.waitForJournaledEdits()
-        // In this order: the store is only ever synced more, never less, as time goes on.
-        let held = try SaveJournal(path: journalPath).recorded()
-        let unsynced = store.hasUnsyncedWrites
-        #expect(!unsynced || held.contains { $0.file == .localFile(name: ".b.json.tmp") }, "dropped from the journal before the store was synced")
-        var emptied = false
-        let settled = eventually(10) {
-            emptied = (try? SaveJournal(path: journalPath).recorded().isEmpty) ?? false
-            if emptied { #expect(!store.hasUnsyncedWrites, "the journal was emptied before the store was synced") }
-            return emptied
+            // An editor's save, fsynced before its rename: the scratch file and the rename.
+            let id = try backend.reserveIDs(count: 1).lowerBound
+            _ = try backend.save(bucket: "notes", name: .localFile(name: ".b.json.tmp"), bytes: Array(#"{"b": 1}"#.utf8), newID: id)
+            try backend.sync()
+            try backend.waitForJournaledEdits()
+            // In this order: the store is only ever synced more, never less, as time goes on.
+            let held = try SaveJournal(path: journalPath).recorded()
+            let unsynced = store.hasUnsyncedWrites
+            #expect(!unsynced || held.contains { $0.file == .localFile(name: ".b.json.tmp") }, "dropped from the journal before the store was synced")
+            let settled = eventually(10) {
+                let emptied = (try? SaveJournal(path: journalPath).recorded().isEmpty) ?? false
+                if emptied { #expect(!store.hasUnsyncedWrites, "the journal was emptied before the store was synced") }
+                return emptied
+            }
+            #expect(settled, "the journal is emptied once the store is synced")
         }
-        #expect(settled, "the journal is emptied once the store is synced")
     }
 
     /// A scratch file renamed over an entity's file is journaled, and what the rename answers
@@ -95,28 +88,22 @@ struct SaveJournalMountTests {
     /// took the rename.
     @Test(arguments: [nil, 0o600] as [Int?])
     func aRenameOfAScratchFileAnswersWhatTheStoreThenHas(permissions: Int?) throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-test-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try SyncStore(path: directory.appendingPathComponent("store.sqlite").path)
-        defer { try? store.close() }
-        _ = try store.ensureBucket("notes")
-        let backend = SyncStoreBackend(store: store)
-        try backend.prepareForMount()
-        _ = try backend.save(bucket: "notes", name: .entity(key: "k"), bytes: Array(#"{"v": 1}"#.utf8), newID: nil)
+        try Self.withMountedBackend { backend, store in
+            _ = try backend.save(bucket: "notes", name: .entity(key: "k"), bytes: Array(#"{"v": 1}"#.utf8), newID: nil)
 
-        let id = try backend.reserveIDs(count: 1).lowerBound
-        let scratch = MountItemName.localFile(name: ".k.json.tmp")
-        _ = try backend.save(bucket: "notes", name: scratch, bytes: Array(#"{"v": 2}"#.utf8), newID: id)
-        _ = try backend.setModificationTime(bucket: "notes", name: scratch, to: 1_500_000_000 * 1_000_000_000)
-        if let permissions { _ = try backend.setAttributes(bucket: "notes", name: scratch, permissions: permissions, atime: nil) }
-        let source = try #require(try backend.entry(bucket: "notes", name: scratch))
-        let renamed = try backend.rename(bucket: "notes", from: source, to: .entity(key: "k"))
-        #expect(renamed.id == id && renamed.mtime == 1_500_000_000 * 1_000_000_000)
-        #expect(try backend.entry(bucket: "notes", name: .entity(key: "k")) == renamed)
-        #expect(try backend.entry(bucket: "notes", name: scratch) == nil)
-        #expect(try backend.read(bucket: "notes", name: .entity(key: "k")) == Array(#"{"v": 2}"#.utf8))
-        #expect(try store.appliedJournalSequence() == 3, "the save, the scratch file and the rename went through the journal")
+            let id = try backend.reserveIDs(count: 1).lowerBound
+            let scratch = MountItemName.localFile(name: ".k.json.tmp")
+            _ = try backend.save(bucket: "notes", name: scratch, bytes: Array(#"{"v": 2}"#.utf8), newID: id)
+            _ = try backend.setModificationTime(bucket: "notes", name: scratch, to: 1_500_000_000 * 1_000_000_000)
+            if let permissions { _ = try backend.setAttributes(bucket: "notes", name: scratch, permissions: permissions, atime: nil) }
+            let source = try #require(try backend.entry(bucket: "notes", name: scratch))
+            let renamed = try backend.rename(bucket: "notes", from: source, to: .entity(key: "k"))
+            #expect(renamed.id == id && renamed.mtime == 1_500_000_000 * 1_000_000_000)
+            #expect(try backend.entry(bucket: "notes", name: .entity(key: "k")) == renamed)
+            #expect(try backend.entry(bucket: "notes", name: scratch) == nil)
+            #expect(try backend.read(bucket: "notes", name: .entity(key: "k")) == Array(#"{"v": 2}"#.utf8))
+            #expect(try store.appliedJournalSequence() == 3, "the save, the scratch file and the rename went through the journal")
+        }
     }
 
     /// An editor's save (a scratch file written, chmod'ed, dated, fsynced and renamed over the
@@ -152,6 +139,20 @@ struct SaveJournalMountTests {
         #expect(after == before)
         #expect(!FileManager.default.fileExists(atPath: scratch))
         #expect(try mount.store.entity(bucket: "notes", key: "k")?.value == ["v": 2, "saved": "by an editor"])
+    }
+
+    /// A backend over a new store with bucket `notes`, journaling as a mount's does, with no
+    /// file system over it.
+    static func withMountedBackend(_ body: (SyncStoreBackend, SyncStore) throws -> Void) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SyncStore(path: directory.appendingPathComponent("store.sqlite").path)
+        defer { try? store.close() }
+        _ = try store.ensureBucket("notes")
+        let backend = SyncStoreBackend(store: store)
+        try backend.prepareForMount()
+        try body(backend, store)
     }
 
     static func appliedSequence(_ storePath: String) throws -> Int64 {
