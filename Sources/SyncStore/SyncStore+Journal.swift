@@ -27,11 +27,11 @@ extension SyncStore {
 
     /// Applies `edits` (in order, oldest first) as `saveLocal`, `writeLocalFile`, `deleteLocal`,
     /// `removeLocalFile` and `rename` apply them, at the time each was made, in one `.deferred`
-    /// transaction that
-    /// also records the last one's sequence number. Edits at or below the recorded number are
-    /// skipped: the store has them, and what came after them (a rename, a newer save) must not be
-    /// undone by applying them again. An edit the store refuses is dropped and reported, not
-    /// retried; any other failure (a full disk) applies none of them, for the caller to try again.
+    /// transaction that also records the last one's sequence number. Edits at or below the
+    /// recorded number are skipped: the store has them, and what came after them (a rename, a
+    /// newer save) must not be undone by applying them again. An edit the store refuses is
+    /// dropped and reported, not retried; any other failure (a full disk) applies none of them,
+    /// for the caller to try again.
     public func applyJournaledEdits(_ edits: [JournaledEdit]) throws(StoreError) -> AppliedEdits {
         try write(.deferred) { db in
             var outcome = AppliedEdits()
