@@ -426,13 +426,19 @@ public final class SyncStoreBackend: MountBackend {
         }
         guard let target else { return }
         do throws(StoreError) {
-            try store.syncDeferredWrites(through: target)
+            try emptyJournal(onceTheStoreHolds: target)
         } catch .closed {
             return
         } catch {
             // Kept, and still replayed correctly at the next mount; a later batch tries again.
-            return logger.warning("the save journal is kept for now: \(error)")
+            logger.warning("the save journal is kept for now: \(error)")
         }
+    }
+
+    /// With `applying` held, so that no batch is applied between the two: fsyncs the store's
+    /// first `commit` writes, then empties the journal unless an edit came meanwhile.
+    private func emptyJournal(onceTheStoreHolds commit: UInt64) throws(StoreError) {
+        try store.syncDeferredWrites(through: commit)
         journaled.withLock { edits in
             if edits.waiting.isEmpty { edits.emptyJournal() }
         }
@@ -534,23 +540,17 @@ public final class SyncStoreBackend: MountBackend {
     /// destination is the source's number, size, modification time and attributes, which the
     /// caller knows, under the new name. Other renames go through the store.
     public func rename(bucket: String, from source: MountEntry, to destination: MountItemName) throws(FSError) -> MountEntry {
-        guard case .localFile(let name) = source.name, case .entity = destination, source.size <= SyncStore.entityFileLimit
-        else { return try rename(bucket: bucket, from: source.name, to: destination) }
-        let permissions: Int?
-        if let own = source.permissions {
-            permissions = own
-        } else if format(of: bucket) is TextFieldFormat && source.size == 0 {
-            // Whether the view can show the entity is the store's to say.
-            return try rename(bucket: bucket, from: source.name, to: destination)
-        } else {
-            permissions = readOnlyPermissions(bucket, destination, size: source.size)
+        // Whether a text view can show an empty entity (0444 or 0644) is the store's to say.
+        let viewDecides = source.permissions == nil && source.size == 0 && format(of: bucket) is TextFieldFormat
+        if case .localFile(let name) = source.name, case .entity = destination, source.size <= SyncStore.entityFileLimit,
+            !viewDecides,
+            let time = try journal(.rename(to: Self.storeName(destination)), bucket: bucket, file: .localFile(name: name), newID: nil)
+        {
+            return MountEntry(
+                id: source.id, bucket: bucket, name: destination, size: source.size, mtime: source.mtime, ctime: time,
+                permissions: source.permissions ?? readOnlyPermissions(bucket, destination, size: source.size), atime: source.atime)
         }
-        guard let time = try journal(
-            .rename(to: Self.storeName(destination)), bucket: bucket, file: .localFile(name: name), newID: nil)
-        else { return try rename(bucket: bucket, from: source.name, to: destination) }
-        return MountEntry(
-            id: source.id, bucket: bucket, name: destination, size: source.size, mtime: source.mtime, ctime: time,
-            permissions: permissions, atime: source.atime)
+        return try rename(bucket: bucket, from: source.name, to: destination)
     }
 
     public func setModificationTime(bucket: String, name: MountItemName, to time: MountTime) throws(FSError) -> MountEntry {
@@ -604,13 +604,9 @@ public final class SyncStoreBackend: MountBackend {
     /// Applies every journaled edit, fsyncs the store and empties the journal (unmount).
     public func settle() throws(FSError) {
         try mapped { () throws(StoreError) in
-            // No batch is applied between the fsync and the emptying: the fsync covers them all.
             applying.lock()
             defer { applying.unlock() }
-            try store.syncDeferredWrites()
-            journaled.withLock { edits in
-                if edits.waiting.isEmpty { edits.emptyJournal() }
-            }
+            try emptyJournal(onceTheStoreHolds: store.committedWrites)
         }
     }
 
