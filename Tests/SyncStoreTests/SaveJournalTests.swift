@@ -11,29 +11,32 @@ struct SaveJournalTests {
     {
         JournaledEdit(
             sequence: sequence, bucket: bucket, key: key, edit: .save(bytes(text)), nodeID: nodeID,
-            time: 1_700_000_000_000_000_000 + sequence)
+            time: time(sequence))
     }
 
+    /// When the edit numbered `sequence` is made, in the helpers below.
+    static func time(_ sequence: Int64) -> Int64 { 1_700_000_000_000_000_000 + sequence }
+
     static func removal(_ sequence: Int64, _ key: String) -> JournaledEdit {
-        JournaledEdit(sequence: sequence, bucket: "notes", key: key, edit: .remove, time: 1_700_000_000_000_000_000 + sequence)
+        JournaledEdit(sequence: sequence, bucket: "notes", key: key, edit: .remove, time: time(sequence))
     }
 
     static func localSave(_ sequence: Int64, _ name: String, _ text: String, nodeID: Int64? = nil) -> JournaledEdit {
         JournaledEdit(
             sequence: sequence, bucket: "notes", file: .localFile(name: name), edit: .save(bytes(text)), nodeID: nodeID,
-            time: 1_700_000_000_000_000_000 + sequence)
+            time: time(sequence))
     }
 
     static func localRemoval(_ sequence: Int64, _ name: String) -> JournaledEdit {
         JournaledEdit(
             sequence: sequence, bucket: "notes", file: .localFile(name: name), edit: .remove,
-            time: 1_700_000_000_000_000_000 + sequence)
+            time: time(sequence))
     }
 
     static func rename(_ sequence: Int64, _ source: EntryName, to destination: EntryName) -> JournaledEdit {
         JournaledEdit(
             sequence: sequence, bucket: "notes", file: source, edit: .rename(to: destination),
-            time: 1_700_000_000_000_000_000 + sequence)
+            time: time(sequence))
     }
 
     static let variedSaves = [
@@ -183,7 +186,7 @@ struct SaveJournalTests {
             #expect(outcome.applied.count == 2 && outcome.refused.isEmpty)
             let a = try #require(try store.entity(bucket: "notes", key: "a"))
             #expect(a.content == bytes(#"{"n": 1}"#) && a.value == ["n": 1])
-            #expect(a.nodeID == 900 && a.mtime == Self.save(1, "a", "").time && a.ctime == a.mtime)
+            #expect(a.nodeID == 900 && a.mtime == Self.time(1) && a.ctime == a.mtime)
             #expect(outcome.applied[0].readyToSend.map(\.key) == ["a"])
             #expect(outcome.applied[1].parseError != nil && outcome.applied[1].readyToSend.isEmpty)
             #expect(try store.outgoingChanges(bucket: "notes").map(\.key) == ["a"])
@@ -298,7 +301,7 @@ struct SaveJournalTests {
             #expect(outcome.applied[1].readyToSend.map(\.key) == ["k"])
             let entity = try #require(try store.entity(bucket: "notes", key: "k"))
             #expect(entity.value == ["v": 2] && entity.nodeID == 700)
-            #expect(entity.mtime == Self.localSave(1, "", "").time && entity.ctime == Self.rename(2, .entity(key: ""), to: .entity(key: "")).time)
+            #expect(entity.mtime == Self.time(1) && entity.ctime == Self.time(2))
             #expect(try store.lookup(bucket: "notes", name: .localFile(name: ".k.json.tmp")) == nil)
             let owed = try store.outgoingChanges(bucket: "notes")
             #expect(owed.map(\.key) == ["k"] && owed.first?.sourceVersion == 1)
