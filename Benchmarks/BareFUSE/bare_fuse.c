@@ -5,8 +5,12 @@
 // as bucketfs serves: libfuse's multi-threaded loop, one /dev/fuse clone per worker, entries and
 // attributes cached for an hour, O_TRUNC handled in open.
 //
+// With FSYNC_FILE, fsync also writes the file's first 4 KiB over the first block of FSYNC_FILE and
+// fdatasyncs it: the least a FUSE file system whose fsync survives a power loss pays on the disk
+// FSYNC_FILE is on (one write and one flush of the disk's cache), and nothing else.
+//
 // Built by scripts/bench-fs: cc -O2 bare_fuse.c $(pkg-config fuse3 --cflags --libs)
-// Run: bare_fuse MOUNTPOINT (foreground; fusermount3 -u MOUNTPOINT ends it)
+// Run: bare_fuse MOUNTPOINT [FSYNC_FILE] (foreground; fusermount3 -u MOUNTPOINT ends it)
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
@@ -20,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CACHE_SECONDS 3600.0
 #define BUCKET_COUNT (1u << 18)
@@ -37,6 +42,7 @@ struct node {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int fsync_file = -1;  // FSYNC_FILE, or -1: fsync does nothing
 static struct node **nodes;  // by inode number; 0 unused, 1 the root
 static size_t node_count, node_capacity;
 static struct node *buckets[BUCKET_COUNT];
@@ -248,6 +254,15 @@ static void bare_open_directory(fuse_req_t req, fuse_ino_t ino, struct fuse_file
 
 static void bare_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
     (void)datasync;
+    if (fsync_file >= 0) {
+        unsigned char block[4096] = {0};
+        pthread_mutex_lock(&lock);
+        struct node *n = node_of(ino);
+        if (n && n->data) memcpy(block, n->data, n->size < sizeof block ? n->size : sizeof block);
+        pthread_mutex_unlock(&lock);
+        if (pwrite(fsync_file, block, sizeof block, 0) != (ssize_t)sizeof block || fdatasync(fsync_file) != 0)
+            return (void)fuse_reply_err(req, EIO);
+    }
     bare_ok(req, ino, fi);
 }
 
@@ -320,9 +335,18 @@ static const struct fuse_lowlevel_ops operations = {
 };
 
 int main(int argc, char *argv[]) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s MOUNTPOINT\n", argv[0]);
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: %s MOUNTPOINT [FSYNC_FILE]\n", argv[0]);
         return 2;
+    }
+    if (argc == 3) {
+        // Written once at its full size, so that an fsync's write never grows it.
+        static const unsigned char zeros[4096];
+        fsync_file = open(argv[2], O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fsync_file < 0 || pwrite(fsync_file, zeros, sizeof zeros, 0) != (ssize_t)sizeof zeros || fsync(fsync_file) != 0) {
+            fprintf(stderr, "bare_fuse: cannot prepare %s\n", argv[2]);
+            return 1;
+        }
     }
     new_node(0, NULL, S_IFDIR | 0755);  // the root, inode 1
     char *fuse_argv[] = {argv[0], NULL};
