@@ -37,7 +37,11 @@ extension SyncStore {
             var outcome = AppliedEdits()
             let appliedThrough = try Self.appliedJournalSequence(db)
             var buckets: [String: BucketRow] = [:]
-            for edit in edits where edit.sequence > appliedThrough {
+            let pending = edits.filter { $0.sequence > appliedThrough }
+            var index = 0
+            while index < pending.count {
+                let edit = pending[index]
+                index += 1
                 // Every refusal comes before the edit writes anything (the bucket is looked up
                 // first, a removal or rename finds its file, and a rename checks its size, before
                 // it changes a row), so a refused edit leaves nothing to roll back and needs no
@@ -45,6 +49,14 @@ extension SyncStore {
                 do {
                     let bucket = try buckets[edit.bucket] ?? BucketRow.named(edit.bucket, db)
                     buckets[edit.bucket] = bucket
+                    if index < pending.count,
+                        let changes = try Self.applyEditorsSave(edit, then: pending[index], bucket: bucket, db)
+                    {
+                        outcome.applied.append(AppliedEdit(edit: edit, readyToSend: [], parseError: nil))
+                        outcome.applied.append(AppliedEdit(edit: pending[index], readyToSend: changes, parseError: nil))
+                        index += 1
+                        continue
+                    }
                     switch (edit.edit, edit.file) {
                     case (.save(let bytes), .entity(let key)):
                         let moved = edit.nodeID.map { MovedFile(nodeID: $0, mode: nil, atime: nil) }
@@ -76,6 +88,25 @@ extension SyncStore {
             }
             return outcome
         }
+    }
+
+    /// An editor's save, a new scratch file written and then renamed over an entity's file, as
+    /// the two edits would leave it (the entity's new bytes under the scratch file's number and
+    /// modification time), without writing the scratch file's row only to remove it again.
+    /// Returns the changes to send, or nil when `save` and `rename` are not such a pair (the
+    /// caller applies them one by one): a scratch file the store has already keeps its own
+    /// number and attributes, and one too large for an entity stays a local file.
+    static func applyEditorsSave(
+        _ save: JournaledEdit, then rename: JournaledEdit, bucket: BucketRow, _ db: Database
+    ) throws -> [OutgoingChange]? {
+        guard case .save(let bytes) = save.edit, case .localFile(let name) = save.file, let nodeID = save.nodeID,
+            case .rename(to: .entity(let key)) = rename.edit, rename.file == save.file, rename.bucket == save.bucket,
+            bytes.count <= entityFileLimit, try LocalFileRow.find(bucketID: bucket.id, name: name, db) == nil
+        else { return nil }
+        let saved = try Self.save(
+            .bytes(bytes), key: key, bucket: bucket, now: rename.time, mtime: save.time,
+            moved: MovedFile(nodeID: nodeID, mode: nil, atime: nil), db)
+        return saved.readyToSend.map { [$0] } ?? []
     }
 
     static func appliedJournalSequence(_ db: Database) throws -> Int64 {

@@ -308,6 +308,97 @@ struct SaveJournalTests {
         }
     }
 
+    /// An editor's save in one batch (a new scratch file's save, then its rename over an entity's
+    /// file) never writes the scratch file's row, yet the store ends exactly as when the two
+    /// edits are applied a batch each, in each case below: the entity new or stored, its bytes
+    /// valid or not. Pairs that are not such a save go the usual way, to the same end: a scratch
+    /// file the store has already (with its own permissions and access time), one too large for
+    /// an entity, one renamed to a local name, a bucket that is gone.
+    @Test(arguments: EditorsSaveCase.allCases)
+    func anEditorsSaveInOneBatchEndsAsItsTwoEditsAppliedApart(_ scenario: EditorsSaveCase) throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let setup = try SyncStore(path: directory.storePath)
+        _ = try setup.ensureBucket("notes")
+        try seed(setup, key: "k", version: 3, data: ["v": 1])
+        let scratch = ".k.json.tmp"
+        if scenario == .scratchStoredAlready {
+            _ = try setup.applyJournaledEdits([Self.localSave(1, scratch, "old", nodeID: 600)])
+            try setup.setAttributes(bucket: "notes", name: .localFile(name: scratch), mode: 0o600, atime: 12345)
+        }
+        try setup.close()
+        // Two stores from the same start: one takes the pair in one batch, the other apart.
+        var stores: [SyncStore] = []
+        for copy in ["together", "apart"] {
+            try FileManager.default.createDirectory(atPath: "\(directory.path)/\(copy)", withIntermediateDirectories: false)
+            for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: directory.storePath + suffix) {
+                try FileManager.default.copyItem(atPath: directory.storePath + suffix, toPath: "\(directory.path)/\(copy)/store.sqlite\(suffix)")
+            }
+            stores.append(try SyncStore(path: "\(directory.path)/\(copy)/store.sqlite"))
+        }
+        defer { for store in stores { try? store.close() } }
+        // Counts the scratch file rows each store writes (on its writer's connection).
+        for store in stores {
+            try store.write { db in
+                try db.execute(sql: """
+                    CREATE TEMP TABLE local_file_inserts (name TEXT);
+                    CREATE TEMP TRIGGER count_local_file_inserts AFTER INSERT ON main.local_file
+                    BEGIN INSERT INTO local_file_inserts VALUES (new.name); END;
+                    """)
+            }
+        }
+        func scratchRowsWritten(_ store: SyncStore) throws -> Int {
+            try store.write { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM temp.local_file_inserts") ?? -1 }
+        }
+        let bytes: String
+        switch scenario {
+        case .tooLarge: bytes = #"{"v": ""# + String(repeating: "x", count: SyncStore.entityFileLimit) + #""}"#
+        case .invalidJSON: bytes = "not json"
+        default: bytes = #"{"v": 2}"#
+        }
+        let bucket = scenario == .bucketGone ? "gone" : "notes"
+        let destination: EntryName = switch scenario {
+        case .newEntity: .entity(key: "new")
+        case .toALocalName: .localFile(name: "k.json.bak")
+        default: .entity(key: "k")
+        }
+        let edits = [
+            JournaledEdit(
+                sequence: 2, bucket: bucket, file: .localFile(name: scratch), edit: .save(Array(bytes.utf8)), nodeID: 700,
+                time: Self.time(2)),
+            JournaledEdit(sequence: 3, bucket: bucket, file: .localFile(name: scratch), edit: .rename(to: destination), time: Self.time(3)),
+        ]
+        let together = try stores[0].applyJournaledEdits(edits)
+        let apart = try edits.map { try stores[1].applyJournaledEdits([$0]) }
+        #expect(together.applied.map(\.edit) == apart.flatMap(\.applied).map(\.edit))
+        #expect(together.applied.map { $0.readyToSend.map(\.key) } == apart.flatMap(\.applied).map { $0.readyToSend.map(\.key) })
+        #expect(together.refused.map(\.edit) == apart.flatMap(\.refused).map(\.edit))
+        func state(_ store: SyncStore) throws -> (entries: [DirectoryEntry], entities: [EntityInfo?], owed: [String], applied: Int64) {
+            let entries = try store.entries(bucket: "notes").sorted { "\($0.name)" < "\($1.name)" }
+            let entities = try entries.compactMap { entry -> String? in
+                if case .entity(let key) = entry.name { return key } else { return nil }
+            }.map { try store.entity(bucket: "notes", key: $0) }
+            // A change's ccid is random: what it says is compared instead.
+            let owed = try store.outgoingChanges(bucket: "notes").map { "\($0.key) \($0.sourceVersion ?? -1) \($0.operation) \($0.state)" }
+            return (entries, entities, owed, try store.appliedJournalSequence())
+        }
+        let (a, b) = (try state(stores[0]), try state(stores[1]))
+        #expect(a.entries == b.entries)
+        #expect(a.entities == b.entities)
+        #expect(a.owed == b.owed)
+        #expect(a.applied == 3 && b.applied == 3)
+        // Taken as one save where it is an editor's save of a new scratch file, and only there (a
+        // stored scratch file's save updates its row; a bucket that is gone takes neither edit).
+        let newScratchRow = scenario != .scratchStoredAlready && scenario != .bucketGone
+        let coalesced = [.entityStored, .newEntity, .invalidJSON].contains(scenario)
+        #expect(try scratchRowsWritten(stores[0]) == (newScratchRow && !coalesced ? 1 : 0))
+        #expect(try scratchRowsWritten(stores[1]) == (newScratchRow ? 1 : 0))
+    }
+
+    enum EditorsSaveCase: CaseIterable, Sendable {
+        case entityStored, newEntity, invalidJSON, scratchStoredAlready, tooLarge, toALocalName, bucketGone
+    }
+
     /// Local files: a save creates or replaces one (under the number it was handed), a removal
     /// removes it, a rename moves it; none is ever sent.
     @Test func localFileEditsAreAppliedAndNeverSent() throws {
