@@ -373,13 +373,22 @@ struct SaveJournalTests {
         #expect(together.applied.map(\.edit) == apart.flatMap(\.applied).map(\.edit))
         #expect(together.applied.map { $0.readyToSend.map(\.key) } == apart.flatMap(\.applied).map { $0.readyToSend.map(\.key) })
         #expect(together.refused.map(\.edit) == apart.flatMap(\.refused).map(\.edit))
-        func state(_ store: SyncStore) throws -> (entries: [DirectoryEntry], entities: [EntityInfo?], owed: [String], applied: Int64) {
+        /// A change owed, less its ccid (random).
+        struct Owed: Hashable {
+            let key: String
+            let sourceVersion: Int?
+            let operation: OutgoingOperation
+            let fullData: JSONObject?
+            let state: ChangeState
+        }
+        func state(_ store: SyncStore) throws -> (entries: [DirectoryEntry], entities: [EntityInfo?], owed: [Owed], applied: Int64) {
             let entries = try store.entries(bucket: "notes").sorted { "\($0.name)" < "\($1.name)" }
             let entities = try entries.compactMap { entry -> String? in
                 if case .entity(let key) = entry.name { return key } else { return nil }
             }.map { try store.entity(bucket: "notes", key: $0) }
-            // A change's ccid is random: what it says is compared instead.
-            let owed = try store.outgoingChanges(bucket: "notes").map { "\($0.key) \($0.sourceVersion ?? -1) \($0.operation) \($0.state)" }
+            let owed = try store.outgoingChanges(bucket: "notes").map {
+                Owed(key: $0.key, sourceVersion: $0.sourceVersion, operation: $0.operation, fullData: $0.fullData, state: $0.state)
+            }
             return (entries, entities, owed, try store.appliedJournalSequence())
         }
         let (a, b) = (try state(stores[0]), try state(stores[1]))
