@@ -76,17 +76,28 @@ public final class BucketFileSystem: Sendable {
     let attributes: Attributes
     let state: Mutex<FileSystemState>
     /// Backend reads that do not change anything (file bytes, xattrs).
-    let readQueue = WorkQueue(name: "bucketfs-read", threads: 4)
+    let readQueue = WorkQueue(name: ThreadName.readQueue, threads: 4)
     /// Every store mutation and directory load, in order, so a save never races a listing or
     /// an older save of the same file.
-    let writeQueue = WorkQueue(name: "bucketfs-write", threads: 1)
+    let writeQueue = WorkQueue(name: ThreadName.writeQueue, threads: 1)
     /// Where a large file's save streams its bytes to the store before `writeQueue` commits them
     /// in one short step: a long save never holds up requests for other files.
-    let streamQueue = WorkQueue(name: "bucketfs-stream", threads: 2)
+    let streamQueue = WorkQueue(name: ThreadName.streamQueue, threads: 2)
     /// Where the remote-change feed is consumed.
     let changeExecutor = ThreadTaskExecutor(name: "bucketfs-changes")
     private let lifecycle = Mutex<Lifecycle>(Lifecycle())
     private let stoppedCondition = NSCondition()
+
+    /// The names of the threads that answer requests (`CPUPlacement` tells them by these).
+    public enum ThreadName {
+        /// Where `run()` goes: libfuse's workers are started from it and carry its name.
+        public static let session = "bucketfs-session"
+        static let readQueue = "bucketfs-read"
+        static let writeQueue = "bucketfs-write"
+        static let streamQueue = "bucketfs-stream"
+        /// The kernel's names for them (`comm`: their first 15 bytes; a queue's workers add a number).
+        static let answeringRequests = [session, readQueue, writeQueue, streamQueue].map { String($0.utf8.prefix(15))! }
+    }
 
     struct Lifecycle: @unchecked Sendable {
         var session: OpaquePointer?
@@ -243,7 +254,7 @@ public final class BucketFileSystem: Sendable {
 
     /// Runs the loop on its own thread (for embedding and tests); returns at once.
     public func start() {
-        Thread.start(named: "bucketfs-session") { [self] in run() }
+        Thread.start(named: ThreadName.session) { [self] in run() }
     }
 
     /// Unmounts and waits up to `timeout` for `run()` to end; returns whether it ended.

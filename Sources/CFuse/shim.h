@@ -8,6 +8,10 @@
 #include <sys/stat.h>
 #include <errno.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
 
 // fuse_session_loop_mt is a function-like macro (versioned symbol), which Swift cannot import.
 // Each worker reads and answers on its own clone of /dev/fuse: the kernel then keeps one queue
@@ -28,6 +32,23 @@ static inline int cfuse_session_loop_mt(struct fuse_session *session, unsigned i
 // The calling thread's kernel name (the first 15 bytes); prctl is variadic, which Swift cannot call.
 static inline void cfuse_name_this_thread(const char *name) {
     prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
+// A set of CPUs (up to 1024), as sched_setaffinity(2) takes it.
+typedef struct {
+    uint64_t bits[16];
+} cfuse_cpu_set;
+
+// The CPUs thread `tid` (0: the calling one) may run on; -1 on failure. Raw system calls, since
+// glibc's wrappers and CPU_* macros need _GNU_SOURCE, which Swift's Glibc module may not have set.
+static inline int cfuse_get_cpus(int tid, cfuse_cpu_set *set) {
+    memset(set, 0, sizeof(*set));
+    return syscall(SYS_sched_getaffinity, tid, sizeof(set->bits), set->bits) < 0 ? -1 : 0;
+}
+
+// Lets thread `tid` (0: the calling one) run on `set` only; -1 on failure (it has ended, say).
+static inline int cfuse_set_cpus(int tid, const cfuse_cpu_set *set) {
+    return syscall(SYS_sched_setaffinity, tid, sizeof(set->bits), set->bits) < 0 ? -1 : 0;
 }
 
 // Bit-fields of struct fuse_file_info, set in C so Swift never depends on their layout.

@@ -111,6 +111,9 @@ struct Mount: AsyncParsableCommand {
     @Flag(name: .customLong("allow-other"), help: "Let other users access the mount (needs user_allow_other in /etc/fuse.conf).")
     var allowOther = false
 
+    @Flag(name: .customLong("sync-on-every-cpu"), help: "Let the sync work (storing saves, the sync engine, the demo server) run on every CPU. By default, once in sync on a machine with two CPUs or more, it keeps off one of them, which the programs using the mount and the threads answering them then have to themselves.")
+    var syncOnEveryCPU = false
+
     @Flag(name: .shortAndLong, help: "Log more (sync and file-system details).")
     var verbose = false
 
@@ -372,7 +375,7 @@ private struct MountSession {
 
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             // The FUSE loop blocks its thread until unmount; it gets one of its own.
-            Thread.start(named: "bucketfs-session") {
+            Thread.start(named: BucketFileSystem.ThreadName.session) {
                 fileSystem.run()
                 done.resume()
             }
@@ -552,10 +555,17 @@ private struct MountSession {
     /// First-sync progress: a live line on a terminal, a log line per bucket otherwise.
     private func reportProgress(_ client: any SyncEngine) async {
         let bar = ProgressBar(enabled: isatty(STDERR_FILENO) == 1)
+        var placed = false
         for await progress in client.progress() {
             if progress.isReady {
                 bar.finish("\(progress.bucket): \(progress.entitiesDone) entities in sync")
                 logger.info("\(progress.bucket): in sync (\(progress.entitiesDone) entities)")
+                // After the first sync, which has work enough for every CPU; again at each
+                // reconnection, for threads started meanwhile.
+                if !command.syncOnEveryCPU, let cpu = CPUPlacement.keepSyncWorkOffOneCPU(), !placed {
+                    logger.info("sync work keeps off CPU \(cpu), left to the file system's requests (--sync-on-every-cpu: not)")
+                    placed = true
+                }
             } else {
                 bar.update(label: progress.bucket, done: progress.entitiesDone, total: progress.entitiesKnown, bytes: progress.bytesReceived)
             }
