@@ -364,6 +364,7 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     private func applyInBackground() {
+        CPUPlacement.placeAgainIfStrayed()
         journaled.withLock { edits in
             edits.applyScheduled = false
             edits.lastApply = DispatchTime.now().uptimeNanoseconds

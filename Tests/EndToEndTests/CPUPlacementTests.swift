@@ -39,6 +39,40 @@ struct CPUPlacementTests {
         #expect(try Files.waitFor(other.path("notes/after.json"), toHold: text) == text, "\(mount.process.logTail)\n\(other.process.logTail)")
     }
 
+    /// Dispatch ends a worker idle for a few seconds and starts the next one from the thread that
+    /// queues work: after a pause, the thread answering the next save starts the one that takes
+    /// it to the store, which then places every thread again.
+    @Test func aSyncThreadStartedByARequestIsPlacedAgain() throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.close() }
+        let server = try ServerProcess.start(in: sandbox)
+        let mount = try MountProcess(sandbox, at: "m", server: server)
+        let everyCPU = try Self.allowedCPUs(of: "self")
+        let requestCPU = try #require(everyCPU.min())
+        try #require(everyCPU.count >= 2, "one CPU: nothing is placed (syncWorkKeepsOffOneCPUOnceInSync covers it)")
+        #expect(eventually(60) { mount.process.log.contains("sync work keeps off CPU \(requestCPU)") })
+        for round in 0..<2 {
+            try Files.write(mount.path("notes/before\(round).json"), TwoMountTests.pretty(["v": "\(round)"]))
+            // Longer than dispatch keeps an idle worker (5 s).
+            Thread.sleep(forTimeInterval: 7)
+            // A burst of saves: the worker started for it lives as long as the burst (a stray one
+            // would run on every CPU throughout); look while it goes on.
+            let start = Date()
+            var strays: [(id: String, name: String, cpus: Set<Int>)]?
+            var index = 0
+            while Date().timeIntervalSince(start) < 3 {
+                try Files.write(mount.path("notes/burst\(round)-\(index).json"), TwoMountTests.pretty(["v": "\(index)"]))
+                index += 1
+                if strays == nil, Date().timeIntervalSince(start) > 2 {
+                    strays = try Self.placement(of: mount.process.pid).filter { thread in
+                        !Self.requestThreads.contains { thread.name.hasPrefix($0) } && thread.cpus.contains(requestCPU)
+                    }
+                }
+            }
+            #expect(strays?.isEmpty == true, "round \(round): \(strays ?? [])")
+        }
+    }
+
     @Test func syncOnEveryCPULeavesEveryThreadWhereItStarted() throws {
         let sandbox = try Sandbox()
         defer { sandbox.close() }
