@@ -12,10 +12,7 @@ struct CPUPlacementTests {
     @Test func syncWorkKeepsOffOneCPUOnceInSync() throws {
         let sandbox = try Sandbox()
         defer { sandbox.close() }
-        let server = try ServerProcess.start(in: sandbox)
-        let mount = try MountProcess(sandbox, at: "m", server: server)
-        let everyCPU = try Self.allowedCPUs(of: "self")
-        let requestCPU = try #require(everyCPU.min())
+        let (server, mount, everyCPU, requestCPU) = try Self.mounted(in: sandbox)
         if everyCPU.count < 2 {
             // Nothing to keep apart: every thread keeps the one CPU, and the log says nothing.
             #expect(eventually(60) { mount.process.log.contains("in sync") })
@@ -45,10 +42,7 @@ struct CPUPlacementTests {
     @Test func aSyncThreadStartedByARequestIsPlacedAgain() throws {
         let sandbox = try Sandbox()
         defer { sandbox.close() }
-        let server = try ServerProcess.start(in: sandbox)
-        let mount = try MountProcess(sandbox, at: "m", server: server)
-        let everyCPU = try Self.allowedCPUs(of: "self")
-        let requestCPU = try #require(everyCPU.min())
+        let (_, mount, everyCPU, requestCPU) = try Self.mounted(in: sandbox)
         try #require(everyCPU.count >= 2, "one CPU: nothing is placed (syncWorkKeepsOffOneCPUOnceInSync covers it)")
         #expect(eventually(60) { mount.process.log.contains("sync work keeps off CPU \(requestCPU)") })
         for round in 0..<2 {
@@ -76,15 +70,24 @@ struct CPUPlacementTests {
     @Test func syncOnEveryCPULeavesEveryThreadWhereItStarted() throws {
         let sandbox = try Sandbox()
         defer { sandbox.close() }
-        let server = try ServerProcess.start(in: sandbox)
-        let mount = try MountProcess(sandbox, at: "m", server: server, extra: ["--sync-on-every-cpu"])
-        let everyCPU = try Self.allowedCPUs(of: "self")
+        let (_, mount, everyCPU, _) = try Self.mounted(in: sandbox, extra: ["--sync-on-every-cpu"])
         #expect(eventually(60) { mount.process.log.contains("in sync") })
         try Files.write(mount.path("notes/x.json"), TwoMountTests.pretty(["v": "1"]))
         let threads = try Self.placement(of: mount.process.pid)
         #expect(threads.count > 8)
         #expect(threads.allSatisfy { $0.cpus == everyCPU }, "\(threads.filter { $0.cpus != everyCPU })")
         #expect(!mount.process.log.contains("keeps off CPU"))
+    }
+
+    /// A server and a mount of it (`extra`: more mount arguments), with the CPUs the test, and so
+    /// the mount, may use and the first of them.
+    static func mounted(in sandbox: Sandbox, extra: [String] = []) throws
+        -> (server: ServerProcess, mount: MountProcess, everyCPU: Set<Int>, requestCPU: Int)
+    {
+        let server = try ServerProcess.start(in: sandbox)
+        let mount = try MountProcess(sandbox, at: "m", server: server, extra: extra)
+        let everyCPU = try allowedCPUs(of: "self")
+        return (server, mount, everyCPU, try #require(everyCPU.min()))
     }
 
     /// Each thread of process `pid` with its kernel name and the CPUs it may run on.
