@@ -24,10 +24,10 @@ public enum CPUPlacement {
     /// refuses). Threads started later inherit their creator's CPUs: see `placeAgainIfStrayed`.
     @discardableResult
     public static func keepSyncWorkOffOneCPU() -> Int? {
-        guard var everyCPU = startingCPUs, let requestCPU = CPUSet.first(in: &everyCPU) else { return nil }
+        guard let everyCPU = startingCPUs, let requestCPU = CPUSet.first(in: everyCPU) else { return nil }
         var syncCPUs = everyCPU
         CPUSet.remove(requestCPU, from: &syncCPUs)
-        guard CPUSet.first(in: &syncCPUs) != nil else { return nil }
+        guard CPUSet.first(in: syncCPUs) != nil else { return nil }
         placedRequestCPU.store(requestCPU, ordering: .relaxed)
         for (thread, name) in threads() {
             let answersRequests = BucketFileSystem.ThreadName.answeringRequests.contains { name.hasPrefix($0) }
@@ -47,7 +47,7 @@ public enum CPUPlacement {
         let requestCPU = placedRequestCPU.load(ordering: .relaxed)
         guard requestCPU >= 0 else { return }
         var mine = cfuse_cpu_set()
-        guard cfuse_get_cpus(0, &mine) == 0, CPUSet.contains(requestCPU, in: &mine) else { return }
+        guard cfuse_get_cpus(0, &mine) == 0, CPUSet.contains(requestCPU, in: mine) else { return }
         keepSyncWorkOffOneCPU()
     }
 
@@ -65,8 +65,8 @@ public enum CPUPlacement {
 
 /// Bits of a `cfuse_cpu_set`, one per CPU.
 private enum CPUSet {
-    static func first(in set: inout cfuse_cpu_set) -> Int? {
-        withUnsafeBytes(of: &set.bits) { raw in
+    static func first(in set: cfuse_cpu_set) -> Int? {
+        withUnsafeBytes(of: set.bits) { raw in
             for (index, word) in raw.bindMemory(to: UInt64.self).enumerated() where word != 0 {
                 return index * 64 + word.trailingZeroBitCount
             }
@@ -74,8 +74,8 @@ private enum CPUSet {
         }
     }
 
-    static func contains(_ cpu: Int, in set: inout cfuse_cpu_set) -> Bool {
-        withUnsafeBytes(of: &set.bits) { raw in raw.bindMemory(to: UInt64.self)[cpu / 64] & (UInt64(1) << UInt64(cpu % 64)) != 0 }
+    static func contains(_ cpu: Int, in set: cfuse_cpu_set) -> Bool {
+        withUnsafeBytes(of: set.bits) { raw in raw.bindMemory(to: UInt64.self)[cpu / 64] & (UInt64(1) << UInt64(cpu % 64)) != 0 }
     }
 
     static func remove(_ cpu: Int, from set: inout cfuse_cpu_set) {
