@@ -5,7 +5,7 @@ import SyncStore
 import Testing
 
 /// Buckets named `group/leaf` (Telepat's `context/model`) show as two directory levels.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct BucketGroupTests {
     func listing(_ path: String) throws -> [String] {
         try FileManager.default.contentsOfDirectory(atPath: path).sorted()

@@ -6,7 +6,7 @@ import Testing
 /// Issue 13, "One system call takes the whole mount down" and "A descriptor must keep referring
 /// to the file it opened", on a real mount. Each case runs on an entity name and a scratch name:
 /// the class of bug, not only the reported file.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct DescriptorAndLimitTests {
     static let names = ["b.json", "b.tmp"]
 
@@ -78,7 +78,7 @@ struct DescriptorAndLimitTests {
         let mount = try MountFixture()
         defer { mount.close() }
         let dir = mount.path("notes")
-        try Tool.shell("dd if=/dev/zero of=big.tmp bs=4096 count=8192 status=none", in: dir, timeout: 60)
+        try Tool.shell("dd if=/dev/zero of=big.tmp bs=4096 count=8192 status=none", in: dir)
         #expect(try FileManager.default.attributesOfItem(atPath: dir + "/big.tmp")[.size] as? Int == 32 << 20)
         #expect(try mount.store.localFile(bucket: "notes", name: "big.tmp")?.content.count == 32 << 20)
     }
@@ -105,7 +105,7 @@ struct DescriptorAndLimitTests {
                 print(first + rest == old, os.fstat(fd).st_nlink)
                 os.close(fd)
                 print(open('\(name)', 'rb').read() == b'{"v": "new-content"}')
-                """, in: dir, timeout: 60)
+                """, in: dir)
             #expect(output.stdout == "True 0\nTrue\n", "\(name) <- \(other): \(output.stdout)")
         }
     }

@@ -4,7 +4,7 @@ import SyncStore
 import Testing
 
 /// Reads and writes through a real mount: exact bytes, exact sizes, what the store keeps.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct FileContentTests {
     @Test func echoCreatesEntityAndReadsBackExactly() throws {
         let mount = try MountFixture()
@@ -208,7 +208,7 @@ struct FileContentTests {
             for t in threads: t.start()
             for t in threads: t.join()
             print(len(errors), errors[:3])
-            """, in: mount.mountPoint, timeout: 240)
+            """, in: mount.mountPoint)
         #expect(result.stdout == "0 []\n")
         #expect(try mount.store.entries(bucket: "notes").count == 200)
         #expect(try mount.store.readEntity(bucket: "notes", key: "t7-24")?.count == "{\"t\": 7, \"i\": 24, \"pad\": \"\"}".utf8.count + 2400)

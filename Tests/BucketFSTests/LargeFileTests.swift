@@ -6,7 +6,7 @@ import Testing
 /// Issue 13, "Files up to that limit (at least 1 GiB for scratch files) work with memory that does
 /// not grow with file size, and one file's long save never blocks requests for other files", on
 /// a real mount served by this process (so its own peak memory is the mount's).
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct LargeFileTests {
     /// Peak resident memory of this process (VmHWM), in bytes.
     static func peakMemory() throws -> Int {
@@ -64,7 +64,7 @@ struct LargeFileTests {
         // are listed, stat'ed and read. None waits for the big save.
         let saveStarted = Date()
         let small = try Tool.shell(
-            "echo small > small.tmp && stat -c %s big.tmp small.tmp && ls && cat keep.json", in: dir, timeout: 60)
+            "echo small > small.tmp && stat -c %s big.tmp small.tmp && ls && cat keep.json", in: dir)
         let smallDone = Date().timeIntervalSince(saveStarted)
         let closed = lines.next() ?? ""
         writer.waitUntilExit()
@@ -78,7 +78,7 @@ struct LargeFileTests {
         #expect(try FileManager.default.attributesOfItem(atPath: dir + "/big.tmp")[.size] as? Int == 1 << 30)
         // Read back through a fresh mount: the bytes are the store's, ranged reads of its chunks.
         try mount.remount()
-        let sum = try Tool.shell("sha256sum big.tmp", in: dir, timeout: 120)
+        let sum = try Tool.shell("sha256sum big.tmp", in: dir)
         #expect(sum.stdout.hasPrefix(digest), "read back \(sum.stdout), wrote \(digest)")
         #expect(try Tool.run("/bin/cat", ["small.tmp"], directory: dir).stdout == "small\n")
         // Writing, saving and reading a GiB never held it in memory (the old design held the
@@ -86,7 +86,7 @@ struct LargeFileTests {
         let peak = try Self.peakMemory()
         #expect(peak < 384 << 20, "peak memory \(peak >> 20) MiB while handling a 1 GiB file")
         // A rename to another scratch name moves the row, not the bytes; an unlink frees them.
-        try Tool.shell("mv big.tmp moved.tmp", in: dir, timeout: 10)
+        try Tool.shell("mv big.tmp moved.tmp", in: dir)
         #expect(try mount.store.localFileContent(bucket: "notes", name: "moved.tmp").map(Self.isChunked) == true)
         try Tool.shell("rm moved.tmp", in: dir)
     }
@@ -124,7 +124,7 @@ struct LargeFileTests {
         #expect(lines.next() == "renaming")
         // In another bucket: the kernel holds a directory's lock through a rename in it.
         let started = Date()
-        try Tool.shell("echo small > small.tmp && echo '{}' > small.json", in: mount.path("other"), timeout: 60)
+        try Tool.shell("echo small > small.tmp && echo '{}' > small.json", in: mount.path("other"))
         let smallDone = Date().timeIntervalSince(started)
         let renamed = lines.next() ?? ""
         writer.waitUntilExit()
@@ -133,7 +133,7 @@ struct LargeFileTests {
         guard parts.count == 3, let renameSeconds = Double(parts[1]) else { return }
         #expect(smallDone < renameSeconds, "small saves took \(smallDone) s, the rename \(renameSeconds) s")
         try mount.remount()
-        #expect(try Tool.shell("sha256sum moved.tmp", in: dir, timeout: 60).stdout.hasPrefix(String(parts[2])))
+        #expect(try Tool.shell("sha256sum moved.tmp", in: dir).stdout.hasPrefix(String(parts[2])))
         #expect(try Tool.shell("stat -c %a moved.tmp", in: dir).stdout == "600\n")
         #expect(!FileManager.default.fileExists(atPath: dir + "/big.tmp"))
         #expect(try Tool.run("/bin/cat", ["small.tmp"], directory: mount.path("other")).stdout == "small\n")
@@ -163,7 +163,7 @@ struct LargeFileTests {
             with open('doc.json') as f: print(json.load(f) == doc)
             print(hashlib.sha256(data).hexdigest())
             """
-        let output = try Tool.python(script, in: dir, timeout: 60)
+        let output = try Tool.python(script, in: dir)
         let lines = output.stdout.split(separator: "\n")
         #expect(lines.count == 3 && lines[0] == "True" && lines[1] == "True", "\(output.stdout) \(output.stderr)")
         guard lines.count == 3 else { return }
@@ -193,7 +193,7 @@ struct LargeFileTests {
             with open('sparse.tmp', 'rb') as f:
                 f.seek((4 << 30) - 5)
                 print(f.read())
-            """, in: dir, timeout: 60)
+            """, in: dir)
         #expect(sparse.stdout == "4294967296\nb'\\x00\\x00end'\n", "\(sparse.stdout)")
         try DescriptorAndLimitTests.expectErrno("EFBIG", "os.truncate('sparse.tmp', (4 << 30) + 1)", in: dir)
         try DescriptorAndLimitTests.expectErrno(

@@ -3,6 +3,21 @@ import Foundation
 import SyncStore
 import Testing
 
+/// The file-system tests' bounds, in one place. Each is a hang guard sized for a machine several
+/// times slower than a quiet one (other builds running beside the tests, load average 10 and up
+/// on 2 cores), never a claim about speed: a passing test waits only as long as what it waits
+/// for takes, so raising these costs nothing until something hangs.
+enum Patience {
+    /// A wait for something that must happen: a remote change shown, a loop ended, a tool done.
+    static let seconds: Double = 300
+    /// A mount's watchdog: past it the mount is aborted, so a stuck test fails instead of hanging.
+    static let mountSeconds: Double = 600
+    /// Each mount test's limit (Swift Testing counts whole minutes): above the watchdog, so the
+    /// watchdog's clean-up comes first. The clock runs from the moment the test is scheduled,
+    /// which on a busy machine can be long before it gets a thread to run on.
+    static let testMinutes = 12
+}
+
 /// A real FUSE mount of a real SQLite store in a temp dir. `close()` always unmounts (normal,
 /// then lazy plus connection abort); a watchdog aborts the FUSE connection if a test overruns, so
 /// a hung mount fails the test instead of hanging the suite.
@@ -21,7 +36,7 @@ final class MountFixture: @unchecked Sendable {
     /// `formats`: buckets shown other than as JSON (a text view).
     init(
         storePath existingStore: String? = nil, buckets: [String] = ["notes"], options: MountOptions = MountOptions(),
-        formats: [String: any EntityFileFormat] = [:], timeLimit: Double = 270,
+        formats: [String: any EntityFileFormat] = [:], timeLimit: Double = Patience.mountSeconds,
         onOpenedForWriting: @escaping @Sendable (_ bucket: String, _ key: String) -> Void = { _, _ in }
     ) throws {
         self.onOpenedForWriting = onOpenedForWriting
@@ -68,10 +83,10 @@ final class MountFixture: @unchecked Sendable {
         guard !closed else { return }
         closed = true
         watchdog.cancel()
-        if !fileSystem.unmount(timeout: 60) {
+        if !fileSystem.unmount(timeout: Patience.seconds) {
             _ = try? Tool.run("/usr/bin/fusermount3", ["-uz", mountPoint], timeout: 30)
             if let device = Self.fuseDevice(of: mountPoint) { Self.abort(device: device) }
-            Issue.record("file system loop did not end within 60 s of unmount")
+            Issue.record("file system loop did not end within \(Patience.seconds) s of unmount")
             _ = fileSystem.waitUntilStopped(timeout: 30)
         }
         try? syncStore.close()
@@ -116,7 +131,9 @@ enum Tool {
         var description: String { "timed out: \(command)" }
     }
 
-    static func run(_ executable: String, _ arguments: [String], directory: String? = nil, timeout: Double = 120) throws -> Output {
+    static func run(
+        _ executable: String, _ arguments: [String], directory: String? = nil, timeout: Double = Patience.seconds
+    ) throws -> Output {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -142,7 +159,9 @@ enum Tool {
 
     /// `sh -c script` in `directory`; fails the test with stderr when the status is not 0.
     @discardableResult
-    static func shell(_ script: String, in directory: String, timeout: Double = 120, expectSuccess: Bool = true) throws -> Output {
+    static func shell(
+        _ script: String, in directory: String, timeout: Double = Patience.seconds, expectSuccess: Bool = true
+    ) throws -> Output {
         let output = try run("/bin/sh", ["-c", script], directory: directory, timeout: timeout)
         if expectSuccess {
             #expect(output.status == 0, "`\(script)` failed: \(output.stderr)")
@@ -151,7 +170,7 @@ enum Tool {
     }
 
     /// python3 -c `code` in `directory`.
-    static func python(_ code: String, in directory: String, timeout: Double = 120) throws -> Output {
+    static func python(_ code: String, in directory: String, timeout: Double = Patience.seconds) throws -> Output {
         let output = try run("/usr/bin/env", ["python3", "-c", code], directory: directory, timeout: timeout)
         #expect(output.status == 0, "python failed: \(output.stderr)")
         return output
@@ -183,7 +202,7 @@ private final class OutputCollector: @unchecked Sendable {
 
 /// Polls `condition` for up to `seconds` (what the mount shows of a remote change or a save
 /// arrives asynchronously by design); a hang guard, not a speed check.
-func eventually(_ seconds: Double = 60, _ condition: () throws -> Bool) rethrows -> Bool {
+func eventually(_ seconds: Double = Patience.seconds, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Date(timeIntervalSinceNow: seconds)
     while Date() < deadline {
         if try condition() { return true }

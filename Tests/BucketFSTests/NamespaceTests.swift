@@ -4,7 +4,7 @@ import SyncStore
 import Testing
 
 /// Directories, rename flags, xattrs, inode stability.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct NamespaceTests {
     @Test func mkdirAtRootAddsBucketAndSubdirectoriesAreRefused() throws {
         let mount = try MountFixture()
@@ -183,16 +183,16 @@ struct NamespaceTests {
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
             db.execute("UPDATE meta SET value = ? WHERE name = 'next_node_id'", (first + \(count),))
             db.commit()
-            """, in: mount.directory.path, timeout: 240)
+            """, in: mount.directory.path)
         print("seeded \(count) in \(clock.now - seeding)")
         let start = clock.now
-        let listed = try Tool.shell("ls -f big | wc -l", in: mount.mountPoint, timeout: 240)
+        let listed = try Tool.shell("ls -f big | wc -l", in: mount.mountPoint)
         let elapsed = clock.now - start
         print("ls -f took \(elapsed)")
         #expect(listed.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "\(count + 2)")
         // Speed is scripts/bench-fs's job; here only a generous hang guard (the tool timeouts).
         let plus = clock.now
-        let detailed = try Tool.shell("ls -l big | wc -l", in: mount.mountPoint, timeout: 240)
+        let detailed = try Tool.shell("ls -l big | wc -l", in: mount.mountPoint)
         print("ls -l took \(clock.now - plus)")
         #expect(detailed.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "\(count + 1)")
         #expect(try Tool.run("/bin/cat", [mount.path("big/k\(count - 1).json")]).stdout == "{\n  \"i\": \(count - 1)\n}\n")

@@ -5,7 +5,7 @@ import Testing
 /// The file system tells the backend (and so the sync engine) of every entity file opened to be
 /// changed, before a byte is written: an Apptimist mount LOCKs it then. Reads and local-only
 /// files tell nothing.
-@Suite(.serialized, .timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct OpenForWritingTests {
     @Test func opensForWritingAndCreatesReachTheBackendReadsAndLocalFilesDoNot() throws {
         let told = Mutex<[String]>([])

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// Who may enter decides whether the kernel checks permissions.
-@Suite(.serialized, .timeLimit(.minutes(2)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct PermissionTests {
     @Test func theKernelChecksPermissionsOnlyWhenOthersMayEnter() throws {
         let own = try MountFixture()

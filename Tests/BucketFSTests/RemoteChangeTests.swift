@@ -5,7 +5,7 @@ import SyncStore
 import Testing
 
 /// Remote changes reach the kernel: cached names, sizes and pages are invalidated.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct RemoteChangeTests {
     /// The server changed `key` from `old` (nil: a new entity) to `new` at `version`, applied the
     /// way the engine applies a `c` message (spec "Receiving Remote Changes").
@@ -71,7 +71,7 @@ struct RemoteChangeTests {
         }
         /// Lists twice (the second from the kernel's cache), waiting for a remote change to land.
         func expectListing(_ step: String) throws {
-            let settled = try eventually(10) { try listing() == expected }
+            let settled = try eventually { try listing() == expected }
             let difference = try listing().symmetricDifference(expected).sorted()
             #expect(settled, "\(step): \(difference)")
             let again = try listing()
@@ -128,7 +128,7 @@ struct RemoteChangeTests {
         let store = try SyncStore(path: mount.storePath)
         #expect(try store.readEntity(bucket: "notes", key: "open") == Array(text.utf8))
         close(descriptor)
-        #expect(ended || mount.fileSystem.waitUntilStopped(timeout: 60))
+        #expect(ended || mount.fileSystem.waitUntilStopped(timeout: Patience.seconds))
         try store.close()
     }
 
@@ -147,7 +147,7 @@ struct RemoteChangeTests {
         #expect(try reader.readEntity(bucket: "notes", key: "sig") == Array(text.utf8))
         try reader.close()
         close(descriptor)
-        #expect(mount.fileSystem.waitUntilStopped(timeout: 60))
+        #expect(mount.fileSystem.waitUntilStopped(timeout: Patience.seconds))
         #expect(MountFixture.fuseDevice(of: mount.mountPoint) == nil)
     }
 

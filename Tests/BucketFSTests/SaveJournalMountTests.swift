@@ -6,7 +6,7 @@ import Testing
 /// Saves and removals reach the store through its save journal: what a crash left there shows in the files,
 /// and is on its way to the server, from the next mount on; what the store had already is not
 /// applied a second time.
-@Suite(.serialized, .timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct SaveJournalMountTests {
     @Test func savesACrashLeftInTheJournalAreInTheFilesAtTheNextMount() throws {
         let first = try MountFixture()
@@ -74,7 +74,7 @@ struct SaveJournalMountTests {
             let held = try SaveJournal(path: journalPath).recorded()
             let unsynced = store.hasUnsyncedWrites
             #expect(!unsynced || held.contains { $0.file == .localFile(name: ".b.json.tmp") }, "dropped from the journal before the store was synced")
-            let settled = eventually(10) {
+            let settled = eventually {
                 let emptied = (try? SaveJournal(path: journalPath).recorded().isEmpty) ?? false
                 if emptied { #expect(!store.hasUnsyncedWrites, "the journal was emptied before the store was synced") }
                 return emptied

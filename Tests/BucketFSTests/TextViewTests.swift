@@ -6,7 +6,7 @@ import Testing
 
 /// A bucket mounted with a text view (`TextFieldFormat`): one string field per file, every
 /// other field kept unseen; the contract of the JSON view holds (README, "Notes as plain text").
-@Suite(.serialized, .timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct TextViewTests {
     static let note: JSONObject = [
         "content": "Shopping\n\n- milk\n", "tags": .array(["home"]), "deleted": false, "modificationDate": .double(1.5),
@@ -203,7 +203,7 @@ struct TextViewTests {
         next["content"] = "Shopping\n\n- milk\n- tea\n"
         next["tags"] = .array(["home", "weekly"])
         _ = try mount.store.applyEntity(bucket: "notes", key: "k", version: 2, data: next)
-        #expect(eventually(10) { (try? Tool.run("/bin/cat", ["k.txt"], directory: dir).stdout) == "Shopping\n\n- milk\n- tea\n" })
+        #expect(eventually { (try? Tool.run("/bin/cat", ["k.txt"], directory: dir).stdout) == "Shopping\n\n- milk\n- tea\n" })
 
         // The same store mounted as JSON shows the whole entity again.
         mount.unmount()

@@ -4,7 +4,7 @@ import SyncStore
 import Testing
 
 /// The save patterns of real editors and tools: rename-over, scratch files, rsync, cp/mv/rm.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct ToolWorkflowTests {
     @Test func sedInPlaceIsOneSaveAndLeavesNoScratch() throws {
         let mount = try MountFixture()

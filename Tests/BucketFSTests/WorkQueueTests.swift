@@ -49,8 +49,9 @@ struct WorkQueueTests {
         let done = DispatchSemaphore(value: 0)
         queue.async { done.signal() }
         done.wait()
-        // The last job may still be finishing on another worker: give it a moment.
-        let deadline = Date(timeIntervalSinceNow: 5)
+        // The last job may still be finishing on another worker: give it a moment (a hang guard:
+        // on a busy machine that worker may wait seconds for a CPU).
+        let deadline = Date(timeIntervalSinceNow: Patience.seconds)
         while watched.contains(where: { $0() != nil }) && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         #expect(watched.filter { $0() != nil }.count == 0)
     }
