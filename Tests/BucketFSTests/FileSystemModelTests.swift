@@ -23,7 +23,9 @@ import Testing
 /// `scripts/fs-model` runs a long run.
 @Suite(.serialized)
 struct FileSystemModelTests {
-    @Test(.timeLimit(.minutes(3)), .disabled(if: ModelConfiguration.current.isLongRun))
+    /// Seven seeds on seven mounts, one after another: a limit of three mount tests' (each mount
+    /// has its own watchdog besides).
+    @Test(.timeLimit(.minutes(Patience.testMinutes * 3)), .disabled(if: ModelConfiguration.current.isLongRun))
     func randomSequencesMatchALocalDirectory() throws {
         let configuration = ModelConfiguration.current
         for seed in configuration.seeds {
@@ -81,7 +83,7 @@ struct FileSystemModelTests {
     /// Runs `body` on a fresh mount's bucket directory and a fresh local directory; closes every
     /// descriptor, then unmounts.
     static func withWorlds<T>(_ body: (ModelWorld, ModelWorld) throws -> T) throws -> T {
-        let mount = try MountFixture(timeLimit: 240)
+        let mount = try MountFixture()
         defer { mount.close() }
         var template = Array((FileManager.default.temporaryDirectory.path + "/bucketfs-model-XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
