@@ -15,9 +15,7 @@ public final class PostgresCluster: Sendable {
 
     private static let shared = Task {
         // Off the cooperative pool: starting waits for initdb and pg_ctl.
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(with: Result { try PostgresCluster() }) }
-        }
+        try await offThePool { try PostgresCluster() }
     }
 
     /// The process's cluster, started on first use.
@@ -28,10 +26,12 @@ public final class PostgresCluster: Sendable {
     /// A cluster of the caller's own, for a test that stops and starts it under running nodes
     /// (the shared one serves tests running at the same time). `remove()` it when done.
     public static func started() async throws -> PostgresCluster {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(with: Result { try PostgresCluster() }) }
-        }
+        try await offThePool { try PostgresCluster() }
     }
+
+    /// How long `pg_ctl start` waits for the server to accept connections: a hang guard, sized
+    /// for a machine busy with other builds (it returns as soon as the server is up).
+    private static let startSeconds = "300"
 
     private init() throws {
         binDirectory = try Self.findBinaries()
@@ -45,7 +45,7 @@ public final class PostgresCluster: Sendable {
         try runAsOwner(binDirectory + "/initdb", ["-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "--no-locale", "-E", "UTF8"])
         try startWatchdog()
         try runAsOwner(binDirectory + "/pg_ctl", [
-            "-D", data, "-l", directory + "/postgres.log", "-w", "-t", "60",
+            "-D", data, "-l", directory + "/postgres.log", "-w", "-t", Self.startSeconds,
             "-o", "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", "start",
         ])
     }
@@ -108,7 +108,7 @@ public final class PostgresCluster: Sendable {
 
     public func start() throws {
         try runAsOwner(binDirectory + "/pg_ctl", [
-            "-D", directory + "/data", "-l", directory + "/postgres.log", "-w", "-t", "60",
+            "-D", directory + "/data", "-l", directory + "/postgres.log", "-w", "-t", Self.startSeconds,
             "-o", "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", "start",
         ])
     }

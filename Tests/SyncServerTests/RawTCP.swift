@@ -1,4 +1,5 @@
 import Foundation
+import PostgresTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,4 +1,5 @@
 import Foundation
+import PostgresTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -122,15 +123,6 @@ final class RawWebSocket: @unchecked Sendable {
             offset += sent
         }
     }
-}
-
-/// Runs blocking `work` on a new thread, leaving the cooperative pool free for the server.
-func offThePool<Value: Sendable, Failure: Error>(
-    _ work: @escaping @Sendable () throws(Failure) -> Value
-) async throws(Failure) -> Value {
-    try await withCheckedContinuation { (continuation: CheckedContinuation<Result<Value, Failure>, Never>) in
-        Thread.detachNewThread { continuation.resume(returning: Result { () throws(Failure) in try work() }) }
-    }.get()
 }
 
 extension Array where Element: Equatable {
