@@ -3,7 +3,7 @@ import Testing
 
 /// Where a mount's threads run once in sync: its sync work off one CPU, which the threads that
 /// answer file-system requests keep (`CPUPlacement`), unless `--sync-on-every-cpu`.
-@Suite(.serialized, .timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct CPUPlacementTests {
     /// The kernel's names of the threads that answer requests (libfuse's workers carry the name
     /// of the thread that starts them; the work queues' workers add a number).
@@ -15,12 +15,12 @@ struct CPUPlacementTests {
         let (server, mount, everyCPU, requestCPU) = try Self.mounted(in: sandbox)
         if everyCPU.count < 2 {
             // Nothing to keep apart: every thread keeps the one CPU, and the log says nothing.
-            #expect(eventually(60) { mount.process.log.contains("in sync") })
+            #expect(eventually { mount.process.log.contains("in sync") })
             #expect(try Self.placement(of: mount.process.pid).allSatisfy { $0.cpus == everyCPU })
             #expect(!mount.process.log.contains("keeps off CPU"))
             return
         }
-        #expect(eventually(60) { mount.process.log.contains("sync work keeps off CPU \(requestCPU)") }, "\(mount.process.logTail)")
+        #expect(eventually { mount.process.log.contains("sync work keeps off CPU \(requestCPU)") }, "\(mount.process.logTail)")
         let threads = try Self.placement(of: mount.process.pid)
         let answering = threads.filter { thread in Self.requestThreads.contains { thread.name.hasPrefix($0) } }
         // The FUSE loop's threads and the three work queues' (4 + 1 + 2) at least.
@@ -44,7 +44,7 @@ struct CPUPlacementTests {
         defer { sandbox.close() }
         let (_, mount, everyCPU, requestCPU) = try Self.mounted(in: sandbox)
         try #require(everyCPU.count >= 2, "one CPU: nothing is placed (syncWorkKeepsOffOneCPUOnceInSync covers it)")
-        #expect(eventually(60) { mount.process.log.contains("sync work keeps off CPU \(requestCPU)") })
+        #expect(eventually { mount.process.log.contains("sync work keeps off CPU \(requestCPU)") })
         for round in 0..<2 {
             try Files.write(mount.path("notes/before\(round).json"), TwoMountTests.pretty(["v": "\(round)"]))
             // Longer than dispatch keeps an idle worker (5 s).
@@ -71,7 +71,7 @@ struct CPUPlacementTests {
         let sandbox = try Sandbox()
         defer { sandbox.close() }
         let (_, mount, everyCPU, _) = try Self.mounted(in: sandbox, extra: ["--sync-on-every-cpu"])
-        #expect(eventually(60) { mount.process.log.contains("in sync") })
+        #expect(eventually { mount.process.log.contains("in sync") })
         try Files.write(mount.path("notes/x.json"), TwoMountTests.pretty(["v": "1"]))
         let threads = try Self.placement(of: mount.process.pid)
         #expect(threads.count > 8)

@@ -18,7 +18,7 @@ enum Command {
 
     static func run(
         _ executable: String, _ arguments: [String], directory: String? = nil, environment: [String: String]? = nil,
-        input: String? = nil, timeout: Double = 120
+        input: String? = nil, timeout: Double = Patience.seconds
     ) throws -> Output {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
@@ -51,7 +51,7 @@ enum Command {
     /// `sh -c script` in `directory`; records an issue with stderr when the status is not 0.
     @discardableResult
     static func shell(
-        _ script: String, in directory: String, timeout: Double = 120, expectSuccess: Bool = true,
+        _ script: String, in directory: String, timeout: Double = Patience.seconds, expectSuccess: Bool = true,
         sourceLocation: SourceLocation = #_sourceLocation
     ) throws -> Output {
         let output = try run("/bin/sh", ["-c", script], directory: directory, timeout: timeout)
@@ -64,7 +64,7 @@ enum Command {
     /// `python3 -c code ARGS...` in `directory`; records an issue when it fails.
     @discardableResult
     static func python(
-        _ code: String, _ arguments: [String] = [], in directory: String, timeout: Double = 120,
+        _ code: String, _ arguments: [String] = [], in directory: String, timeout: Double = Patience.seconds,
         sourceLocation: SourceLocation = #_sourceLocation
     ) throws -> Output {
         let output = try run("/usr/bin/env", ["python3", "-c", code] + arguments, directory: directory, timeout: timeout)

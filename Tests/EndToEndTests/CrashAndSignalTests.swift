@@ -3,7 +3,7 @@ import Testing
 
 /// A save that returned survives kill -9 of the mount process; SIGTERM saves what an open file
 /// still buffers, sends it, unmounts and exits cleanly.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct CrashAndSignalTests {
     @Test func killNineRightAfterASaveThenRemountKeepsAndSendsIt() throws {
         let sandbox = try Sandbox()
@@ -15,7 +15,7 @@ struct CrashAndSignalTests {
         let text = TwoMountTests.pretty(["saved": "\"before the crash\""])
         try Files.write(a.path("notes/crash.json"), text)
         a.process.signal(SIGKILL)
-        #expect(a.process.waitForExit(timeout: 30))
+        #expect(a.process.waitForExit())
         #expect(a.process.exitStatus == SIGKILL)
 
         try a.remount()
@@ -67,7 +67,7 @@ struct CrashAndSignalTests {
             os.kill(int(sys.argv[1]), signal.SIGKILL)
             print(json.dumps(files))
             """, ["\(a.process.pid)"], in: a.path("notes"))
-        #expect(a.process.waitForExit(timeout: 30))
+        #expect(a.process.waitForExit())
         #expect(a.process.exitStatus == SIGKILL)
         let expected = try JSONDecoder().decode([String: String].self, from: Data(burst.stdout.utf8))
         #expect(expected.count == 401)
@@ -85,7 +85,7 @@ struct CrashAndSignalTests {
         let entities = expected.filter { $0.key.hasSuffix(".json") }
         #expect(entities.count == 399)
         var shown: [String: String] = [:]
-        let arrived = eventually(120) {
+        let arrived = eventually {
             shown = (try? Self.files(in: b.path("notes"))) ?? [:]
             return values(shown) == values(entities)
         }
@@ -128,7 +128,7 @@ struct CrashAndSignalTests {
         let peak = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }
             .flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") }.map { $0 << 10 } ?? Int.max
         a.process.signal(SIGKILL)
-        #expect(a.process.waitForExit(timeout: 30))
+        #expect(a.process.waitForExit())
         #expect(peak < 256 << 20, "the mount process peaked at \(peak >> 20) MiB for a 1 GiB file")
 
         try a.remount()
@@ -152,7 +152,7 @@ struct CrashAndSignalTests {
         #expect(written == text.utf8.count)
 
         a.process.signal(SIGTERM)
-        #expect(a.process.waitForExit(timeout: 60), "the mount process did not exit after SIGTERM:\n\(a.process.logTail)")
+        #expect(a.process.waitForExit(), "the mount process did not exit after SIGTERM:\n\(a.process.logTail)")
         #expect(a.process.exitStatus == 0, "\(a.process.logTail)")
         #expect(!Mounts.isMounted(a.mountPoint))
         #expect(try Files.waitFor(b.path("notes/term.json"), toHold: text) == text)

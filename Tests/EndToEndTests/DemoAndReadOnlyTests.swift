@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `bucketfs mount DIR` on a fresh machine, and read-only mounts.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct DemoAndReadOnlyTests {
     @Test func demoMountShowsSampleNotesInSimplenoteShape() throws {
         let sandbox = try Sandbox()
@@ -42,8 +42,8 @@ struct DemoAndReadOnlyTests {
 
         let unmounted = try sandbox.bucketfs(["unmount", mountPoint])
         #expect(unmounted.status == 0, "\(unmounted.stderr)")
-        #expect(eventually(60) { !Mounts.isMounted(mountPoint) })
-        if let daemon { #expect(eventually(60) { kill(daemon, 0) != 0 }) }
+        #expect(eventually { !Mounts.isMounted(mountPoint) })
+        if let daemon { #expect(eventually { kill(daemon, 0) != 0 }) }
 
         // A second run keeps the notes (and the new one) and adds no second set of samples.
         let again = try sandbox.bucketfs(["mount", mountPoint])

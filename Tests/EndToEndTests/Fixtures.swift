@@ -21,7 +21,7 @@ struct ServerProcess {
         }
         let process = try sandbox.start(["serve", "--data", data, "--port", "0"], log: "server.log")
         var port: Int?
-        _ = eventually(60) {
+        _ = eventually {
             port = Self.port(in: process.log)
             return port != nil || !process.isRunning
         }
@@ -80,7 +80,7 @@ final class MountProcess: @unchecked Sendable {
 
     private static func launch(_ sandbox: Sandbox, _ mountPoint: String, _ arguments: [String], log: String) throws -> Background {
         let process = try sandbox.start(["mount", mountPoint, "--foreground"] + arguments, log: log, endsOnUnmount: true)
-        let mounted = eventually(60) { Mounts.isMounted(mountPoint) || !process.isRunning }
+        let mounted = eventually { Mounts.isMounted(mountPoint) || !process.isRunning }
         guard mounted, Mounts.isMounted(mountPoint) else {
             throw SandboxError("bucketfs mount \(mountPoint) did not mount (running: \(process.isRunning)):\n\(process.logTail)")
         }
@@ -100,7 +100,7 @@ final class MountProcess: @unchecked Sendable {
     }
 
     /// `fusermount3 -u` and waits for the process to finish (it sends what is pending first).
-    func unmount(timeout: Double = 60) throws -> Bool {
+    func unmount(timeout: Double = Patience.seconds) throws -> Bool {
         let result = try Command.run("/usr/bin/fusermount3", ["-u", mountPoint], timeout: 30)
         guard result.status == 0 else { return false }
         return process.waitForExit(timeout: timeout)
@@ -119,14 +119,13 @@ enum Files {
     /// The whole file, or nil if it cannot be opened.
     static func read(_ path: String) throws -> String? {
         let output = try Command.run(
-            "/usr/bin/env", ["python3", "-c", "import sys\ntry: sys.stdout.write(open(sys.argv[1]).read())\nexcept OSError: sys.exit(3)", path],
-            timeout: 60)
+            "/usr/bin/env", ["python3", "-c", "import sys\ntry: sys.stdout.write(open(sys.argv[1]).read())\nexcept OSError: sys.exit(3)", path])
         return output.status == 0 ? output.stdout : nil
     }
 
     /// An editor's re-read: open, read, close, and re-open until the file holds `expected`
     /// (nil: until it is gone) or `seconds` pass. Returns the last content seen (nil: missing).
-    static func waitFor(_ path: String, toHold expected: String?, seconds: Double = 60) throws -> String? {
+    static func waitFor(_ path: String, toHold expected: String?, seconds: Double = Patience.seconds) throws -> String? {
         let script = """
             import os, sys, time
             path, want, deadline = sys.argv[1], sys.argv[2], time.time() + float(sys.argv[3])

@@ -1,5 +1,21 @@
 import Foundation
+import PostgresTestSupport
 import Testing
+
+/// The end-to-end tests' bounds, in one place. Each is a hang guard sized for a machine several
+/// times slower than a quiet one (other builds running beside the tests, load average 10 and up
+/// on 2 cores), never a claim about speed: a passing test waits only as long as what it waits
+/// for takes, so raising these costs nothing until something hangs.
+enum Patience {
+    /// A wait for something that must happen (a mount up, a save arrived, a process ended), and
+    /// a tool's run (a tool stuck on a mount is killed after it).
+    static let seconds: Double = 300
+    /// A test's watchdog (`Sandbox`): past it, its processes are killed and its mounts detached.
+    static let sandboxSeconds: Double = 900
+    /// Each test's limit (Swift Testing counts whole minutes): above the watchdog, so the
+    /// watchdog's clean-up comes first, with room for what runs before the sandbox (PostgreSQL).
+    static let testMinutes = 20
+}
 
 /// A temp directory for one test, with its own XDG data and state directories, that owns every
 /// process and mount the test starts. `close()` (call it in a `defer`) unmounts, stops the
@@ -16,7 +32,7 @@ final class Sandbox: @unchecked Sendable {
     private var closed = false
     private var deadlineItem: DispatchWorkItem?
 
-    init(timeLimit: Double = 240) throws {
+    init(timeLimit: Double = Patience.sandboxSeconds) throws {
         binary = try Binary.path()
         // `bucketfs-test` in the name: scripts/test clears mounts left under such paths by a crash.
         root = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-test-e2e-\(UUID().uuidString)").path
@@ -53,7 +69,7 @@ final class Sandbox: @unchecked Sendable {
     }
 
     /// Runs `bucketfs ARGS...` to completion.
-    func bucketfs(_ arguments: [String], input: String? = nil, timeout: Double = 120) throws -> Command.Output {
+    func bucketfs(_ arguments: [String], input: String? = nil, timeout: Double = Patience.seconds) throws -> Command.Output {
         try Command.run(binary, arguments, environment: environment, input: input, timeout: timeout)
     }
 
@@ -151,7 +167,7 @@ final class Background: @unchecked Sendable {
     }
 
     /// Waits up to `timeout` seconds for the process to end; whether it ended.
-    func waitForExit(timeout: Double) -> Bool {
+    func waitForExit(timeout: Double = Patience.seconds) -> Bool {
         let deadline = Date(timeIntervalSinceNow: timeout)
         while process.isRunning {
             if Date() > deadline { return false }
@@ -183,11 +199,18 @@ enum Mounts {
 }
 
 /// Polls `condition` until it holds or `seconds` pass; only a hang guard, never a speed check.
-func eventually(_ seconds: Double = 60, _ condition: () throws -> Bool) rethrows -> Bool {
+func eventually(_ seconds: Double = Patience.seconds, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Date(timeIntervalSinceNow: seconds)
     while Date() < deadline {
         if try condition() { return true }
         Thread.sleep(forTimeInterval: 0.05)
     }
     return try condition()
+}
+
+/// `eventually` for async tests: the polls (a tool run, a read on a mount) and the sleeps
+/// between them run on a thread of their own (`offThePool`), so the test holds no thread of
+/// Swift's cooperative pool while it waits, nor needs one back after every try.
+func waitUntil(_ seconds: Double = Patience.seconds, _ condition: @escaping () -> Bool) async -> Bool {
+    await offThePool { eventually(seconds, condition) }
 }

@@ -3,10 +3,10 @@ import Testing
 
 /// Issue 19: one mount shows the notes as plain text (`--text-field content`), another as JSON,
 /// both of the same user on one `bucketfs serve`.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct TextViewTwoMountTests {
     /// The note's fields in the JSON mount's file, once they hold `content`.
-    static func waitForJSON(_ path: String, content: String, seconds: Double = 60) throws -> [String: Any]? {
+    static func waitForJSON(_ path: String, content: String, seconds: Double = Patience.seconds) throws -> [String: Any]? {
         var object: [String: Any]?
         _ = eventually(seconds) {
             guard let text = try? Files.read(path),
@@ -27,8 +27,8 @@ struct TextViewTwoMountTests {
 
         try Files.write(b.path("notes/n.json"), "{\"content\": \"line one\\nline two\\n\", \"tags\": [\"x\"]}\n")
         #expect(try Files.waitFor(a.path("notes/n.txt"), toHold: "line one\nline two\n") == "line one\nline two\n")
-        #expect(eventually(60) { TwoMountTests.state(of: b.path("notes/n.json")) == "synced" })
-        #expect(eventually(60) { TwoMountTests.state(of: a.path("notes/n.txt")) == "synced" })
+        #expect(eventually { TwoMountTests.state(of: b.path("notes/n.json")) == "synced" })
+        #expect(eventually { TwoMountTests.state(of: a.path("notes/n.txt")) == "synced" })
 
         // The server pauses, so neither edit can see the other: both are made against the same
         // version, and the server merges them when it goes on.
@@ -55,7 +55,7 @@ struct TextViewTwoMountTests {
         // kill -9 right after a save: the save is kept, and sent after the next mount.
         try Files.write(a.path("notes/n.txt"), merged + "line four\n")
         a.process.signal(SIGKILL)
-        #expect(a.process.waitForExit(timeout: 30))
+        #expect(a.process.waitForExit())
         try a.remount()
         _ = try #require(try Self.waitForJSON(b.path("notes/n.json"), content: merged + "line four\n"))
         #expect(try Files.read(a.path("notes/n.txt")) == merged + "line four\n")

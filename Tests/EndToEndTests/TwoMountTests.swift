@@ -3,7 +3,7 @@ import Testing
 
 /// Two mounts of the same user against one `bucketfs serve`: what one saves, the other shows,
 /// read the way an editor re-reads a file (open, read, close, re-open).
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct TwoMountTests {
     /// Entities are rendered as pretty JSON: 2-space indent, sorted keys, trailing newline.
     static func pretty(_ pairs: KeyValuePairs<String, String>) -> String {
@@ -54,10 +54,10 @@ struct TwoMountTests {
                     with open('n%02d.json' % i, 'w') as f: f.write('{\\n  "i": %d\\n}\\n' % i)
                 """, in: a.path("notes"))
             let names = (0..<50).map { String(format: "n%02d.json", $0) }
-            #expect(eventually(90) { (try? FileManager.default.contentsOfDirectory(atPath: b.path("notes")).sorted()) == names })
+            #expect(eventually { (try? FileManager.default.contentsOfDirectory(atPath: b.path("notes")).sorted()) == names })
             #expect(try Files.read(b.path("notes/n49.json")) == "{\n  \"i\": 49\n}\n")
             try Command.shell("rm n1*.json", in: a.path("notes"))
-            #expect(eventually(90) { (try? FileManager.default.contentsOfDirectory(atPath: b.path("notes")).count) == 40 })
+            #expect(eventually { (try? FileManager.default.contentsOfDirectory(atPath: b.path("notes")).count) == 40 })
         }
     }
 
@@ -82,7 +82,7 @@ struct TwoMountTests {
             let fixed = TwoMountTests.pretty(["v": "2"])
             try Files.write(a.path("notes/x.json"), fixed)
             #expect(try Files.waitFor(b.path("notes/x.json"), toHold: fixed) == fixed)
-            #expect(eventually(60) { Self.state(of: a.path("notes/x.json")) == "synced" })
+            #expect(eventually { Self.state(of: a.path("notes/x.json")) == "synced" })
         }
     }
 
@@ -95,7 +95,7 @@ struct TwoMountTests {
             let marker = TwoMountTests.pretty(["marker": "true"])
             try Files.write(a.path("notes/marker.json"), marker)
             #expect(try Files.waitFor(b.path("notes/marker.json"), toHold: marker) == marker)
-            #expect(eventually(30) { Self.state(of: a.path("notes/huge.json")) == "rejected:413" })
+            #expect(eventually { Self.state(of: a.path("notes/huge.json")) == "rejected:413" })
             // Kept exactly as written, and only here.
             #expect(try Files.read(a.path("notes/huge.json"))?.utf8.count == 5_000_012)
             #expect(try Files.read(b.path("notes/huge.json")) == nil)
@@ -104,7 +104,7 @@ struct TwoMountTests {
             let small = TwoMountTests.pretty(["text": "\"x\""])
             try Files.write(a.path("notes/huge.json"), small)
             #expect(try Files.waitFor(b.path("notes/huge.json"), toHold: small) == small)
-            #expect(eventually(30) { Self.state(of: a.path("notes/huge.json")) == "synced" })
+            #expect(eventually { Self.state(of: a.path("notes/huge.json")) == "synced" })
         }
     }
 
