@@ -1,4 +1,5 @@
 import Foundation
+import PostgresTestSupport
 import Testing
 
 /// Apptimist mounts (`--protocol apptimist`) against the real `bucketfs serve --apptimist`, with
@@ -6,7 +7,7 @@ import Testing
 /// other side: files the mount writes are READ there, messages sent there show in messages/,
 /// outbox files reach it, a lock it holds refuses the mount's save, and offline saves, kill -9
 /// and a server restart lose nothing.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct ApptimistMountEndToEndTests {
     static let service = "notes"
     static let peerScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -43,7 +44,7 @@ struct ApptimistMountEndToEndTests {
             let process = try sandbox.start(
                 ["serve", "--data", data, "--port", "\(port)", "--apptimist", service], log: "server-\(UUID().uuidString.prefix(4)).log")
             var found: Int?
-            _ = eventually(60) {
+            _ = eventually {
                 found = ServerProcess.port(in: process.log)
                 return found != nil || !process.isRunning
             }
@@ -89,7 +90,9 @@ struct ApptimistMountEndToEndTests {
         if let head { login["head"] = head }
         let all = [connect, login] + commands + [["op": "close"]]
         let input = try all.map { String(decoding: try JSONSerialization.data(withJSONObject: $0), as: UTF8.self) }.joined(separator: "\n") + "\n"
-        let output = try Command.run("/usr/bin/env", ["python3", Self.peerScript, "90"], input: input, timeout: 120)
+        // The peer's own alarm (its first argument) ends it before the timeout would, should it hang.
+        let output = try Command.run(
+            "/usr/bin/env", ["python3", Self.peerScript, "\(Int(Patience.seconds))"], input: input, timeout: Patience.seconds + 30)
         let answers = output.stdout.split(separator: "\n").compactMap {
             (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
         }
@@ -110,7 +113,8 @@ struct ApptimistMountEndToEndTests {
 
         init(_ server: Server, as user: User) throws {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", ApptimistMountEndToEndTests.peerScript, "90"]
+            // Its alarm: the test's whole watchdog (it holds a lock for as long as the test needs).
+            process.arguments = ["python3", ApptimistMountEndToEndTests.peerScript, "\(Int(Patience.sandboxSeconds))"]
             process.standardInput = input
             process.standardOutput = output
             try process.run()
@@ -159,14 +163,14 @@ struct ApptimistMountEndToEndTests {
 
         // A file written in the mount is LOCKed and WRITten: the other client READs its bytes.
         try Files.write(a.path("files/hello.txt"), "hello from the mount\n")
-        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") })
         let read = try peer(server, as: world.alice, [["op": "file", "kind": "read", "name": "hello.txt"]])
         #expect(read[0]["code"] as? Int == 0 && read[0]["text"] as? String == "hello from the mount\n")
 
         // A message bob sends alice shows in messages/, under its id, as its decrypted data.
         let sent = try peer(server, as: world.bob, [["op": "message", "to": world.alice.publicKey, "text": "hi alice"]])
         let id = try #require(sent[0]["id"] as? String)
-        #expect(await waitUntil(60) { list(a, "messages") == [id] })
+        #expect(await waitUntil { list(a, "messages") == [id] })
         #expect(try Files.read(a.path("messages/\(id)")) == "hi alice")
         // Read-only: a write is refused by permissions.
         let mode = try FileManager.default.attributesOfItem(atPath: a.path("messages/\(id)"))[.posixPermissions] as? Int
@@ -175,7 +179,7 @@ struct ApptimistMountEndToEndTests {
         // An outbox file goes to the recipient its To: line names, then moves into messages/.
         let letter = "To: \(world.bob.publicKey)\n\nhello bob\n"
         try Files.write(a.path("outbox/letter"), letter)
-        #expect(await waitUntil(60) { list(a, "outbox").isEmpty && list(a, "messages").count == 2 }, "\(a.process.logTail)")
+        #expect(await waitUntil { list(a, "outbox").isEmpty && list(a, "messages").count == 2 }, "\(a.process.logTail)")
         let mine = try #require(list(a, "messages").first { $0 != id })
         #expect(try Files.read(a.path("messages/\(mine)")) == letter)
         // (Bob's queue holds what he sent too: he asks for what came after it.)
@@ -184,20 +188,20 @@ struct ApptimistMountEndToEndTests {
 
         // An outbox file naming nobody is refused, kept, and says why.
         try Files.write(a.path("outbox/nobody"), "no recipients here\n")
-        #expect(await waitUntil(30) { status(world.sandbox, a).contains("rejected:400") })
+        #expect(await waitUntil { status(world.sandbox, a).contains("rejected:400") })
         #expect(try Files.read(a.path("outbox/nobody")) == "no recipients here\n")
 
         // rm of a message TRUNCATEs it: a mount started afresh does not get it again.
         try Command.shell("rm messages/\(id)", in: a.mountPoint)
-        #expect(await waitUntil(30) { !list(a, "messages").contains(id) })
+        #expect(await waitUntil { !list(a, "messages").contains(id) })
         let fresh = try world.mount("fresh", as: world.alice, on: server)
-        #expect(await waitUntil(60) { list(fresh, "messages") == [mine] })
+        #expect(await waitUntil { list(fresh, "messages") == [mine] })
         try await Task.sleep(for: .seconds(1))
         #expect(list(fresh, "messages") == [mine])
 
         // rm of a file REMOVEs it on the service.
         try Command.shell("rm files/hello.txt", in: a.mountPoint)
-        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") })
         let gone = try peer(server, as: world.alice, [["op": "file", "kind": "read", "name": "hello.txt"]])
         #expect(gone[0]["code"] as? Int == 2)
     }
@@ -208,7 +212,7 @@ struct ApptimistMountEndToEndTests {
         let server = try Server.start(world.sandbox, data: world.data)
         let a = try world.mount("a", as: world.alice, on: server)
         try Files.write(a.path("files/shared.txt"), "first\n")
-        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") })
         // The other client LOCKs the file and holds its connection (and so the lock) open.
         let holder = try InteractivePeer(server, as: world.alice)
         defer { holder.close() }
@@ -219,7 +223,7 @@ struct ApptimistMountEndToEndTests {
         try #require(fd >= 0)
         var open = true
         defer { if open { Glibc.close(fd) } }
-        #expect(await waitUntil(30) { state(a.path("files/shared.txt")).hasPrefix("rejected:16") }, "\(a.process.logTail)")
+        #expect(await waitUntil { state(a.path("files/shared.txt")).hasPrefix("rejected:16") }, "\(a.process.logTail)")
         #expect(status(world.sandbox, a).contains("LOCK refused when opened for writing"))
         #expect(try Files.read(a.path("files/shared.txt")) == "first\n")
         // The save at close still goes (LOCK again, refused again): its bytes are kept.
@@ -227,7 +231,7 @@ struct ApptimistMountEndToEndTests {
         #expect(Array("mine!\n".utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == 6)
         Glibc.close(fd)
         open = false
-        #expect(await waitUntil(30) { status(world.sandbox, a).contains("LOCK refused: ") }, "\(a.process.logTail)")
+        #expect(await waitUntil { status(world.sandbox, a).contains("LOCK refused: ") }, "\(a.process.logTail)")
         #expect(try Files.read(a.path("files/shared.txt")) == "mine!\n")
         #expect(state(a.path("files/shared.txt")).hasPrefix("rejected:16"))
         let read = try holder.send(["op": "file", "kind": "read", "name": "shared.txt"])
@@ -239,13 +243,13 @@ struct ApptimistMountEndToEndTests {
         defer { world.sandbox.close() }
         let server = try Server.start(world.sandbox, data: world.data)
         let a = try world.mount("a", as: world.alice, on: server)
-        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") })
         // Created and kept open, no byte written: the mount LOCKs it at once.
         let fd = open(a.path("files/draft.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         try #require(fd >= 0)
         var open = true
         defer { if open { Glibc.close(fd) } }
-        #expect(await waitUntil(30) { a.process.log.contains("LOCK draft.txt: held (opened for writing)") }, "\(a.process.logTail)")
+        #expect(await waitUntil { a.process.log.contains("LOCK draft.txt: held (opened for writing)") }, "\(a.process.logTail)")
         // Another connection of the same user cannot take it meanwhile.
         let other = try InteractivePeer(server, as: world.alice)
         defer { other.close() }
@@ -256,7 +260,7 @@ struct ApptimistMountEndToEndTests {
         #expect(Array("draft\n".utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == 6)
         Glibc.close(fd)
         open = false
-        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") }, "\(a.process.logTail)")
+        #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") }, "\(a.process.logTail)")
         let taken = try other.send(["op": "file", "kind": "lock", "name": "draft.txt"])
         #expect(taken["code"] as? Int == 0 && taken["text"] as? String == "draft\n", "\(taken)")
     }
@@ -270,7 +274,7 @@ struct ApptimistMountEndToEndTests {
         defer { world.sandbox.close() }
         let server = try Server.start(world.sandbox, data: world.data)
         let a = try world.mount("a", as: world.alice, on: server)
-        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") })
         let elsewhere = try InteractivePeer(server, as: world.alice)
         defer { elsewhere.close() }
         func remote(_ kind: String, _ name: String, _ text: String? = nil) throws {
@@ -282,33 +286,33 @@ struct ApptimistMountEndToEndTests {
         func content(_ mount: MountProcess, _ name: String) -> String? { try? Files.read(mount.path("files/\(name)")) }
 
         try remote("write", "remote.txt", "from elsewhere\n")
-        #expect(await waitUntil(10) { content(a, "remote.txt") == "from elsewhere\n" }, "\(a.process.logTail)")
+        #expect(await waitUntil { content(a, "remote.txt") == "from elsewhere\n" }, "\(a.process.logTail)")
         try remote("write", "remote.txt", "changed elsewhere\n")
-        #expect(await waitUntil(10) { content(a, "remote.txt") == "changed elsewhere\n" }, "\(a.process.logTail)")
+        #expect(await waitUntil { content(a, "remote.txt") == "changed elsewhere\n" }, "\(a.process.logTail)")
         try remote("write", "name with spaces", "spaced\n")
-        #expect(await waitUntil(10) { content(a, "name with spaces") == "spaced\n" }, "\(a.process.logTail)")
+        #expect(await waitUntil { content(a, "name with spaces") == "spaced\n" }, "\(a.process.logTail)")
         try remote("remove", "remote.txt")
-        #expect(await waitUntil(10) { !list(a, "files").contains("remote.txt") }, "\(a.process.logTail)")
+        #expect(await waitUntil { !list(a, "files").contains("remote.txt") }, "\(a.process.logTail)")
 
         // The mount's own save: its notice matches the bytes it has, so nothing is read back.
         try Files.write(a.path("files/local.txt"), "saved in the mount\n")
-        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
-        #expect(await waitUntil(10) { a.process.log.contains("notice of local.txt: bytes known here") }, "\(a.process.logTail)")
+        #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") })
+        #expect(await waitUntil { a.process.log.contains("notice of local.txt: bytes known here") }, "\(a.process.logTail)")
         #expect(!a.process.log.contains("READ local.txt (a notice named it)"))
         #expect(list(a, "messages").isEmpty)
         #expect(try elsewhere.send(["op": "file", "kind": "read", "name": "local.txt"])["text"] as? String == "saved in the mount\n")
 
         // A fresh store of the same user: the replayed notices list every file there is.
         let b = try world.mount("b", as: world.alice, on: server)
-        #expect(await waitUntil(30) { list(b, "files") == ["local.txt", "name with spaces"] }, "\(list(b, "files")) \(b.process.logTail)")
+        #expect(await waitUntil { list(b, "files") == ["local.txt", "name with spaces"] }, "\(list(b, "files")) \(b.process.logTail)")
         #expect(content(b, "local.txt") == "saved in the mount\n")
         #expect(content(b, "name with spaces") == "spaced\n")
         #expect(list(b, "messages").isEmpty)
         // And a change there reaches the first mount.
         try Files.write(b.path("files/from-b.txt"), "written in b\n")
-        #expect(await waitUntil(20) { content(a, "from-b.txt") == "written in b\n" }, "\(a.process.logTail)")
+        #expect(await waitUntil { content(a, "from-b.txt") == "written in b\n" }, "\(a.process.logTail)")
         try Command.shell("rm 'files/name with spaces'", in: b.mountPoint)
-        #expect(await waitUntil(20) { !list(a, "files").contains("name with spaces") }, "\(a.process.logTail)")
+        #expect(await waitUntil { !list(a, "files").contains("name with spaces") }, "\(a.process.logTail)")
     }
 
     /// A change elsewhere to a file whose save here is still owed (refused: the lock was held
@@ -319,21 +323,21 @@ struct ApptimistMountEndToEndTests {
         defer { world.sandbox.close() }
         let server = try Server.start(world.sandbox, data: world.data)
         let a = try world.mount("a", as: world.alice, on: server)
-        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") })
         let elsewhere = try InteractivePeer(server, as: world.alice)
         defer { elsewhere.close() }
         #expect(try elsewhere.send(["op": "file", "kind": "write", "name": "contested.txt", "text": "base\n"])["code"] as? Int == 0)
-        #expect(await waitUntil(10) { (try? Files.read(a.path("files/contested.txt"))) == "base\n" }, "\(a.process.logTail)")
+        #expect(await waitUntil { (try? Files.read(a.path("files/contested.txt"))) == "base\n" }, "\(a.process.logTail)")
         #expect(try elsewhere.send(["op": "file", "kind": "lock", "name": "contested.txt"])["code"] as? Int == 0)
         try Files.write(a.path("files/contested.txt"), "mine\n")
-        #expect(await waitUntil(30) { status(world.sandbox, a).contains("LOCK refused: ") }, "\(a.process.logTail)")
+        #expect(await waitUntil { status(world.sandbox, a).contains("LOCK refused: ") }, "\(a.process.logTail)")
 
         // Overwritten elsewhere (the WRITE ends that lock): the notice is read, the bytes here stay.
         #expect(try elsewhere.send(["op": "file", "kind": "write", "name": "contested.txt", "text": "theirs\n"])["code"] as? Int == 0)
-        #expect(await waitUntil(10) { a.process.log.components(separatedBy: "READ contested.txt (a notice named it)").count == 3 }, "\(a.process.logTail)")
+        #expect(await waitUntil { a.process.log.components(separatedBy: "READ contested.txt (a notice named it)").count == 3 }, "\(a.process.logTail)")
         #expect(try Files.read(a.path("files/contested.txt")) == "mine\n")
         // ... and, the lock free again, sends them over the other's.
-        #expect(await waitUntil(20) {
+        #expect(await waitUntil {
             (try? elsewhere.send(["op": "file", "kind": "read", "name": "contested.txt"]))?["text"] as? String == "mine\n"
         }, "\(state(a.path("files/contested.txt"))) \(a.process.logTail)")
     }
@@ -351,12 +355,12 @@ struct ApptimistMountEndToEndTests {
         var server = try Server.start(world.sandbox, data: world.data)
         let a = try world.mount("a", as: world.alice, on: server)
         try Files.write(a.path("files/one.txt"), "first\n")
-        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") })
 
         // The server goes away; the mount saves, is killed with -9 mid-write, and comes back with
         // every save it had taken (the unfinished write was never saved: it is not there).
         server.process.signal(SIGTERM)
-        #expect(server.process.waitForExit(timeout: 30))
+        #expect(await offThePool { server.process.waitForExit() })
         try Files.write(a.path("files/one.txt"), "edited offline\n")
         try Files.write(a.path("files/two.txt"), "made offline\n")
         // Killed in the middle of a write: a writer holds one.txt open, half rewritten, unsaved.
@@ -370,7 +374,7 @@ struct ApptimistMountEndToEndTests {
         defer { if writer.isRunning { kill(writer.processIdentifier, SIGKILL) } }
         try await Task.sleep(for: .seconds(2))
         a.process.signal(SIGKILL)
-        #expect(a.process.waitForExit(timeout: 30))
+        #expect(await offThePool { a.process.waitForExit() })
         kill(writer.processIdentifier, SIGKILL)
         try a.remount()
         #expect(try Files.read(a.path("files/one.txt")) == "edited offline\n")
@@ -378,7 +382,7 @@ struct ApptimistMountEndToEndTests {
 
         // The server again on its port and data: both saves arrive; a message sent meanwhile shows.
         server = try Server.start(world.sandbox, data: world.data, port: server.port)
-        #expect(await waitUntil(90) { status(world.sandbox, a).contains("0 saves waiting") })
+        #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") })
         let read = try peer(server, as: world.alice, [
             ["op": "file", "kind": "read", "name": "one.txt"], ["op": "file", "kind": "read", "name": "two.txt"],
         ])
@@ -386,7 +390,7 @@ struct ApptimistMountEndToEndTests {
         #expect(read[1]["text"] as? String == "made offline\n")
         let sent = try peer(server, as: world.bob, [["op": "message", "to": world.alice.publicKey, "text": "after the restart"]])
         let id = try #require(sent[0]["id"] as? String)
-        #expect(await waitUntil(60) { list(a, "messages") == [id] })
+        #expect(await waitUntil { list(a, "messages") == [id] })
         // The connection is up again, and the head kept: the message comes once.
         try await Task.sleep(for: .seconds(1))
         #expect(list(a, "messages") == [id])
@@ -403,7 +407,7 @@ struct ApptimistMountEndToEndTests {
         #expect(login.status == 0, "\(login.stderr)")
         let a = try MountProcess(world.sandbox, at: "a", arguments: ["--remote", "inbox", "--store", world.sandbox.root + "/a.sqlite"])
         try Files.write(a.path("files/saved.txt"), "through a saved remote\n")
-        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") })
         let read = try peer(server, as: world.alice, [["op": "file", "kind": "read", "name": "saved.txt"]])
         #expect(read[0]["text"] as? String == "through a saved remote\n")
         // A service key whose signature does not verify is refused before anything is saved.
@@ -440,7 +444,7 @@ struct ApptimistMountEndToEndTests {
         let server = try Server.start(world.sandbox, data: world.data)
         let a = try world.mount("a", as: world.alice, on: server)
         try Files.write(a.path("files/held.txt"), "before\n")
-        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") })
         // Another connection holds one file's lock: its save in the burst is refused, the rest go.
         let holder = try InteractivePeer(server, as: world.alice)
         defer { holder.close() }
@@ -451,7 +455,7 @@ struct ApptimistMountEndToEndTests {
             try Files.write(a.path("files/\(name)"), "file \(index): " + String(repeating: "x", count: index * 37) + "\n")
             if index == 25 { try Files.write(a.path("files/held.txt"), "mine, refused\n") }
         }
-        #expect(await waitUntil(90) { status(world.sandbox, a).contains("LOCK refused: ") && states(a.path("files")).filter { $0.value == "synced" }.count == 50 },
+        #expect(await waitUntil { status(world.sandbox, a).contains("LOCK refused: ") && states(a.path("files")).filter { $0.value == "synced" }.count == 50 },
                 "\(status(world.sandbox, a))\n\(a.process.logTail)")
         let all = states(a.path("files"))
         #expect(names.allSatisfy { all[$0] == "synced" }, "\(all)")
@@ -470,10 +474,10 @@ struct ApptimistMountEndToEndTests {
         let server = try Server.start(world.sandbox, data: world.data)
         let a = try world.mount("a", as: world.alice, on: server)
         let b = try world.mount("b", as: world.bob, on: server)
-        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") })
         let letters = (0 ..< 50).map { "To: \(world.bob.publicKey)\n\nletter \($0)\n" }
         for (index, letter) in letters.enumerated() { try Files.write(a.path("outbox/letter-\(index)"), letter) }
-        #expect(await waitUntil(90) { list(a, "outbox").isEmpty && list(b, "messages").count >= 50 && list(a, "messages").count >= 50 },
+        #expect(await waitUntil { list(a, "outbox").isEmpty && list(b, "messages").count >= 50 && list(a, "messages").count >= 50 },
                 "\(status(world.sandbox, a))\n\(a.process.logTail)")
         try await Task.sleep(for: .seconds(1))
         #expect(contents(b, "messages").sorted() == letters.sorted())
@@ -487,7 +491,7 @@ struct ApptimistMountEndToEndTests {
         var server = try Server.start(world.sandbox, data: world.data)
         let a = try world.mount("a", as: world.alice, on: server)
         let b = try world.mount("b", as: world.bob, on: server)
-        #expect(await waitUntil(60) { status(world.sandbox, a).contains("0 saves waiting") })
+        #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") })
         let letters = (0 ..< 50).map { "To: \(world.bob.publicKey)\n\nletter \($0), cut\n" }
         // The server goes away while the first half is being sent; the second half is written
         // offline; the server comes back on its port and data.
@@ -495,11 +499,11 @@ struct ApptimistMountEndToEndTests {
             try Files.write(a.path("outbox/letter-\(index)"), letter)
             if index == 24 {
                 server.process.signal(SIGKILL)
-                #expect(server.process.waitForExit(timeout: 30))
+                #expect(await offThePool { server.process.waitForExit() })
             }
         }
         server = try Server.start(world.sandbox, data: world.data, port: server.port)
-        #expect(await waitUntil(120) { list(a, "outbox").isEmpty && Set(contents(b, "messages")).count == 50 },
+        #expect(await waitUntil { list(a, "outbox").isEmpty && Set(contents(b, "messages")).count == 50 },
                 "\(status(world.sandbox, a))\n\(a.process.logTail)")
         // Every letter arrived, and each left the outbox once the service had it. At least once:
         // one the service took just before the cut, whose echo the reconnect's replay did not
@@ -509,15 +513,5 @@ struct ApptimistMountEndToEndTests {
         #expect(Set(contents(a, "messages")) == Set(letters))
         #expect(received.count < 2 * letters.count, "\(received.count) messages for \(letters.count) letters")
         #expect(!status(world.sandbox, a).contains("rejected"))
-    }
-
-    /// Polls `condition` for up to `seconds`, sleeping without holding a pool thread.
-    func waitUntil(_ seconds: Double, _ condition: () -> Bool) async -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(100))
-        }
-        return condition()
     }
 }

@@ -4,35 +4,45 @@ import Testing
 
 /// Two `bucketfs serve --database` processes on one PostgreSQL database, and real mounts on
 /// them: saves cross nodes, and a mount given both nodes outlives the kill -9 of its node.
-@Suite(.serialized, .timeLimit(.minutes(6)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct ClusterTests {
     @Test func threeMountsOnTwoNodesSeeEachOthersSaves() async throws {
         try await Self.withTwoNodes { sandbox, nodeA, nodeB, token, _ in
-            let a1 = try MountProcess(sandbox, at: "a1", arguments: Self.mountArguments(sandbox, "a1", servers: [nodeA], token: token))
-            let a2 = try MountProcess(sandbox, at: "a2", arguments: Self.mountArguments(sandbox, "a2", servers: [nodeA], token: token))
-            let b1 = try MountProcess(sandbox, at: "b1", arguments: Self.mountArguments(sandbox, "b1", servers: [nodeB], token: token))
-            let mounts = [a1, a2, b1]
+            // Each mount is waited for until the kernel shows it: on a thread of its own.
+            let mounts = try await offThePool {
+                try [("a1", nodeA), ("a2", nodeA), ("b1", nodeB)].map { name, node in
+                    try MountProcess(sandbox, at: name, arguments: Self.mountArguments(sandbox, name, servers: [node], token: token))
+                }
+            }
+            let (a1, a2, b1) = (mounts[0], mounts[1], mounts[2])
             for (index, mount) in mounts.enumerated() {
                 try Files.write(mount.path("notes/from-\(index).json"), TwoMountTests.pretty(["from": "\(index)"]))
             }
             for (index, _) in mounts.enumerated() {
                 let expected = TwoMountTests.pretty(["from": "\(index)"])
                 for other in mounts {
-                    #expect(try Files.waitFor(other.path("notes/from-\(index).json"), toHold: expected) == expected, "\(other.mountPoint)")
+                    let seen = try await offThePool { try Files.waitFor(other.path("notes/from-\(index).json"), toHold: expected) }
+                    #expect(seen == expected, "\(other.mountPoint)")
                 }
             }
             // An edit on node B's mount reaches both mounts of node A.
             let edited = TwoMountTests.pretty(["edited": "true", "from": "0"])
             try Files.write(b1.path("notes/from-0.json"), edited)
-            #expect(try Files.waitFor(a1.path("notes/from-0.json"), toHold: edited) == edited)
-            #expect(try Files.waitFor(a2.path("notes/from-0.json"), toHold: edited) == edited)
+            for mount in [a1, a2] {
+                let seen = try await offThePool { try Files.waitFor(mount.path("notes/from-0.json"), toHold: edited) }
+                #expect(seen == edited, "\(mount.mountPoint)")
+            }
         }
     }
 
     @Test func aMountWhoseNodeIsKilledUnderLoadMovesToTheOtherAndLosesNothing() async throws {
         try await Self.withTwoNodes { sandbox, nodeA, nodeB, token, database in
-            let watcher = try MountProcess(sandbox, at: "watcher", arguments: Self.mountArguments(sandbox, "watcher", servers: [nodeB], token: token))
-            let mover = try MountProcess(sandbox, at: "mover", arguments: Self.mountArguments(sandbox, "mover", servers: [nodeA, nodeB], token: token))
+            let (watcher, mover) = try await offThePool {
+                try (
+                    MountProcess(sandbox, at: "watcher", arguments: Self.mountArguments(sandbox, "watcher", servers: [nodeB], token: token)),
+                    MountProcess(sandbox, at: "mover", arguments: Self.mountArguments(sandbox, "mover", servers: [nodeA, nodeB], token: token))
+                )
+            }
             let status = try Self.status(sandbox, mover)
             #expect(status?.server == nodeA.url && status?.serverPosition == 1, "\(String(describing: status))")
 
@@ -41,19 +51,21 @@ struct ClusterTests {
             let files = 40
             let writer = Writer(directory: mover.path("notes"), saves: saves, files: files)
             // Saves flow through node A to the mount on node B before node A dies.
-            #expect(eventually(60) { (try? Command.run("/usr/bin/test", ["-e", watcher.path("notes/f05.json")], timeout: 10))?.status == 0 })
+            #expect(await waitUntil { (try? Command.run("/usr/bin/test", ["-e", watcher.path("notes/f05.json")]))?.status == 0 })
             nodeA.process.signal(SIGKILL)
-            #expect(nodeA.process.waitForExit(timeout: 30))
-            #expect(writer.finish(timeout: 120) == 0, "the writer failed")
+            #expect(await offThePool { nodeA.process.waitForExit() })
+            let writerStatus = await offThePool { writer.finish() }
+            #expect(writerStatus == 0, "the writer failed")
 
             // Every file's last save reaches the mount on node B.
             for file in 0..<files {
                 let last = Writer.lastSave(of: file, saves: saves, files: files)
                 let expected = Writer.text(save: last, file: file)
-                #expect(try Files.waitFor(watcher.path(Writer.name(file)), toHold: expected) == expected, "\(Writer.name(file))")
+                let seen = try await offThePool { try Files.waitFor(watcher.path(Writer.name(file)), toHold: expected) }
+                #expect(seen == expected, "\(Writer.name(file))")
             }
             // The mover is on node B, says so, and owes the server nothing.
-            #expect(eventually(60) { (try? Self.status(sandbox, mover)).flatMap { $0 }.map { $0.pendingSaves == 0 } == true })
+            #expect(await waitUntil { (try? Self.status(sandbox, mover)).flatMap { $0 }.map { $0.pendingSaves == 0 } == true })
             let moved = try #require(try Self.status(sandbox, mover))
             #expect(moved.server == nodeB.url)
             #expect(moved.serverPosition == 2)
@@ -116,7 +128,7 @@ struct ClusterTests {
     /// A sandbox, a fresh database, two nodes on it and a user's token (`bucketfs user add --database`).
     static func withTwoNodes(_ body: @Sendable (Sandbox, NodeProcess, NodeProcess, String, String) async throws -> Void) async throws {
         try await withPostgresDatabase { cluster, database in
-            let sandbox = try Sandbox(timeLimit: 300)
+            let sandbox = try Sandbox()
             defer { sandbox.close() }
             let url = cluster.url(database: database)
             let nodeA = try NodeProcess.start(in: sandbox, name: "node-a", database: url)
@@ -140,7 +152,7 @@ struct NodeProcess: Sendable {
     static func start(in sandbox: Sandbox, name: String, database: String) throws -> NodeProcess {
         let process = try sandbox.start(["serve", "--database", database, "--host", "127.0.0.1", "--port", "0"], log: "\(name).log")
         var port: Int?
-        _ = eventually(60) {
+        _ = eventually {
             port = ServerProcess.port(in: process.log)
             return port != nil || !process.isRunning
         }
@@ -166,14 +178,15 @@ final class Writer: @unchecked Sendable {
                 time.sleep(0.02)
             """
         Thread.detachNewThread { [self] in
-            let output = try? Command.run("/usr/bin/env", ["python3", "-c", script, directory, "\(saves)", "\(files)"], timeout: 180)
+            let output = try? Command.run("/usr/bin/env", ["python3", "-c", script, directory, "\(saves)", "\(files)"])
             lock.withLock { status = output?.status ?? -1 }
             done.signal()
         }
     }
 
     /// The writer's exit status once it ended (-1: it could not run or did not end in time).
-    func finish(timeout: Double) -> Int32 {
+    /// Waits longer than the writer's own timeout, which then ends it first.
+    func finish(timeout: Double = Patience.seconds + 60) -> Int32 {
         guard done.wait(timeout: .now() + timeout) == .success else { return -1 }
         return lock.withLock { status }
     }

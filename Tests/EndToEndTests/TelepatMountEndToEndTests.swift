@@ -1,11 +1,12 @@
 import Foundation
+import PostgresTestSupport
 import Testing
 
 /// Telepat mounts (`--protocol telepat`) against the real `bucketfs serve --telepat`: two
 /// mounts of two users of one application, each with its own store and device, see each other's
 /// creates, updates and deletes (an application's objects are shared by its users); immutable
 /// fields are refused locally; offline saves and kill -9 lose nothing.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct TelepatMountEndToEndTests {
     static let appID = "tp-app"
     static let apiKey = "tp-secret"
@@ -44,7 +45,7 @@ struct TelepatMountEndToEndTests {
                 """.utf8).write(to: URL(fileURLWithPath: settings))
             let process = try sandbox.start(["serve", "--data", data, "--port", "\(port)", "--telepat", settings], log: "server-\(UUID().uuidString.prefix(4)).log")
             var found: Int?
-            _ = eventually(60) {
+            _ = eventually {
                 found = ServerProcess.port(in: process.log)
                 return found != nil || !process.isRunning
             }
@@ -64,8 +65,7 @@ struct TelepatMountEndToEndTests {
         /// A Telepat API call as any client makes it (plain HTTP, Telepat's headers).
         static func call(_ base: String, _ path: String, _ body: [String: Any], token: String? = nil) throws -> [String: Any] {
             let digest = try Command.run(
-                "/usr/bin/env", ["python3", "-c", "import hashlib, sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())", apiKey],
-                timeout: 30)
+                "/usr/bin/env", ["python3", "-c", "import hashlib, sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())", apiKey])
             let sign = digest.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
             var arguments = [
                 "-s", "-X", "POST", base + path, "-H", "Content-Type: application/json", "-H", "X-BLGREQ-APPID: \(appID)",
@@ -73,7 +73,7 @@ struct TelepatMountEndToEndTests {
                 "--data-binary", String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self),
             ]
             if let token { arguments += ["-H", "Authorization: Bearer \(token)"] }
-            let answer = try Command.run("/usr/bin/curl", arguments, timeout: 30)
+            let answer = try Command.run("/usr/bin/curl", arguments)
             return (try? JSONSerialization.jsonObject(with: Data(answer.stdout.utf8)) as? [String: Any]) ?? [:]
         }
     }
@@ -117,23 +117,23 @@ struct TelepatMountEndToEndTests {
 
         // A new file is a create: it comes back as <id>.json, the name given goes away.
         try Files.write(a.path("Tasks/task/new.json"), "{\"title\": \"buy milk\", \"done\": false}")
-        #expect(await waitUntil(60) { objects(a).count == 1 && !objects(a).contains("new.json") })
+        #expect(await waitUntil { objects(a).count == 1 && !objects(a).contains("new.json") })
         let file = try #require(objects(a).first)
         let created = try object(a, file)
         #expect(created["title"] as? String == "buy milk")
         #expect(file == "\(created["id"] as? String ?? "?").json")
         #expect(created["type"] as? String == "task" && created["context_id"] as? String == "c1")
-        #expect(await waitUntil(60) { objects(b) == [file] })
+        #expect(await waitUntil { objects(b) == [file] })
 
         // An edit in b: replace and remove reach a.
         try edit(b, file) { value in
             value["done"] = true
             value["title"] = nil
         }
-        #expect(await waitUntil(60) { (try? object(a, file)).map { $0["done"] as? Bool == true && $0["title"] == nil } == true })
+        #expect(await waitUntil { (try? object(a, file)).map { $0["done"] as? Bool == true && $0["title"] == nil } == true })
         // An editor's save (a new file renamed over the object's) is an update of that object.
         try Command.shell("sed -i 's/\"done\": true/\"done\": \"yes\"/' Tasks/task/\(file)", in: a.mountPoint)
-        #expect(await waitUntil(60) { (try? object(b, file))?["done"] as? String == "yes" })
+        #expect(await waitUntil { (try? object(b, file))?["done"] as? String == "yes" })
         #expect(objects(a) == [file])
 
         // An immutable field edited in a: refused, nothing sent, the bytes kept, status says why.
@@ -142,7 +142,7 @@ struct TelepatMountEndToEndTests {
             value["note"] = "sent with a bad created"
         }
         let kept = try Files.read(a.path("Tasks/task/" + file))
-        #expect(await waitUntil(30) {
+        #expect(await waitUntil {
             (try? sandbox.bucketfs(["status", a.mountPoint]).stdout.contains("rejected:400: `created` cannot be changed")) == true
         })
         #expect(try Files.read(a.path("Tasks/task/" + file)) == kept)
@@ -152,10 +152,10 @@ struct TelepatMountEndToEndTests {
         // A delete in b: the object leaves a's directory (a's refused edit of it is kept).
         try Files.write(b.path("Tasks/task/second.json"), "{\"title\": \"second\"}")
         // (b's own file has taken its id first: until then, rm would remove the local name.)
-        #expect(await waitUntil(60) { objects(a).count == 2 && objects(b).count == 2 && !objects(b).contains("second.json") })
+        #expect(await waitUntil { objects(a).count == 2 && objects(b).count == 2 && !objects(b).contains("second.json") })
         let second = try #require(objects(b).first { $0 != file })
         try Command.shell("rm Tasks/task/\(second)", in: b.mountPoint)
-        #expect(await waitUntil(60) { objects(a) == [file] })
+        #expect(await waitUntil { objects(a) == [file] })
     }
 
     @Test func offlineSavesAndKillNineReachTheServerWhenItIsBack() async throws {
@@ -165,32 +165,32 @@ struct TelepatMountEndToEndTests {
         let a = try mount(sandbox, "a", server)
         let b = try mount(sandbox, "b", server, as: TelepatServer.users[1])
         try Files.write(a.path("Tasks/task/first.json"), "{\"title\": \"first\"}")
-        #expect(await waitUntil(60) { objects(b).count == 1 && objects(a).count == 1 && !objects(a).contains("first.json") })
+        #expect(await waitUntil { objects(b).count == 1 && objects(a).count == 1 && !objects(a).contains("first.json") })
         let file = try #require(objects(a).first)
 
         // The server goes away; a edits, creates, and is killed; b removes nothing meanwhile.
         server.process.signal(SIGTERM)
-        #expect(server.process.waitForExit(timeout: 30))
+        #expect(await offThePool { server.process.waitForExit() })
         try edit(a, file) { $0["title"] = "edited offline" }
         try Files.write(a.path("Tasks/task/offline.json"), "{\"title\": \"made offline\"}")
         a.process.signal(SIGKILL)
-        #expect(a.process.waitForExit(timeout: 30))
+        #expect(await offThePool { a.process.waitForExit() })
         try a.remount()
         #expect(try object(a, file)["title"] as? String == "edited offline")
 
         // Back on the same port and data: a sends both; b sees them (its reconnect subscribes anew).
         server = try TelepatServer.start(in: sandbox, port: server.port, data: sandbox.root + "/server")
-        #expect(await waitUntil(90) { objects(b).count == 2 })
-        #expect(await waitUntil(60) { (try? object(b, file)["title"] as? String) == "edited offline" })
-        #expect(await waitUntil(60) { !objects(a).contains("offline.json") && objects(a).count == 2 })
+        #expect(await waitUntil { objects(b).count == 2 })
+        #expect(await waitUntil { (try? object(b, file)["title"] as? String) == "edited offline" })
+        #expect(await waitUntil { !objects(a).contains("offline.json") && objects(a).count == 2 })
 
         // b unmounted (its store keeps both), a deletes one: b mounted again subscribes anew,
         // and the object removed meanwhile leaves b's directory.
         #expect(try b.unmount())
         try Command.shell("rm Tasks/task/\(file)", in: a.mountPoint)
-        #expect(await waitUntil(60) { (try? sandbox.bucketfs(["status", a.mountPoint]).stdout.contains("0 saves waiting")) == true })
+        #expect(await waitUntil { (try? sandbox.bucketfs(["status", a.mountPoint]).stdout.contains("0 saves waiting")) == true })
         try b.remount()
-        #expect(await waitUntil(60) { objects(b).count == 1 && !objects(b).contains(file) })
+        #expect(await waitUntil { objects(b).count == 1 && !objects(b).contains(file) })
     }
 
     @Test func aTelepatMountAndASimperiumMountOfTheSameDataSeeEachOther() async throws {
@@ -204,28 +204,17 @@ struct TelepatMountEndToEndTests {
             "--bucket", "c1.task", "--store", sandbox.root + "/s.sqlite",
         ])
         try Files.write(telepat.path("Tasks/task/new.json"), "{\"title\": \"from telepat\"}")
-        #expect(await waitUntil(60) { objects(telepat).count == 1 && !objects(telepat).contains("new.json") })
+        #expect(await waitUntil { objects(telepat).count == 1 && !objects(telepat).contains("new.json") })
         let file = try #require(objects(telepat).first)
         let entity = simperium.path("c1.task/" + file)
-        #expect(await waitUntil(60) { (try? Files.read(entity))??.contains("\"title\": \"from telepat\"") == true })
+        #expect(await waitUntil { (try? Files.read(entity))??.contains("\"title\": \"from telepat\"") == true })
 
         // A Simperium save (a jsondiff change) reaches the Telepat mount as an update.
         let data = try #require(try Files.read(entity))
         try Files.write(entity, data.replacingOccurrences(of: "from telepat", with: "from simperium"))
-        #expect(await waitUntil(60) { (try? object(telepat, file))?["title"] as? String == "from simperium" })
+        #expect(await waitUntil { (try? object(telepat, file))?["title"] as? String == "from simperium" })
         // And a removal there removes the object here.
         try Command.shell("rm c1.task/\(file)", in: simperium.mountPoint)
-        #expect(await waitUntil(60) { objects(telepat).isEmpty })
-    }
-
-    /// Polls `condition` for up to `seconds`, sleeping without holding a thread of the
-    /// concurrency pool (the in-process suites of this run need them).
-    func waitUntil(_ seconds: Double, _ condition: () -> Bool) async -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(50))
-        }
-        return condition()
+        #expect(await waitUntil { objects(telepat).isEmpty })
     }
 }
