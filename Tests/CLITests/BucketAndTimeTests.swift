@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// mkdir at the root starts syncing a new bucket right away; times set by touch survive a remount.
-@Suite("new buckets and stored times", .serialized, .timeLimit(.minutes(5)))
+@Suite("new buckets and stored times", .serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct BucketAndTimeTests {
     @Test func mkdirAddsABucketThatSyncsWithoutRemounting() throws {
         let cli = try CLIHarness()

@@ -1,6 +1,17 @@
 import Foundation
 import Testing
 
+/// The command-line tests' bounds, in one place. Each is a hang guard sized for a machine
+/// several times slower than a quiet one (other builds running beside the tests, load average
+/// 10 and up on 2 cores), never a claim about speed: a passing test waits only as long as what
+/// it waits for takes, so raising these costs nothing until something hangs.
+enum Patience {
+    /// A wait for something that must happen, and a `bucketfs` command's run.
+    static let seconds: Double = 300
+    /// Each test's limit (Swift Testing counts whole minutes).
+    static let testMinutes = 15
+}
+
 /// Runs the real `bucketfs` binary (built beside this test bundle) in temp XDG directories, and
 /// cleans up every mount and process it started, even when a test fails.
 final class CLIHarness: @unchecked Sendable {
@@ -64,7 +75,7 @@ final class CLIHarness: @unchecked Sendable {
 
     /// Runs `bucketfs ARGS` to completion (killed after `timeout` seconds).
     @discardableResult
-    func bucketfs(_ arguments: [String], stdin: String? = nil, timeout: Double = 60) throws -> Output {
+    func bucketfs(_ arguments: [String], stdin: String? = nil, timeout: Double = Patience.seconds) throws -> Output {
         if arguments.first == "mount", let index = arguments.firstIndex(where: { !$0.hasPrefix("-") && $0 != "mount" }) {
             mountpoints.append(arguments[index])
         }
@@ -127,7 +138,7 @@ final class CLIHarness: @unchecked Sendable {
     func startServer(data: String, port: Int = 0, options: [String] = []) throws -> (Process, Int) {
         let (process, output) = try start(["serve", "--data", data, "--port", String(port), "--host", "127.0.0.1"] + options)
         var found: Int?
-        try eventually(timeout: 60) {
+        try eventually {
             let printed = text(of: output)
             if let range = printed.range(of: #"127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
                 found = Int(printed[range].split(separator: ":").last ?? "")
@@ -169,13 +180,13 @@ final class CLIHarness: @unchecked Sendable {
     }
 }
 
-/// Polls `condition` until it holds; fails the test (does not hang) after `timeout` seconds.
 /// What a file holds so far (a started command's output), as text; empty if it cannot be read.
 func text(of file: URL) -> String {
     (try? String(contentsOf: file, encoding: .utf8)) ?? ""
 }
 
-func eventually(timeout: Double = 30, _ condition: () throws -> Bool) throws {
+/// Polls `condition` until it holds; fails the test (does not hang) after `timeout` seconds.
+func eventually(timeout: Double = Patience.seconds, _ condition: () throws -> Bool) throws {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         if try condition() { return }

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// Issue 17: `bucketfs history` and `bucketfs restore` on real mounts of the real server.
-@Suite("version history: history, restore", .serialized, .timeLimit(.minutes(6)))
+@Suite("version history: history, restore", .serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct HistoryTests: NoteFiles {
     private func historyJSON(_ cli: CLIHarness, _ path: String) throws -> [String: Any] {
         let result = try cli.bucketfs(["history", path, "--json"])
@@ -134,7 +134,7 @@ struct HistoryTests: NoteFiles {
         #expect(forced.status == 0, "\(forced.stderr)")
         #expect(contents(file) == note("one two three"))
         (server, _) = try cli.startServer(data: data, port: port)
-        try eventually(timeout: 60) { contents(b + "/notes/doc.json") == note("one two three") }
+        try eventually { contents(b + "/notes/doc.json") == note("one two three") }
         try eventually { try version(cli, file) == 7 }
         cli.stop(server)
     }

@@ -4,7 +4,7 @@ import Testing
 
 /// Issue 17: the read-only view `DIR/.history/<bucket>/<key>/<version>.json` of
 /// `bucketfs mount --history`, on real mounts of the real server.
-@Suite("version history: the .history view", .serialized, .timeLimit(.minutes(6)))
+@Suite("version history: the .history view", .serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct HistoryViewTests: NoteFiles {
     private func listing(_ path: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
@@ -148,6 +148,6 @@ struct HistoryViewTests: NoteFiles {
         // Back online, the missing version is fetched.
         let (restarted, _) = try cli.startServer(data: data, port: port)
         defer { cli.stop(restarted) }
-        try eventually(timeout: 60) { contents(versions + "/4.json") == note("four") }
+        try eventually { contents(versions + "/4.json") == note("four") }
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// First sync shows progress on a terminal and stays quiet otherwise (issue 6).
-@Suite("first-sync progress", .serialized, .timeLimit(.minutes(5)))
+@Suite("first-sync progress", .serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct ProgressTests {
     /// Seeds the demo server (first mount adds the sample notes), so a new store has a first sync to do.
     private func seededDemo(_ cli: CLIHarness) throws {

@@ -4,7 +4,7 @@ import Testing
 /// `bucketfs mount --protocol telepat`: the second engine behind the same seam, store and file
 /// system. These run without a Telepat server (a port nothing listens on): what the mount does
 /// on its own. Against a server: EndToEndTests.
-@Suite("Telepat mounts", .serialized, .timeLimit(.minutes(5)))
+@Suite("Telepat mounts", .serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct TelepatMountTests {
     @Test func telepatOptionsAreCheckedBeforeAnythingStarts() throws {
         let cli = try CLIHarness()
@@ -37,7 +37,7 @@ struct TelepatMountTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: mountpoint) == ["blog"])
         #expect(try FileManager.default.contentsOfDirectory(atPath: mountpoint + "/blog").sorted() == ["comments", "posts"])
         try Data("{\"title\": \"offline\"}".utf8).write(to: URL(fileURLWithPath: mountpoint + "/blog/posts/draft.json"))
-        #expect(await waitUntil(30) { (try? cli.bucketfs(["status", mountpoint]).stdout.contains("1 save waiting for the server")) == true })
+        #expect(await waitUntil { (try? cli.bucketfs(["status", mountpoint]).stdout.contains("1 save waiting for the server")) == true })
         let status = try cli.bucketfs(["status", mountpoint]).stdout
         #expect(status.contains("offline") || status.contains("connecting"), "\(status)")
 
@@ -46,7 +46,7 @@ struct TelepatMountTests {
         let again = try cli.bucketfs(arguments)
         #expect(again.status == 0, "\(again.stderr)")
         #expect(try String(contentsOfFile: mountpoint + "/blog/posts/draft.json", encoding: .utf8) == "{\"title\": \"offline\"}")
-        #expect(await waitUntil(30) { (try? cli.bucketfs(["status", mountpoint]).stdout.contains("1 save waiting for the server")) == true })
+        #expect(await waitUntil { (try? cli.bucketfs(["status", mountpoint]).stdout.contains("1 save waiting for the server")) == true })
         #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
     }
 
@@ -88,7 +88,7 @@ struct TelepatMountTests {
         #expect(mounted.status == 0, "\(mounted.stderr)")
         try Data("{\"title\": \"via a saved remote\"}".utf8).write(to: URL(fileURLWithPath: mountpoint + "/Tasks/task/new.json"))
         // The server's object replaces the local name: the create went through.
-        #expect(await waitUntil(30) {
+        #expect(await waitUntil {
             let names = (try? FileManager.default.contentsOfDirectory(atPath: mountpoint + "/Tasks/task")) ?? []
             return names.count == 1 && names != ["new.json"]
         })
@@ -143,7 +143,7 @@ struct TelepatMountTests {
         let mounted = try cli.bucketfs(mount)
         #expect(mounted.status == 0, "\(mounted.stderr)")
         // Renewed and saved before the first token expires; the file is still the owner's only.
-        #expect(await waitUntil(40) { saved().flatMap(Self.expiry).map { $0 > firstExpiry } == true },
+        #expect(await waitUntil { saved().flatMap(Self.expiry).map { $0 > firstExpiry } == true },
                 "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "no log")")
         let mode = try FileManager.default.attributesOfItem(atPath: credentials)[.posixPermissions] as? Int
         #expect(mode == 0o600)
@@ -151,7 +151,7 @@ struct TelepatMountTests {
         try await Task.sleep(for: .seconds(max(firstExpiry.timeIntervalSinceNow + 1, 0)))
         try Data("{\"title\": \"after the first token\"}".utf8).write(to: URL(fileURLWithPath: mountpoint + "/Tasks/task/one.json"))
         func names() -> [String] { ((try? FileManager.default.contentsOfDirectory(atPath: mountpoint + "/Tasks/task")) ?? []).sorted() }
-        #expect(await waitUntil(30) { names().count == 1 && names() != ["one.json"] })
+        #expect(await waitUntil { names().count == 1 && names() != ["one.json"] })
         #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
 
         // Mounted again with the saved token (the first has long expired): it still saves.
@@ -160,7 +160,7 @@ struct TelepatMountTests {
         let again = try cli.bucketfs(mount)
         #expect(again.status == 0, "\(again.stderr)")
         try Data("{\"title\": \"after a restart\"}".utf8).write(to: URL(fileURLWithPath: mountpoint + "/Tasks/task/two.json"))
-        #expect(await waitUntil(30) { names().count == 2 && !names().contains("two.json") })
+        #expect(await waitUntil { names().count == 2 && !names().contains("two.json") })
         #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
     }
 
@@ -182,7 +182,7 @@ struct TelepatMountTests {
     }
 
     /// Polls `condition` for up to `seconds` without holding a thread of the concurrency pool.
-    func waitUntil(_ seconds: Double, _ condition: () -> Bool) async -> Bool {
+    func waitUntil(_ seconds: Double = Patience.seconds, _ condition: () -> Bool) async -> Bool {
         let deadline = Date(timeIntervalSinceNow: seconds)
         while Date() < deadline {
             if condition() { return true }

@@ -3,7 +3,7 @@ import Testing
 
 /// Issue 19: notes as plain text, through the real binary: `--text-field` and its options, the
 /// config file's `text`, and `ls`, `watch` and `status` naming notes by their title.
-@Suite("notes as plain text", .serialized, .timeLimit(.minutes(5)))
+@Suite("notes as plain text", .serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct TextViewCLITests {
     static func write(_ path: String, _ text: String) throws {
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
