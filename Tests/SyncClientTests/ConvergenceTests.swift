@@ -108,7 +108,7 @@ struct ConvergenceTests {
             try await server.start()
             await a.client.reconnectNow()
             await b.client.reconnectNow()
-            #expect(try await eventually(.seconds(20)) {
+            #expect(try await eventually {
                 try b.value("racing") == ["v": 1] && b.value("offline") == ["v": 2]
             })
             try await a.idle()

@@ -48,7 +48,7 @@ struct FullStoreTests {
             #expect(try a.value("big") == nil)
 
             try FileManager.default.removeItem(atPath: disk.file("filler"))
-            #expect(try await eventually(.seconds(20)) { try a.value("big") == big && a.value("small") == ["n": 1] })
+            #expect(try await eventually { try a.value("big") == big && a.value("small") == ["n": 1] })
         }
     }
 

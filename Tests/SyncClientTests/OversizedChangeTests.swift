@@ -35,7 +35,7 @@ struct OversizedChangeTests {
         try await run { a, b in
             _ = try await a.client.save(bucket: "notes", key: "big", value: Self.big)
             _ = try await a.client.save(bucket: "notes", key: "small", value: ["n": 1])
-            #expect(try await eventually(.seconds(10)) { try b.value("small") == ["n": 1] })
+            #expect(try await eventually { try b.value("small") == ["n": 1] })
             let kept = try #require(try a.store.entity(bucket: "notes", key: "big"))
             #expect(kept.state == .rejected(code: 413))
             #expect(kept.value == Self.big)
@@ -45,7 +45,7 @@ struct OversizedChangeTests {
             #expect(await a.client.connectionCounter == 1)
             // Made small enough, the next save sends it.
             _ = try await a.client.save(bucket: "notes", key: "big", value: ["text": "short now"])
-            #expect(try await eventually(.seconds(10)) { try b.value("big") == ["text": "short now"] })
+            #expect(try await eventually { try b.value("big") == ["text": "short now"] })
             try await a.idle()
             #expect(try a.store.entity(bucket: "notes", key: "big")?.state == .synced)
         }
@@ -107,7 +107,7 @@ struct OversizedChangeTests {
                 return try #require(try a.store.saveLocal(bucket: "notes", key: key, value: value).readyToSend)
             }
             await a.client.send(changes)
-            #expect(try await eventually(.seconds(10)) { try keys.allSatisfy { try b.value($0) != nil } })
+            #expect(try await eventually { try keys.allSatisfy { try b.value($0) != nil } })
             try await a.idle()
             for key in keys { #expect(try a.store.entity(bucket: "notes", key: key)?.state == .synced) }
             #expect(await a.client.connectionCounter == 1)

@@ -109,7 +109,7 @@ struct RandomizedModel {
             // Keys exist everywhere first: concurrent creations legitimately let one side win.
             for key in keys { _ = try await clients[0].client.save(bucket: "notes", key: key, value: ["body": "start"]) }
             let everyone = clients
-            #expect(try await eventually(.seconds(20)) { try everyone.allSatisfy { try $0.value("k3") != nil } })
+            #expect(try await eventually { try everyone.allSatisfy { try $0.value("k3") != nil } })
         }
         let deadline = ContinuousClock.now + timeLimit
         for step in 0..<steps where ContinuousClock.now < deadline {
