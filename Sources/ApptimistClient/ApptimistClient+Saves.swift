@@ -325,9 +325,9 @@ extension ApptimistClient {
         let me = configuration.identity.box.publicKey
         let time = UInt64(max(0, Date().timeIntervalSince1970))
         // Marked before they go, all in one write: an echo may be handled while a later PDU is
-        // being written.
-        try store.markSent(ccids: due.map(\.change.ccid))
-        for (change, data, recipients) in due {
+        // being written. Only what the store still owes goes (a file removed meanwhile does not).
+        let owedNow = try store.markSent(ccids: due.map(\.change.ccid))
+        for (change, data, recipients) in due where owedNow.contains(change.ccid) {
             for recipient in recipients {
                 let pdu = ApptimistPDU.message(time: time, recipient: recipient, to: recipient, from: me)
                 let header = try ApptimistHeader(version: version, pdu: pdu).render()

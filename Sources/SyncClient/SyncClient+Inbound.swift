@@ -298,10 +298,15 @@ extension SyncClient {
     /// store and go out with the rest when it is. A change goes out once per connection unless
     /// it was requeued (error handling), however many times it is handed over: the mount's batch
     /// and the owed changes read at catch-up can carry the same one, the first still marked
-    /// `queued` after the second was sent. Handed over twice in one call, the later (newer)
-    /// copy goes. Changes are marked `sent` before the
-    /// write: the write suspends, and a save coalescing into a still-`queued` row meanwhile
-    /// would change a change the server may already have (same ccid, different content).
+    /// `queued` after the second was sent.
+    ///
+    /// What goes out is what the store holds when the changes are marked sent (`markSent`),
+    /// never the copies handed over: a save's change waits a few milliseconds in the mount's
+    /// batch, and meanwhile the file may have been removed (its create must then not reach the
+    /// server, or the file comes back on every device) or saved again. Changes are marked
+    /// `sent` before the write: the write suspends, and a save coalescing into a still-`queued`
+    /// row meanwhile would change a change the server may already have (same ccid, different
+    /// content).
     ///
     /// The changes for one channel go out as one `c:` frame (an array when there are several):
     /// under a burst of saves the server takes them in one message and one commit. A burst too
@@ -312,36 +317,50 @@ extension SyncClient {
     /// (a resend after a reconnect) always goes: it may not change any more, so it cannot wait
     /// in the store as a queued one does, and only the window ever made it sent.
     public func send(_ changes: [OutgoingChange]) async {
-        var requests: [(channel: Int, requests: [ChangeRequest])] = []
-        // By ccid: a later copy of a change handed over twice is the one that goes.
-        var queued: [String: OutgoingChange] = [:]
-        var position: [String: (group: Int, index: Int)] = [:]
+        // One per ccid, in the order first handed; a later copy of a change replaces the earlier.
+        var picked: [OutgoingChange] = []
+        var position: [String: Int] = [:]
         var room = roomInFlight
         for change in changes {
-            guard let channel = liveChannel(of: change.bucket) else { continue }
-            if sentOnConnection.contains(change.ccid) { continue }
-            if position[change.ccid] == nil {
-                if room <= 0 && change.state == .queued {
-                    heldBack.insert(change.bucket)
-                    continue
-                }
-                room -= 1
+            guard liveChannel(of: change.bucket) != nil, !sentOnConnection.contains(change.ccid) else { continue }
+            if let earlier = position[change.ccid] {
+                picked[earlier] = change
+                continue
             }
+            if room <= 0 && change.state == .queued {
+                heldBack.insert(change.bucket)
+                continue
+            }
+            room -= 1
+            position[change.ccid] = picked.count
+            picked.append(change)
+        }
+        guard !picked.isEmpty else { return }
+        let going: [OutgoingChange]
+        do {
+            going = try store.markSent(picked)
+        } catch {
+            logger.error("marking sent failed: \(error)")
+            return
+        }
+        var requests: [(channel: Int, requests: [ChangeRequest])] = []
+        for change in going {
+            guard let channel = liveChannel(of: change.bucket) else { continue }
             let request: ChangeRequest
             do {
                 request = try Conversions.request(change, clientID: configuration.clientID)
             } catch {
                 logger.error("cannot encode change \(change.ccid): \(error)")
+                do {
+                    try store.refuse(ccid: change.ccid, code: 400, reason: "cannot be encoded for the server (\(error)); kept locally")
+                } catch {
+                    logger.error("recording that \(change.ccid) cannot be encoded failed: \(error)")
+                }
                 continue
             }
-            if change.state == .queued { queued[change.ccid] = change }
-            if let earlier = position[change.ccid] {
-                requests[earlier.group].requests[earlier.index] = request
-            } else if let group = requests.firstIndex(where: { $0.channel == channel }) {
-                position[change.ccid] = (group, requests[group].requests.count)
+            if let group = requests.firstIndex(where: { $0.channel == channel }) {
                 requests[group].requests.append(request)
             } else {
-                position[change.ccid] = (requests.count, 0)
                 requests.append((channel, [request]))
             }
         }
@@ -351,14 +370,10 @@ extension SyncClient {
             frames += packed.frames
             sentOnConnection.formUnion(requests.map(\.ccid))
             for (change, frameBytes) in packed.tooLarge {
-                queued[change.ccid] = nil
                 sentOnConnection.remove(change.ccid)
                 keepBack(change, frameBytes: frameBytes, bucket: machines[channel].bucket)
             }
         }
-        guard !frames.isEmpty else { return }
-        // A save that was about to go out was recorded as sent in its own transaction.
-        do { try store.markSent(Array(queued.values)) } catch { logger.error("marking sent failed: \(error)") }
         for frame in frames { await write(frame) }
     }
 

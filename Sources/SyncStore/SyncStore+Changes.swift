@@ -17,24 +17,43 @@ public enum ChangeErrorFollowUp: Hashable, Sendable {
 }
 
 extension SyncStore {
-    /// Records that these changes were written to a connection (they keep their ccid from now
-    /// on), remembering what each one the store has just computed brings its entity to
-    /// (`OutgoingChange.basis`, `SentChanges`) for applying its echo.
-    public func markSent(_ changes: [OutgoingChange]) throws(StoreError) {
-        guard !changes.isEmpty else { return }
+    /// Claims these changes for a connection, as the store holds them now, and returns what
+    /// goes out: the engine writes exactly these, never its own copies. A change handed to the
+    /// engine may have been superseded since: its entity removed before it was sent (the queued
+    /// create of a file deleted at once goes with it), its row coalesced with a newer save, or
+    /// the entity waiting for a reload. Sending the stale copy would bring a deleted file back
+    /// on every device (the server creates it, and its echo finds no local change to
+    /// acknowledge), or send content the store no longer means. So each change is looked up by
+    /// ccid in the transaction that marks it sent: one that is gone, closed or waiting for a
+    /// reload is dropped; one whose content changed goes as it stands now.
+    ///
+    /// Each queued change is recorded as sent (it keeps its ccid from now on); what one the
+    /// store has just computed brings its entity to (`OutgoingChange.basis`) is remembered for
+    /// applying its echo (`SentChanges`) when it goes unchanged.
+    @discardableResult
+    public func markSent(_ changes: [OutgoingChange]) throws(StoreError) -> [OutgoingChange] {
+        guard !changes.isEmpty else { return [] }
         // Synced: the changes may rest on deferred writes (a mount's close, an ack), and the
         // fsync after this commit puts those on disk too before the changes go on the wire, so a
         // power loss cannot take back what the server has.
-        try write { db in
-            for change in changes { try markSent(change, db) }
+        return try write { db in
+            try changes.compactMap { change in try claim(change, db) }
         }
     }
 
     /// `markSent` for changes known by their ccid alone: their echoes take the general path.
-    public func markSent(ccids: [String]) throws(StoreError) {
-        guard !ccids.isEmpty else { return }
-        try write { db in
-            for ccid in ccids { try ChangeRow.markSent(ccid: ccid, db) }
+    /// Returns the ccids still owed (queued or sent, their entity not waiting for a reload):
+    /// only those may go out.
+    @discardableResult
+    public func markSent(ccids: [String]) throws(StoreError) -> Set<String> {
+        guard !ccids.isEmpty else { return [] }
+        return try write { db in
+            var owed: Set<String> = []
+            for ccid in ccids where try Self.owedChange(ccid: ccid, db) != nil {
+                try ChangeRow.markSent(ccid: ccid, db)
+                owed.insert(ccid)
+            }
+            return owed
         }
     }
 
@@ -46,6 +65,33 @@ extension SyncStore {
         // remembered with; one recomputed or sent whole since fails the check at its echo.
         if let sent = change.basis.value { sentChanges.remember(ccid: change.ccid, sent) }
         try ChangeRow.markSent(ccid: change.ccid, db)
+    }
+
+    /// `markSent` of one change: the change as the store holds it, marked sent, or nil when it
+    /// is no longer owed.
+    private func claim(_ handed: OutgoingChange, _ db: Database) throws -> OutgoingChange? {
+        guard let row = try Self.owedChange(ccid: handed.ccid, db) else { return nil }
+        let current: OutgoingChange
+        if let basis = handed.basis.value, row.op == "M", row.fullData == nil, handed.fullData == nil,
+            row.sv == handed.sourceVersion, row.sv == basis.sourceVersion, let diff = row.diff, exactlyEqual(diff, basis.diff)
+        {
+            // What the store just computed, unchanged: the copy in hand (its parsed diff and basis).
+            current = handed
+        } else {
+            current = try row.outgoing(bucket: handed.bucket, key: handed.key)
+        }
+        if row.state == "queued" { try markSent(current, db) }
+        return current.marked(.sent)
+    }
+
+    /// The open change with this ccid while it is owed to the server: queued or sent, and its
+    /// entity not waiting for a reload (whose answer recomputes the change).
+    static func owedChange(ccid: String, _ db: Database) throws -> ChangeRow? {
+        let statement = try db.cachedStatement(sql: """
+            SELECT c.* FROM pending_change c JOIN entity e ON e.id = c.entity_id
+            WHERE c.ccid = ? AND (c.state = 'queued' OR c.state = 'sent') AND e.needs_reload = 0
+            """)
+        return try ColumnReader.first(statement, arguments: [ccid], ChangeRow.init)
     }
 
     /// Records a change error and decides the follow-up, per the spec's "Handling Change Errors":
