@@ -166,7 +166,8 @@ extension SyncStore {
             return
         }
         var merged = newGhost
-        if let local = try row.local() {
+        let localBefore = try row.local()
+        if let local = localBefore {
             if !bucket.format.mergesEdits, local != oldGhost, newGhost != oldGhost, local != newGhost {
                 // Opaque bytes changed on both sides: the local ones kept whole, sent over the server's.
                 merged = local
@@ -184,6 +185,9 @@ extension SyncStore {
         if row.state == EntityState.invalid.description {
             // The file holds bytes that are not JSON; keep them (the user is mid-edit), track the value.
             row.localValue = StoredJSON.text(merged)
+        } else if let localBefore, row.content != nil, merged == localBefore {
+            // Nothing changed for the file (the server's version is the local edit, as after a
+            // catch-up that finds our own change applied): its bytes stay exactly as written.
         } else {
             row.render(merged, in: bucket.format, now: now)
         }

@@ -46,6 +46,23 @@ struct ApplyRemoteTests {
         }
     }
 
+    /// The server's version turns out to be the local edit itself (a catch-up after the server
+    /// applied our change but its answer was lost): the file keeps the bytes the user wrote, as
+    /// it does until a change from elsewhere arrives (found by the whole-system model test).
+    @Test func aReloadThatBringsTheLocalValueKeepsTheFilesBytes() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["n": 1])
+            let written = bytes("{\"n\": 2}\n")
+            _ = try store.saveLocal(bucket: "notes", key: "k", bytes: written)
+            _ = try store.applyEntity(bucket: "notes", key: "k", version: 2, data: ["n": 2])
+            #expect(try store.readEntity(bucket: "notes", key: "k") == written)
+            #expect(try store.entity(bucket: "notes", key: "k")?.state == .synced)
+            // A change from elsewhere renders it again.
+            _ = try store.applyEntity(bucket: "notes", key: "k", version: 3, data: ["n": 3])
+            #expect(try store.readEntity(bucket: "notes", key: "k") == bytes("{\n  \"n\": 3\n}\n"))
+        }
+    }
+
     @Test func sameStringFieldEditsMergeAsText() throws {
         try withStore { store, _ in
             let base: JSONObject = ["text": "hello world"]
