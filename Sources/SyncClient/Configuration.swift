@@ -30,6 +30,11 @@ public struct SyncClientConfiguration: Sendable {
     /// counts as a failed attempt, so that a server closing every connection (over something
     /// the client sends each time) is not reconnected to twice a second for ever.
     public var stableConnection: Duration = .seconds(10)
+    /// How long a connection may take to open (TCP connect and the WebSocket upgrade) before the
+    /// attempt is given up and the next one made: a server that accepted the connection but
+    /// stopped (SIGSTOP, a hung process) answers nothing, and a connection reset before the
+    /// upgrade's answer was seen to leave the upgrade waiting for ever.
+    public var openingTimeout: Duration = .seconds(15)
     /// Index page size for the first sync (`i:1:<mark>::<limit>`).
     public var indexPageLimit: Int = 1000
     /// Embed the first command in `init` (`cmd`) to save a round trip.

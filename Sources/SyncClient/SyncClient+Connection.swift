@@ -1,6 +1,7 @@
 import Foundation
 import HummingbirdWSClient
 import Logging
+import Synchronization
 import SyncEngine
 import SyncProtocol
 import SyncStore
@@ -45,14 +46,26 @@ extension SyncClient {
             var wasAuthorized = false
             let attemptStarted = ContinuousClock.now
             do {
-                let closing = try await WebSocketClient.connect(
-                    url: configuration.socketURL(of: server.url),
-                    // A short close timeout: closing a dead connection must not delay the reconnect.
-                    configuration: WebSocketClientConfiguration(maxFrameSize: configuration.maxMessageBytes, closeTimeout: .seconds(2)),
-                    logger: logger
-                ) { inbound, outbound, _ in
-                    try await self.serve(inbound: inbound, writer: HummingbirdWriter(outbound: outbound))
+                let opening = OpeningAttempt()
+                let url = configuration.socketURL(of: server.url)
+                let maxFrameSize = configuration.maxMessageBytes
+                let logger = logger
+                let attemptTask = Task {
+                    try await WebSocketClient.connect(
+                        url: url,
+                        // A short close timeout: closing a dead connection must not delay the reconnect.
+                        configuration: WebSocketClientConfiguration(maxFrameSize: maxFrameSize, closeTimeout: .seconds(2)),
+                        logger: logger
+                    ) { inbound, outbound, _ in
+                        // Opened after the attempt was given up: a later attempt has taken its place.
+                        guard opening.markOpened() else {
+                            try? await outbound.close(.goingAway, reason: nil)
+                            return
+                        }
+                        try await self.serve(inbound: inbound, writer: HummingbirdWriter(outbound: outbound))
+                    }
                 }
+                let closing = try await opening.wait(for: attemptTask, openingWithin: configuration.openingTimeout)
                 // The server's words on why, when it closed the connection (a message too large).
                 if let closing {
                     reason = "closed by the server (\(closing.closeCode)\(closing.reason.map { ": \($0)" } ?? ""))"
@@ -223,4 +236,55 @@ extension SyncClient {
 extension ChannelClientMessage {
     /// The frame text on a channel.
     func frameText(channel: Int) -> String { ClientMessage.channel(channel, self).render() }
+}
+
+/// One connection attempt's opening, raced against a deadline. The attempt's task cannot be
+/// cancelled while it waits for the WebSocket upgrade (an event loop future), so a late one is
+/// left behind: if it ever opens, it finds itself given up and closes at once.
+final class OpeningAttempt: Sendable {
+    private enum State {
+        case opening
+        case opened
+        case givenUp
+    }
+
+    struct TimedOut: Error, CustomStringConvertible {
+        let timeout: Duration
+        var description: String { "the connection did not open within \(timeout)" }
+    }
+
+    private let state = Mutex(State.opening)
+
+    /// The connection opened: false when the attempt was given up already.
+    func markOpened() -> Bool {
+        state.withLock { state in
+            guard case .opening = state else { return false }
+            state = .opened
+            return true
+        }
+    }
+
+    /// The attempt's result, or `TimedOut` when it has not opened within `timeout`.
+    func wait(for attempt: Task<WebSocketCloseFrame?, any Error>, openingWithin timeout: Duration) async throws -> WebSocketCloseFrame? {
+        try await withCheckedThrowingContinuation { continuation in
+            let resumed = Mutex(false)
+            let finish: @Sendable (Result<WebSocketCloseFrame?, any Error>) -> Void = { result in
+                let first = resumed.withLock { resumed in
+                    defer { resumed = true }
+                    return !resumed
+                }
+                if first { continuation.resume(with: result) }
+            }
+            Task { finish(await attempt.result) }
+            Task {
+                try? await Task.sleep(for: timeout)
+                let givenUp = self.state.withLock { state in
+                    guard case .opening = state else { return false }
+                    state = .givenUp
+                    return true
+                }
+                if givenUp { finish(.failure(TimedOut(timeout: timeout))) }
+            }
+        }
+    }
 }
