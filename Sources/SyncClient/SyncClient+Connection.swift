@@ -254,6 +254,7 @@ final class OpeningAttempt: Sendable {
     }
 
     private let state = Mutex(State.opening)
+    private let waiter = Waiter()
 
     /// The connection opened: false when the attempt was given up already.
     func markOpened() -> Bool {
@@ -264,27 +265,69 @@ final class OpeningAttempt: Sendable {
         }
     }
 
-    /// The attempt's result, or `TimedOut` when it has not opened within `timeout`.
+    /// Gives the attempt up unless it opened: whether it was given up now.
+    private func giveUp() -> Bool {
+        state.withLock { state in
+            guard case .opening = state else { return false }
+            state = .givenUp
+            return true
+        }
+    }
+
+    /// The attempt's result, or `TimedOut` when it has not opened within `timeout`. Cancelled
+    /// (the engine stops), the attempt is cancelled too: an open connection is then waited for
+    /// while it closes, as before; one still opening is given up at once.
     func wait(for attempt: Task<WebSocketCloseFrame?, any Error>, openingWithin timeout: Duration) async throws -> WebSocketCloseFrame? {
-        try await withCheckedThrowingContinuation { continuation in
-            let resumed = Mutex(false)
-            let finish: @Sendable (Result<WebSocketCloseFrame?, any Error>) -> Void = { result in
-                let first = resumed.withLock { resumed in
-                    defer { resumed = true }
-                    return !resumed
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                waiter.set(continuation)
+                Task { self.waiter.finish(await attempt.result) }
+                Task {
+                    try? await Task.sleep(for: timeout)
+                    if self.giveUp() { self.waiter.finish(.failure(TimedOut(timeout: timeout))) }
                 }
-                if first { continuation.resume(with: result) }
             }
-            Task { finish(await attempt.result) }
-            Task {
-                try? await Task.sleep(for: timeout)
-                let givenUp = self.state.withLock { state in
-                    guard case .opening = state else { return false }
-                    state = .givenUp
-                    return true
+        } onCancel: {
+            attempt.cancel()
+            if giveUp() { waiter.finish(.failure(CancellationError())) }
+        }
+    }
+
+    /// Resumes the wait once, with whichever result comes first (one may come before the wait
+    /// has its continuation).
+    private final class Waiter: Sendable {
+        private struct State {
+            var continuation: CheckedContinuation<WebSocketCloseFrame?, any Error>?
+            var early: Result<WebSocketCloseFrame?, any Error>?
+            var done = false
+        }
+
+        private let state = Mutex(State())
+
+        func set(_ continuation: CheckedContinuation<WebSocketCloseFrame?, any Error>) {
+            let early = state.withLock { state -> Result<WebSocketCloseFrame?, any Error>? in
+                guard let early = state.early else {
+                    state.continuation = continuation
+                    return nil
                 }
-                if givenUp { finish(.failure(TimedOut(timeout: timeout))) }
+                state.early = nil
+                return early
             }
+            if let early { continuation.resume(with: early) }
+        }
+
+        func finish(_ result: Result<WebSocketCloseFrame?, any Error>) {
+            let continuation = state.withLock { state -> CheckedContinuation<WebSocketCloseFrame?, any Error>? in
+                guard !state.done else { return nil }
+                state.done = true
+                guard let continuation = state.continuation else {
+                    state.early = result
+                    return nil
+                }
+                state.continuation = nil
+                return continuation
+            }
+            continuation?.resume(with: result)
         }
     }
 }

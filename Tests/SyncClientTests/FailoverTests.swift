@@ -1,3 +1,4 @@
+import Glibc
 import Foundation
 import JSONDiff
 import Logging
@@ -98,8 +99,50 @@ struct FailoverTests {
         #expect(seen == ["try 1", "try 2", "wait", "try 3", "try 4", "wait"])
     }
 
+    /// A server that takes the connection but never answers the WebSocket upgrade (a stopped
+    /// or hung process: the kernel accepts for it): the attempt is given up after
+    /// `openingTimeout` and the next one made, instead of waiting for ever.
+    @Test func aServerThatNeverAnswersTheUpgradeIsGivenUpAndTriedAgain() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(listener >= 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
+        }
+        #expect(bound && listen(listener, 16) == 0)
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let client = try Self.client("silent", servers: ["ws://127.0.0.1:\(port)"], token: "unused", directory: directory) { configuration in
+            configuration.openingTimeout = .milliseconds(500)
+        }
+        let states = client.client.connectionStates()
+        await client.client.start()
+        let seen = try? await withTimeout(.seconds(120)) { () async -> [String] in
+            var seen: [String] = []
+            for await state in states {
+                switch state {
+                case .connecting(let attempt): seen.append("try \(attempt)")
+                case .offline(_, _, let reason): seen.append(reason.contains("did not open") ? "gave up" : "wait: \(reason)")
+                case .connected, .stopped: continue
+                }
+                if seen.count == 4 { break }
+            }
+            return seen
+        }
+        await client.shutdown()
+        #expect(seen == ["try 1", "gave up", "try 2", "gave up"])
+    }
+
     /// A client of the given servers with the harness's short delays (`TestClient.make`'s).
-    static func client(_ name: String, servers: [String], token: String, directory: TemporaryDirectory) throws -> TestClient {
+    static func client(
+        _ name: String, servers: [String], token: String, directory: TemporaryDirectory,
+        adjust: (inout SyncClientConfiguration) -> Void = { _ in }
+    ) throws -> TestClient {
         let store = try SyncStore(path: directory.file("\(name).sqlite"))
         var configuration = SyncClientConfiguration(
             servers: servers, appID: "test-app", buckets: ["notes"], clientID: "bucketfs-\(name)", token: { token })
@@ -107,6 +150,7 @@ struct FailoverTests {
         configuration.maximumBackoff = .milliseconds(400)
         configuration.heartbeatInterval = .seconds(2)
         configuration.heartbeatTimeout = .seconds(2)
+        adjust(&configuration)
         var logger = Logger(label: "client-\(name)")
         logger.logLevel = ProcessInfo.processInfo.environment["SYNC_TRACE"] != nil ? .trace : .critical
         return TestClient(name: name, client: try SyncClient(configuration: configuration, store: store, logger: logger), store: store)
