@@ -173,7 +173,9 @@ let package = Package(
         .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "SyncStore", "JSONDiff"]),
         // Drives the real `bucketfs` binary; depending on it makes `swift build --build-tests` build it.
         .testTarget(name: "CLITests", dependencies: ["bucketfs"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["bucketfs", "PostgresTestSupport"]),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: ["bucketfs", "PostgresTestSupport", .product(name: "PropertyBased", package: "swift-property-based")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -56,8 +56,9 @@ struct ServerProcess {
 final class MountProcess: @unchecked Sendable {
     let sandbox: Sandbox
     let mountPoint: String
-    let arguments: [String]
+    private(set) var arguments: [String]
     private(set) var process: Background
+    private var launches = 1
 
     /// Mounts `mountPoint` (created in the sandbox) with `arguments` after the mount point, and
     /// waits until the kernel shows the mount.
@@ -91,12 +92,16 @@ final class MountProcess: @unchecked Sendable {
 
     /// After the process died (kill -9): detach the dead mount and mount again with the same
     /// arguments (same store, same client id).
-    func remount() throws {
+    /// `arguments`: mount with these instead (another bucket list); each launch logs to a file of its own.
+    func remount(arguments newArguments: [String]? = nil) throws {
         if Mounts.isMounted(mountPoint) {
             let result = try Command.run("/usr/bin/fusermount3", ["-u", mountPoint], timeout: 30)
             if result.status != 0 { _ = try Command.run("/usr/bin/fusermount3", ["-uz", mountPoint], timeout: 30) }
         }
-        process = try Self.launch(sandbox, mountPoint, arguments, log: "\(URL(fileURLWithPath: mountPoint).lastPathComponent)-again.log")
+        if let newArguments { arguments = newArguments }
+        launches += 1
+        let name = URL(fileURLWithPath: mountPoint).lastPathComponent
+        process = try Self.launch(sandbox, mountPoint, arguments, log: launches == 2 ? "\(name)-again.log" : "\(name)-\(launches).log")
     }
 
     /// `fusermount3 -u` and waits for the process to finish (it sends what is pending first).

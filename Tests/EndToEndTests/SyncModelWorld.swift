@@ -1,0 +1,182 @@
+import Foundation
+import Glibc
+
+/// The system the model test drives, all real: one `bucketfs serve` (its data in the sandbox,
+/// restarted on the same port after a kill) and `SyncModel.mountCount` mounts of the same user,
+/// each a `bucketfs mount` process with a store of its own. File operations are the libc calls a
+/// program makes, from this thread; a mount that stops answering is ended by the sandbox's
+/// watchdog, which fails the call instead of hanging the test.
+final class SyncWorld {
+    let sandbox: Sandbox
+    private(set) var server: ServerProcess
+    private(set) var mounts: [MountProcess] = []
+    /// The buckets each mount has (`notes`, then those it made).
+    private(set) var bucketsOf: [Set<Int>]
+    private(set) var serverDown = false
+    private(set) var serverStopped = false
+    private var starts = 0
+
+    init(timeLimit: Double) throws {
+        sandbox = try Sandbox(timeLimit: timeLimit)
+        bucketsOf = Array(repeating: [0], count: SyncModel.mountCount)
+        do {
+            server = try ServerProcess.start(in: sandbox)
+            for index in 0..<SyncModel.mountCount {
+                mounts.append(try MountProcess(sandbox, at: "m\(index)", arguments: mountArguments(index, buckets: [0])))
+            }
+        } catch {
+            sandbox.close()
+            throw error
+        }
+    }
+
+    func close() { sandbox.close() }
+
+    private func mountArguments(_ index: Int, buckets: Set<Int>, store: String? = nil) -> [String] {
+        [
+            "--server", server.url, "--app-id", ServerProcess.appID, "--token", server.token,
+            "--store", store ?? sandbox.root + "/m\(index).sqlite",
+        ] + buckets.sorted().flatMap { ["--bucket", SyncModel.buckets[$0]] }
+    }
+
+    func path(_ mount: Int, _ bucket: Int, _ name: String) -> String {
+        mounts[mount].path(SyncModel.buckets[bucket] + "/" + name)
+    }
+
+    // MARK: - Faults
+
+    func killServer() {
+        guard !serverDown else { return }
+        server.process.signal(SIGKILL)
+        _ = server.process.waitForExit(timeout: 30)
+        serverDown = true
+        serverStopped = false
+    }
+
+    /// Starts the server again on its data and port (the mounts reconnect to the same URL).
+    func restartServer() throws {
+        guard serverDown else { return }
+        starts += 1
+        // The port is free once the killed process is gone; another program may take it meanwhile
+        // only in theory, and a bind that fails is tried again.
+        var attempt = 0
+        while true {
+            attempt += 1
+            let process = try sandbox.start(
+                ["serve", "--data", server.dataDirectory, "--port", "\(server.port)"], log: "server-\(starts)-\(attempt).log")
+            let listening = eventually(120) { process.log.contains("listening on") || !process.isRunning }
+            if listening && process.isRunning {
+                server = ServerProcess(
+                    process: process, port: server.port, dataDirectory: server.dataDirectory, username: server.username,
+                    token: server.token)
+                serverDown = false
+                return
+            }
+            process.signal(SIGKILL)
+            guard attempt < 20 else {
+                throw SandboxError("bucketfs serve did not start again on port \(server.port):\n\(process.logTail)")
+            }
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+    }
+
+    func stopServer() {
+        guard !serverDown, !serverStopped else { return }
+        server.process.signal(SIGSTOP)
+        serverStopped = true
+    }
+
+    func continueServer() {
+        guard serverStopped else { return }
+        server.process.signal(SIGCONT)
+        serverStopped = false
+    }
+
+    /// The server up and answering, whatever the faults left it in.
+    func serverBack() throws {
+        continueServer()
+        try restartServer()
+    }
+
+    /// kill -9 of a mount, then a mount of the same store again.
+    func killMount(_ index: Int) throws {
+        mounts[index].process.signal(SIGKILL)
+        _ = mounts[index].process.waitForExit(timeout: 30)
+        try mounts[index].remount(arguments: mountArguments(index, buckets: bucketsOf[index]))
+    }
+
+    /// mkdir of a bucket at the mount's top.
+    func makeBucket(_ index: Int, _ bucket: Int) -> Int32 {
+        let result = Posix.mkdir(mounts[index].path(SyncModel.buckets[bucket]))
+        if result == 0 { bucketsOf[index].insert(bucket) }
+        return result
+    }
+
+    /// A mount with a new store, of every bucket any mount has: what the server holds.
+    func freshMount() throws -> MountProcess {
+        let buckets = bucketsOf.reduce(Set<Int>()) { $0.union($1) }
+        return try MountProcess(
+            sandbox, at: "fresh", arguments: mountArguments(99, buckets: buckets, store: sandbox.root + "/fresh.sqlite"))
+    }
+
+    /// `bucketfs sync` of a mount: nil when the server has every change, else what it said.
+    func sync(_ index: Int) -> String? {
+        do {
+            let output = try sandbox.bucketfs(["sync", mounts[index].mountPoint, "--timeout", "150"], timeout: 200)
+            return output.status == 0 ? nil : "bucketfs sync m\(index) exited \(output.status): \(output.stdout)\(output.stderr)"
+        } catch {
+            return "bucketfs sync m\(index): \(error)"
+        }
+    }
+
+    /// The mount's log, last lines: for failure messages.
+    func logTails() -> String {
+        var text = "server log:\n" + server.process.logTail
+        for (index, mount) in mounts.enumerated() { text += "\nm\(index) log:\n" + mount.process.logTail }
+        return text
+    }
+}
+
+/// What a directory holds: name -> bytes (nil when the directory cannot be read).
+typealias Listing = [String: [UInt8]]
+
+/// The libc calls the model's operations are made of; each returns 0 or an errno.
+enum Posix {
+    static func write(_ path: String, _ bytes: [UInt8], fsync: Bool) -> Int32 {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        guard fd >= 0 else { return errno }
+        var failure: Int32 = 0
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if written < 0 {
+                failure = errno
+                break
+            }
+            offset += written
+        }
+        if failure == 0 && fsync && Glibc.fsync(fd) != 0 { failure = errno }
+        if Glibc.close(fd) != 0 && failure == 0 { failure = errno }
+        return failure
+    }
+
+    static func rename(_ from: String, _ to: String) -> Int32 { Glibc.rename(from, to) == 0 ? 0 : errno }
+    static func unlink(_ path: String) -> Int32 { Glibc.unlink(path) == 0 ? 0 : errno }
+    static func truncate(_ path: String) -> Int32 { Glibc.truncate(path, 0) == 0 ? 0 : errno }
+    static func mkdir(_ path: String) -> Int32 { Glibc.mkdir(path, 0o755) == 0 ? 0 : errno }
+
+    /// Every file of the directory with its bytes; nil when it cannot be listed.
+    static func list(_ directory: String) -> Listing? {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return nil }
+        var listing: Listing = [:]
+        for name in names {
+            // Removed between the listing and the read (a remote change): not there.
+            if let bytes = FileManager.default.contents(atPath: directory + "/" + name) { listing[name] = [UInt8](bytes) }
+        }
+        return listing
+    }
+
+    static func describe(_ code: Int32) -> String {
+        code == 0 ? "ok" : (POSIXErrorCode(rawValue: code).map { "\($0)" } ?? "errno \(code)")
+    }
+}
