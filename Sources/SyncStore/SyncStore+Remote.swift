@@ -108,11 +108,12 @@ extension SyncStore {
         // (backup tools key on ctime; an acknowledgement must not make them read the file again).
         // The server's echo says what it did (the row may have been re-queued meanwhile).
         if change.operation == .remove {
-            if row.deletedPending || row.localValue == nil {
+            if row.deletedPending || row.content == nil {
                 try row.delete(db)
                 return
             }
-            // Re-created locally after the removal was sent: send it as a new entity.
+            // Re-created locally after the removal was sent (its bytes JSON or not): a new
+            // entity, sent as one once its bytes are a JSON object.
             row.setGhost([:], version: nil)
         } else if case .modify(let diff) = change.operation {
             let endVersion = change.endVersion ?? (change.sourceVersion ?? 0) + 1
@@ -216,7 +217,7 @@ extension SyncStore {
             // `?`: the server has no such entity/version.
             row.needsReload = false
             row.reloadVersion = nil
-            if row.localValue == nil {
+            if row.localValue == nil && !row.holdsInvalidBytes {
                 try row.delete(db)
                 if row.content != nil {
                     outcome.events.append(RemoteEvent(bucket: bucket.name, key: key, entityID: row.id, nodeID: row.nodeID, kind: .removed))
@@ -262,6 +263,17 @@ extension SyncStore {
         let local = try row.local()
         let open = try ChangeRow.open(entityID: row.id, db)
         let hasLocalEdit = !row.deletedPending && local != nil && (local != ghost || open != nil || row.ghostVersion == nil)
+        if row.holdsInvalidBytes {
+            // The file holds what the user is typing (not JSON yet): its bytes stay, and the
+            // entity is a new one, sent once they are valid (or its last valid value, if owed).
+            if let open, open.state != "queued" { try open.delete(db) }
+            row.setGhost([:], version: nil)
+            row.needsReload = false
+            row.reason = "removed on the server while this file held invalid JSON; your bytes are kept, and sent as a new note once valid"
+            _ = try reconcileQueue(&row, bucket: bucket.name, db).map { outcome.ready($0) }
+            try row.update(db)
+            return
+        }
         if !hasLocalEdit {
             try row.delete(db)
             if row.content != nil {

@@ -63,6 +63,46 @@ struct ApplyRemoteTests {
         }
     }
 
+    /// A file removed, then made again with bytes that are not JSON while the removal was on its
+    /// way: the removal's acknowledgement must not take the new file (found by the whole-system
+    /// model test: the user's bytes vanished, and a rename of the file answered ENOENT).
+    @Test func theAcknowledgedRemovalOfAFileMadeAgainWithInvalidJSONKeepsIt() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["n": 1])
+            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "k"))
+            try store.markSent([removal])
+            let typed = bytes("{\"n\": ")
+            let saved = try store.saveLocal(bucket: "notes", key: "k", bytes: typed)
+            #expect(saved.parseError != nil)
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c2", clientID: "us", ccids: [removal.ccid])])
+            #expect(try store.readEntity(bucket: "notes", key: "k") == typed)
+            #expect(try store.entity(bucket: "notes", key: "k")?.state == .invalid)
+            // Fixed, it goes to the server as a new entity.
+            let fixed = try store.saveLocal(bucket: "notes", key: "k", bytes: bytes("{\"n\": 3}"))
+            #expect(fixed.readyToSend?.sourceVersion == nil)
+            #expect(fixed.readyToSend?.operation == .modify(diff: wireDiff([:], ["n": 3])))
+        }
+    }
+
+    /// Removed elsewhere while this file holds invalid JSON (the user mid-edit): the bytes stay.
+    @Test func aRemoteRemovalKeepsAFileHoldingInvalidJSON() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["n": 1])
+            let typed = bytes("{\"n\": 2,")
+            _ = try store.saveLocal(bucket: "notes", key: "k", bytes: typed)
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c2", clientID: "other", ccids: ["aa"])])
+            #expect(try store.readEntity(bucket: "notes", key: "k") == typed)
+            #expect(try store.entity(bucket: "notes", key: "k")?.state == .invalid)
+            // The server's `?` for it later leaves it too.
+            _ = try store.applyEntity(bucket: "notes", key: "k", version: 2, data: nil)
+            #expect(try store.readEntity(bucket: "notes", key: "k") == typed)
+        }
+    }
+
     @Test func sameStringFieldEditsMergeAsText() throws {
         try withStore { store, _ in
             let base: JSONObject = ["text": "hello world"]
