@@ -55,6 +55,14 @@ extension BucketFileSystem {
                     state.touchDirectory(bucketNode.ino)
                     result.append(.inode(bucketNode.ino))
                 }
+            } else if let previous, state.openFiles[previous.ino]?.dirty == true {
+                // Removed elsewhere while written here and not saved yet: the edit wins over the
+                // removal, as one saved already would (the store keeps a pending edit and makes it
+                // again). The name stays, so the save at close makes the entity anew; dropping the
+                // name would send the user's bytes nowhere. Until then it is a file made in
+                // memory (`unstoredEntities`): its save makes the entity under its own number.
+                state.unstoredEntities.insert(previous.ino)
+                return result
             } else if let previous {
                 state.closedFiles.remove(previous.ino)
                 state.table.unlink(parent: bucketNode.ino, name: fileName)

@@ -108,6 +108,53 @@ struct TwoMountTests {
         }
     }
 
+    /// b removes a file that a has open and has written to but not yet closed: a's save wins
+    /// over the removal (as an edit saved already would), and its bytes reach b. Before, the
+    /// removal took the name from under the open file and its save at close went nowhere (found
+    /// by the whole-system model test).
+    @Test func aRemovalFromElsewhereDoesNotTakeAFileBeingWritten() throws {
+        try Self.withTwoMounts { a, b in
+            let first = TwoMountTests.pretty(["v": "1"])
+            try Files.write(a.path("notes/k.json"), first)
+            #expect(try Files.waitFor(b.path("notes/k.json"), toHold: first) == first)
+
+            // a: open, write, and hold the file open until b's marker has arrived.
+            let written = a.sandbox.root + "/written"
+            let writer = Process()
+            writer.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            writer.arguments = [
+                "python3", "-c",
+                """
+                import os, sys, time
+                path, written, marker = sys.argv[1:4]
+                f = open(path, 'w')
+                f.write('{"v": 2}\\n'); f.flush()
+                open(written, 'w').close()
+                deadline = time.time() + 300
+                while not os.path.exists(marker) and time.time() < deadline: time.sleep(0.02)
+                f.close()
+                sys.exit(0 if os.path.exists(marker) else 3)
+                """,
+                a.path("notes/k.json"), written, a.path("notes/marker.json"),
+            ]
+            try writer.run()
+            defer { if writer.isRunning { writer.terminate() } }
+            #expect(eventually { FileManager.default.fileExists(atPath: written) })
+
+            // b removes it, then saves a marker: once a has the marker, it has the removal too.
+            try Command.shell("rm notes/k.json", in: b.mountPoint)
+            try Files.write(b.path("notes/marker.json"), TwoMountTests.pretty(["m": "1"]))
+            #expect(eventually { !writer.isRunning })
+            #expect(writer.terminationStatus == 0)
+
+            let second = "{\"v\": 2}\n"
+            #expect(try Files.read(a.path("notes/k.json")) == second)
+            #expect(try a.sandbox.bucketfs(["sync", a.mountPoint]).status == 0)
+            let rendered = TwoMountTests.pretty(["v": "2"])
+            #expect(try Files.waitFor(b.path("notes/k.json"), toHold: rendered) == rendered)
+        }
+    }
+
     /// A sandbox with `bucketfs serve` and two mounts of the same user, a and b.
     static func withTwoMounts(_ body: (MountProcess, MountProcess) throws -> Void) throws {
         let sandbox = try Sandbox()
