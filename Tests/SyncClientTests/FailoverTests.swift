@@ -81,21 +81,7 @@ struct FailoverTests {
         defer { directory.remove() }
         let refusing = ["ws://127.0.0.1:1", "ws://127.0.0.1:2"]
         let client = try Self.client("rounds", servers: refusing, token: "unused", directory: directory)
-        let states = client.client.connectionStates()
-        await client.client.start()
-        let seen = try? await withTimeout(.seconds(60)) { () async -> [String] in
-            var seen: [String] = []
-            for await state in states {
-                switch state {
-                case .connecting(let attempt): seen.append("try \(attempt)")
-                case .offline: seen.append("wait")
-                case .connected, .stopped: continue
-                }
-                if seen.count == 6 { break }
-            }
-            return seen
-        }
-        await client.shutdown()
+        let seen = await Self.firstStates(6, of: client) { _ in "wait" }
         #expect(seen == ["try 1", "try 2", "wait", "try 3", "try 4", "wait"])
     }
 
@@ -120,6 +106,13 @@ struct FailoverTests {
         let client = try Self.client("silent", servers: ["ws://127.0.0.1:\(port)"], token: "unused", directory: directory) { configuration in
             configuration.openingTimeout = .milliseconds(500)
         }
+        let seen = await Self.firstStates(4, of: client) { reason in reason.contains("did not open") ? "gave up" : "wait: \(reason)" }
+        #expect(seen == ["try 1", "gave up", "try 2", "gave up"])
+    }
+
+    /// Starts the client and names its first `count` connection states (`try N` for an attempt,
+    /// `offline` named from its reason), then shuts it down; nil if they did not come in 120 s.
+    static func firstStates(_ count: Int, of client: TestClient, offline: @escaping @Sendable (String) -> String) async -> [String]? {
         let states = client.client.connectionStates()
         await client.client.start()
         let seen = try? await withTimeout(.seconds(120)) { () async -> [String] in
@@ -127,15 +120,15 @@ struct FailoverTests {
             for await state in states {
                 switch state {
                 case .connecting(let attempt): seen.append("try \(attempt)")
-                case .offline(_, _, let reason): seen.append(reason.contains("did not open") ? "gave up" : "wait: \(reason)")
+                case .offline(_, _, let reason): seen.append(offline(reason))
                 case .connected, .stopped: continue
                 }
-                if seen.count == 4 { break }
+                if seen.count == count { break }
             }
             return seen
         }
         await client.shutdown()
-        #expect(seen == ["try 1", "gave up", "try 2", "gave up"])
+        return seen
     }
 
     /// A client of the given servers with the harness's short delays (`TestClient.make`'s).
