@@ -27,25 +27,15 @@ import Testing
 /// - `BUCKETFS_SYNC_MODEL_SECONDS=s`: a long run: random seeds until s seconds have passed;
 /// - `BUCKETFS_SYNC_MODEL_SHRINK_SECONDS=s`: how long a failure's shrinking may take (default
 ///   240; 0: no shrinking).
-/// The default run (`scripts/test`) takes the fixed seeds, then random ones for about 100 s in
-/// all; `scripts/sync-model [SECONDS]` runs a long run.
+/// The default run (`scripts/test`) takes the fixed seeds (about a minute on a quiet machine);
+/// `scripts/sync-model [SECONDS]` runs random seeds for as long as it is given.
 @Suite(.serialized)
 struct SyncModelTests {
     @Test(.timeLimit(.minutes(12)), .disabled(if: SyncModelConfiguration.current.isLongRun))
     func mountsAndServerAgreeWithTheModelUnderFaults() throws {
         let configuration = SyncModelConfiguration.current
-        let start = Date()
         for seed in configuration.seeds {
             try Self.run(seed: seed, configuration: configuration)
-        }
-        // Then random seeds while the budget lasts (bounded by count too), unless seeds were given.
-        guard configuration.isDefault else { return }
-        var extra = 0
-        while extra < SyncModelConfiguration.maximumRandomSeeds,
-            Date().timeIntervalSince(start) < SyncModelConfiguration.defaultBudgetSeconds
-        {
-            extra += 1
-            try Self.run(seed: UInt64.random(in: 1...UInt64(UInt32.max)), configuration: configuration)
         }
     }
 
@@ -139,14 +129,13 @@ struct SyncModelTests {
 /// Seeds and lengths, from the environment (see SyncModelTests).
 struct SyncModelConfiguration: Sendable {
     /// Seeds every run tries; add one here when it found a bug worth keeping an eye on.
-    /// 2 and 3 found the deletion that came back (issue 34), 19 a file rendered again without
-    /// a change from elsewhere, 22 a connection that never opened.
-    static let fixedSeeds: [UInt64] = [1, 2, 3, 19, 22]
+    /// The default run's (`scripts/test`'s): each a sequence every commit must pass, whose timing
+    /// still varies from run to run. 2 and 3 found the deletion that came back (issue 34), 19 a
+    /// file rendered again without a change from elsewhere, 22 a connection that never opened.
+    /// Random seeds are the long run's (`scripts/sync-model`): a rare failure it finds is fixed,
+    /// and its seed added here, rather than left to turn CI red at random.
+    static let fixedSeeds: [UInt64] = [1, 2, 3, 4, 5, 6, 19, 22]
     static let defaultSteps = 150
-    /// The default run (`scripts/test`): the fixed seeds, then random ones until this much time
-    /// has passed, at most `maximumRandomSeeds` of them.
-    static let defaultBudgetSeconds: Double = 100
-    static let maximumRandomSeeds = 12
     static let current = SyncModelConfiguration(environment: ProcessInfo.processInfo.environment)
 
     var seeds: [UInt64]
@@ -155,8 +144,6 @@ struct SyncModelConfiguration: Sendable {
     var seconds: Double?
     var shrinkSeconds: Double
     var isLongRun: Bool { seconds != nil }
-    /// No seed given: the fixed ones and random ones.
-    var isDefault = false
 
     init(environment: [String: String]) {
         steps = environment["BUCKETFS_SYNC_MODEL_STEPS"].flatMap { Int($0) } ?? Self.defaultSteps
@@ -171,7 +158,6 @@ struct SyncModelConfiguration: Sendable {
             seeds = []
         } else {
             seeds = Self.fixedSeeds
-            isDefault = true
         }
     }
 }

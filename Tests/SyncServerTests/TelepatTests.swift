@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdTesting
 import JSONDiff
 import Logging
 import SyncProtocol
@@ -543,13 +544,15 @@ struct TelepatTests {
         }
     }
 
-    /// Swift-side HTTP (the test client of the in-process server), for many requests at once.
-    private func post(_ server: RunningServer, _ path: String, headers: [String: String], body: JSONValue) async throws -> (Int, JSONValue) {
+    /// Swift-side HTTP, for many requests at once, on a connection of its own that waits as long
+    /// as a loaded machine needs (the in-process server's test client gives up on a read after
+    /// 20 s: 16 updates on PostgreSQL, with other builds beside the tests, took longer).
+    private func post(_ client: TestClient, _ path: String, headers: [String: String], body: JSONValue) async throws -> (Int, JSONValue) {
         var fields = HTTPFields()
         for (name, value) in headers { fields[HTTPField.Name(name)!] = value }
-        let response = try await server.client.execute(
-            uri: path, method: .post, headers: fields, body: ByteBuffer(bytes: body.compactRenderedBytes()))
-        return (Int(response.status.code), try JSONValue(parsing: Array(response.body.readableBytesView)))
+        let response = try await client.execute(
+            TestClient.Request(path, method: .post, headers: fields, body: ByteBuffer(bytes: body.compactRenderedBytes())))
+        return (Int(response.status.code), try JSONValue(parsing: Array((response.body ?? ByteBuffer()).readableBytesView)))
     }
 
     @Test(arguments: StoreKind.allCases)
@@ -558,39 +561,54 @@ struct TelepatTests {
             _ = try await makeUser(server, "ann")
             let (peer, headers) = try await telepatClient(server, connected: false)
             await peer.close()
-            let (created, _) = try await post(server, "/object/create", headers: headers, body: .object([
-                "context": "c1", "model": "task", "content": .object(["title": "shared"]),
-            ]))
-            #expect(created == 202)
-            let (_, listed) = try await post(server, "/object/subscribe", headers: headers, body: .object([
-                "channel": .object(["context": "c1", "model": "task"]), "no_subscribe": true,
-            ]))
-            let id = try #require(listed["content"]?.arrayValue?.first?["id"]?.stringValue)
-            // Every update reads the object, then commits against that version: the ones that
-            // lose the race are rebased over the others, so each key keeps its last write and
-            // every increment counts.
-            try await withThrowingTaskGroup(of: Int.self) { group in
-                for n in 0..<16 {
-                    group.addTask {
-                        try await post(server, "/object/update", headers: headers, body: .object([
-                            "context": "c1", "model": "task", "id": .string(id), "patches": .array([
-                                .object(["op": "replace", "path": .string("task/\(id)/k\(n)"), "value": .integer(Int64(n))]),
-                                .object(["op": "increment", "path": .string("task/\(id)/hits"), "value": .integer(1)]),
-                            ]),
-                        ])).0
+            try await withPatientClient(server) { client in
+                let (created, _) = try await post(client, "/object/create", headers: headers, body: .object([
+                    "context": "c1", "model": "task", "content": .object(["title": "shared"]),
+                ]))
+                #expect(created == 202)
+                let (_, listed) = try await post(client, "/object/subscribe", headers: headers, body: .object([
+                    "channel": .object(["context": "c1", "model": "task"]), "no_subscribe": true,
+                ]))
+                let id = try #require(listed["content"]?.arrayValue?.first?["id"]?.stringValue)
+                // Every update reads the object, then commits against that version: the ones that
+                // lose the race are rebased over the others, so each key keeps its last write and
+                // every increment counts.
+                try await withThrowingTaskGroup(of: Int.self) { group in
+                    for n in 0..<16 {
+                        group.addTask {
+                            try await post(client, "/object/update", headers: headers, body: .object([
+                                "context": "c1", "model": "task", "id": .string(id), "patches": .array([
+                                    .object(["op": "replace", "path": .string("task/\(id)/k\(n)"), "value": .integer(Int64(n))]),
+                                    .object(["op": "increment", "path": .string("task/\(id)/hits"), "value": .integer(1)]),
+                                ]),
+                            ])).0
+                        }
                     }
+                    for try await status in group { #expect(status == 202) }
                 }
-                for try await status in group { #expect(status == 202) }
+                let (_, after) = try await post(client, "/object/subscribe", headers: headers, body: .object([
+                    "channel": .object(["context": "c1", "model": "task", "id": .string(id)]), "no_subscribe": true,
+                ]))
+                let object = try #require(after["content"]?.arrayValue?.first?.objectValue)
+                for n in 0..<16 { #expect(object[JSONKey("k\(n)")] == .integer(Int64(n)), "k\(n)") }
+                #expect(object["title"] == "shared")
+                // Increments rebased over each other add up (the jsondiff of a number is a delta).
+                #expect(object["hits"] == .integer(16))
             }
-            let (_, after) = try await post(server, "/object/subscribe", headers: headers, body: .object([
-                "channel": .object(["context": "c1", "model": "task", "id": .string(id)]), "no_subscribe": true,
-            ]))
-            let object = try #require(after["content"]?.arrayValue?.first?.objectValue)
-            for n in 0..<16 { #expect(object[JSONKey("k\(n)")] == .integer(Int64(n)), "k\(n)") }
-            #expect(object["title"] == "shared")
-            // Increments rebased over each other add up (the jsondiff of a number is a delta).
-            #expect(object["hits"] == .integer(16))
         }
+    }
+
+    /// Runs `body` with a client of its own (`post`), shut down after it whatever happens.
+    private func withPatientClient(_ server: RunningServer, _ body: (TestClient) async throws -> Void) async throws {
+        let client = TestClient(host: "127.0.0.1", port: server.port, configuration: .init(timeout: .seconds(300)))
+        client.connect()
+        do {
+            try await body(client)
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        try await client.shutdown()
     }
 
     @Test func devicesAreKeptAcrossRestarts() throws {
