@@ -217,6 +217,10 @@ extension SyncStore {
             // `?`: the server has no such entity/version.
             row.needsReload = false
             row.reloadVersion = nil
+            if row.holdsInvalidBytes, try row.local() == row.ghost() {
+                // Invalid JSON over the server's last value, now gone: the bytes stay, unsent.
+                row.localValue = nil
+            }
             if row.localValue == nil && !row.holdsInvalidBytes {
                 try row.delete(db)
                 if row.content != nil {
@@ -263,14 +267,15 @@ extension SyncStore {
         let local = try row.local()
         let open = try ChangeRow.open(entityID: row.id, db)
         let hasLocalEdit = !row.deletedPending && local != nil && (local != ghost || open != nil || row.ghostVersion == nil)
-        if row.holdsInvalidBytes {
-            // The file holds what the user is typing (not JSON yet): its bytes stay, and the
-            // entity is a new one, sent once they are valid (or its last valid value, if owed).
-            if let open, open.state != "queued" { try open.delete(db) }
+        if row.holdsInvalidBytes && !hasLocalEdit {
+            // The file holds what the user is typing (not JSON yet) over a value the server had:
+            // the bytes stay, and nothing is sent until they are valid, then as a new note. The
+            // last valid value is not sent again: it was the server's, and the server removed it.
+            if let open { try open.delete(db) }
             row.setGhost([:], version: nil)
+            row.localValue = nil
             row.needsReload = false
             row.reason = "removed on the server while this file held invalid JSON; your bytes are kept, and sent as a new note once valid"
-            _ = try reconcileQueue(&row, bucket: bucket.name, db).map { outcome.ready($0) }
             try row.update(db)
             return
         }
@@ -285,12 +290,14 @@ extension SyncStore {
             return
         }
         if let open, open.state != "queued" { try open.delete(db) }
+        let invalid = row.holdsInvalidBytes
         row.setGhost([:], version: nil)
         row.needsReload = false
         row.state = EntityState.conflict.description
         row.reason = "removed on the server while edited locally; local value kept and re-created"
         _ = try reconcileQueue(&row, bucket: bucket.name, db).map { outcome.ready($0) }
-        row.state = EntityState.conflict.description
+        // A file holding invalid JSON shows so still (its last valid edit is what is re-created).
+        row.state = invalid ? EntityState.invalid.description : EntityState.conflict.description
         try row.update(db)
     }
 }

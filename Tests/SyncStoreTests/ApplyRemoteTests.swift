@@ -97,9 +97,16 @@ struct ApplyRemoteTests {
                 changes: [RemoteChange(key: "k", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c2", clientID: "other", ccids: ["aa"])])
             #expect(try store.readEntity(bucket: "notes", key: "k") == typed)
             #expect(try store.entity(bucket: "notes", key: "k")?.state == .invalid)
+            // Its last valid value was the server's, which removed it: nothing is sent again.
+            #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
             // The server's `?` for it later leaves it too.
             _ = try store.applyEntity(bucket: "notes", key: "k", version: 2, data: nil)
             #expect(try store.readEntity(bucket: "notes", key: "k") == typed)
+            #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+            // Fixed, it is a new note.
+            let fixed = try store.saveLocal(bucket: "notes", key: "k", bytes: bytes("{\"n\": 5}"))
+            #expect(fixed.readyToSend?.sourceVersion == nil)
+            #expect(fixed.readyToSend?.operation == .modify(diff: wireDiff([:], ["n": 5])))
         }
     }
 
