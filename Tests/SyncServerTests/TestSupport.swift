@@ -87,8 +87,12 @@ func withServer<T: Sendable>(
         do {
             var logger = Logger(label: "test-postgres")
             logger.logLevel = .warning
+            // Waits as long as a loaded machine needs for the pool's first connections (many
+            // suites open theirs at once; with two CPU-bound processes beside the tests, 30 s
+            // was not enough): a hang guard, not a speed claim.
             let store = try await PostgresServerStore.open(
-                cluster.location(database: database), passwordIterations: testPasswordIterations, logger: logger)
+                cluster.location(database: database), passwordIterations: testPasswordIterations, startWait: .seconds(300),
+                logger: logger)
             defer { store.close() }
             let result = try await withServer(storage: store, configure: configure, body)
             await cluster.dropDatabase(database)
