@@ -360,15 +360,15 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         }
     }
 
-    /// The file is gone (deleted locally while the row waits for the server). A file made under
-    /// the same key later is a new file, with a number no descriptor still holds; `SyncStore.save`
-    /// gives it one then, as most removed files are never made again.
     /// The file holds bytes that are not a JSON object (kept exactly, not sent): a change from
     /// the server never removes them.
     var holdsInvalidBytes: Bool {
         content != nil && !deletedPending && state == EntityState.invalid.description
     }
 
+    /// The file is gone (deleted locally while the row waits for the server). A file made under
+    /// the same key later is a new file, with a number no descriptor still holds; `SyncStore.save`
+    /// gives it one then, as most removed files are never made again.
     mutating func removeFile(now: Int64) {
         content = nil
         localValue = nil
