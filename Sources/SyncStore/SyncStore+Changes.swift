@@ -121,9 +121,18 @@ extension SyncStore {
                 // The server lost the entity: re-create it from the whole local value.
                 let local = try entity.local() ?? [:]
                 if change.op == "-" {
+                    // The removal is done (the server had it removed already).
                     try change.delete(db)
-                    try entity.delete(db)
-                    return .none
+                    if entity.deletedPending || entity.content == nil {
+                        try entity.delete(db)
+                        return .none
+                    }
+                    // Made again here after the removal went out: a new entity, sent whole (as
+                    // the echo of the removal would leave it, `acknowledge`), never dropped.
+                    entity.setGhost([:], version: nil)
+                    entity.reason = nil
+                    guard let created = try Self.reconcileQueue(&entity, bucket: bucket, db) else { return .none }
+                    return .resend(created)
                 }
                 entity.setGhost([:], version: nil)
                 change.sv = nil

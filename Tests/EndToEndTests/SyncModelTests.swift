@@ -329,16 +329,14 @@ struct SyncModelRun {
         switch step {
         case .save(_, let file, let value, let fsync):
             let bytes = SyncModel.bytes(value: value, mount: mount)
-            let code = Posix.write(path(file.name), bytes, fsync: fsync)
-            guard code == 0 else { return ("errno", "save of \(file): \(Posix.describe(code))") }
+            if let failure = Posix.write(path(file.name), bytes, fsync: fsync) { return ("errno", "save of \(file): \(failure)") }
             set(mount, bucket, file.name, bytes)
             note(file, mount, holds: bytes)
             record(file, mount, .wrote(value), at: index)
         case .saveInvalid(_, let file, let value):
             // Kept locally and not sent: no effect on what the others see.
             let bytes = SyncModel.invalidBytes(value: value, mount: mount)
-            let code = Posix.write(path(file.name), bytes, fsync: false)
-            guard code == 0 else { return ("errno", "save of \(file): \(Posix.describe(code))") }
+            if let failure = Posix.write(path(file.name), bytes, fsync: false) { return ("errno", "save of \(file): \(failure)") }
             set(mount, bucket, file.name, bytes)
             note(file, mount, holds: bytes)
         case .truncate(_, let file):
@@ -348,9 +346,11 @@ struct SyncModelRun {
             note(file, mount, holds: code == 0 ? [] : nil)
         case .editorsSave(_, let file, let value):
             let bytes = SyncModel.bytes(value: value, mount: mount)
-            var code = Posix.write(path(file.temporaryName), bytes, fsync: true)
-            if code == 0 { code = Posix.rename(path(file.temporaryName), path(file.name)) }
-            guard code == 0 else { return ("errno", "editor's save of \(file): \(Posix.describe(code))") }
+            var failure = Posix.write(path(file.temporaryName), bytes, fsync: true)
+            if failure == nil, case let code = Posix.rename(path(file.temporaryName), path(file.name)), code != 0 {
+                failure = Posix.Failure(call: "rename", code: code)
+            }
+            if let failure { return ("errno", "editor's save of \(file): \(failure)") }
             set(mount, bucket, file.name, bytes)
             note(file, mount, holds: bytes)
             record(file, mount, .wrote(value), at: index)
@@ -395,9 +395,9 @@ struct SyncModelRun {
             note(file, mount, holds: nil)
             if code == 0 { record(file, mount, .removed, at: index) }
         case .saveThenUnlink(_, let file, let value):
-            var code = Posix.write(path(file.name), SyncModel.bytes(value: value, mount: mount), fsync: false)
-            if code == 0 { code = Posix.unlink(path(file.name)) }
-            guard code == 0 else { return ("errno", "save then unlink of \(file): \(Posix.describe(code))") }
+            var failure = Posix.write(path(file.name), SyncModel.bytes(value: value, mount: mount), fsync: false)
+            if failure == nil, case let code = Posix.unlink(path(file.name)), code != 0 { failure = Posix.Failure(call: "unlink", code: code) }
+            if let failure { return ("errno", "save then unlink of \(file): \(failure)") }
             set(mount, bucket, file.name, nil)
             note(file, mount, holds: nil)
             record(file, mount, .removed, at: index)
@@ -472,8 +472,9 @@ struct SyncModelRun {
                 guard let bytes = FileManager.default.contents(atPath: path), SyncModel.object([UInt8](bytes)) == nil else { continue }
                 fixes += 1
                 let fixed = SyncModel.bytes(value: fixes, mount: mount)
-                let code = Posix.write(path, fixed, fsync: false)
-                guard code == 0 else { return failure("errno", at: index, "fixing m\(mount) \(file): \(Posix.describe(code))", world) }
+                if let failed = Posix.write(path, fixed, fsync: false) {
+                    return failure("errno", at: index, "fixing m\(mount) \(file): \(failed)", world)
+                }
                 set(mount, file.bucket, file.name, fixed)
                 record(file, mount, .wrote(fixes), at: index)
             }

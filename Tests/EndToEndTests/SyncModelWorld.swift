@@ -142,21 +142,30 @@ typealias Listing = [String: [UInt8]]
 
 /// The libc calls the model's operations are made of; each returns 0 or an errno.
 enum Posix {
-    static func write(_ path: String, _ bytes: [UInt8], fsync: Bool) -> Int32 {
+    /// A call that failed: which one, and its errno (the same errno means different things
+    /// from open and from close).
+    struct Failure: Error, CustomStringConvertible {
+        let call: String
+        let code: Int32
+        var description: String { "\(call): \(Posix.describe(code))" }
+    }
+
+    /// open(O_CREAT|O_TRUNC), write, (fsync,) close: nil, or the first call that failed.
+    static func write(_ path: String, _ bytes: [UInt8], fsync: Bool) -> Failure? {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        guard fd >= 0 else { return errno }
-        var failure: Int32 = 0
+        guard fd >= 0 else { return Failure(call: "open", code: errno) }
+        var failure: Failure?
         var offset = 0
         while offset < bytes.count {
             let written = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
             if written < 0 {
-                failure = errno
+                failure = Failure(call: "write", code: errno)
                 break
             }
             offset += written
         }
-        if failure == 0 && fsync && Glibc.fsync(fd) != 0 { failure = errno }
-        if Glibc.close(fd) != 0 && failure == 0 { failure = errno }
+        if failure == nil && fsync && Glibc.fsync(fd) != 0 { failure = Failure(call: "fsync", code: errno) }
+        if Glibc.close(fd) != 0 && failure == nil { failure = Failure(call: "close", code: errno) }
         return failure
     }
 
@@ -170,10 +179,30 @@ enum Posix {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return nil }
         var listing: Listing = [:]
         for name in names {
+            switch read(directory + "/" + name) {
+            case .success(let bytes): listing[name] = bytes
             // Removed between the listing and the read (a remote change): not there.
-            if let bytes = FileManager.default.contents(atPath: directory + "/" + name) { listing[name] = [UInt8](bytes) }
+            case .failure(let failure) where failure.code == ENOENT: continue
+            // Any other error shows in what differs, by name (not as a file that is gone).
+            case .failure(let failure): listing[name] = Array("<\(failure)>".utf8)
+            }
         }
         return listing
+    }
+
+    /// The file's bytes, or the call that failed.
+    static func read(_ path: String) -> Result<[UInt8], Failure> {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return .failure(Failure(call: "open", code: errno)) }
+        defer { Glibc.close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count < 0 { return .failure(Failure(call: "read", code: errno)) }
+            if count == 0 { return .success(bytes) }
+            bytes += buffer[0..<count]
+        }
     }
 
     static func describe(_ code: Int32) -> String {

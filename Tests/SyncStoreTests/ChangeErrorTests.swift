@@ -43,6 +43,40 @@ struct ChangeErrorTests {
         }
     }
 
+    /// `rm` then a new save of the same name before the server answered the removal; the server
+    /// had the entity removed already (another device's removal won): the file made again is a new
+    /// entity, sent whole, never dropped with the removal.
+    @Test func aRemovalRefused404KeepsAFileMadeAgainAndSendsItAsNew() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["a": 1])
+            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "k"))
+            try store.markSent(ccids: [removal.ccid])
+            let bytes = Array("{\"a\": 2}\n".utf8)
+            _ = try store.saveLocal(bucket: "notes", key: "k", bytes: bytes)
+            guard case .resend(let created) = try store.reject(bucket: "notes", ccid: removal.ccid, code: 404) else {
+                Issue.record("the file made again is sent"); return
+            }
+            #expect(created.sourceVersion == nil)
+            #expect(created.operation == .modify(diff: wireDiff([:], ["a": 2])))
+            let entity = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(entity.content == bytes)
+            #expect(entity.version == nil)
+            #expect(entity.deletedPending == false)
+            #expect(try store.readEntity(bucket: "notes", key: "k") == bytes)
+        }
+    }
+
+    @Test func aRemovalRefused404WithNothingMadeAgainForgetsTheEntity() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["a": 1])
+            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "k"))
+            try store.markSent(ccids: [removal.ccid])
+            #expect(try store.reject(bucket: "notes", ccid: removal.ccid, code: 404) == .none)
+            #expect(try store.entity(bucket: "notes", key: "k") == nil)
+            #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+        }
+    }
+
     @Test func invalidDiffResendsWithWholeObject() throws {
         try withStore { store, _ in
             let change = try sentEdit(store)
