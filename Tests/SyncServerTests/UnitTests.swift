@@ -6,19 +6,33 @@ import Testing
 
 struct ChangeSequenceTests {
     @Test func rendersTwentyFourHexDigitsInCounterOrder() {
-        #expect(ChangeSequence.render(0) == "000000000000000000000000")
-        #expect(ChangeSequence.render(255) == "0000000000000000000000ff")
-        let values: [Int64] = [1, 9, 10, 255, 4096, 1 << 40, Int64.max]
-        let rendered = values.map(ChangeSequence.render)
+        #expect(ChangeSequence.render(0, tag: 0) == "000000000000000000000000")
+        #expect(ChangeSequence.render(255, tag: 0xabc) == "0000000000ff000000000abc")
+        let values: [Int64] = [1, 9, 10, 255, 4096, 1 << 40, ChangeSequence.maxCounter]
+        let tags: [UInt64] = [0xffff_ffff_ffff, 0, 7, 0x1234_5678_9abc, 1, 0xffff_ffff_ffff, 42]
+        let rendered = zip(values, tags).map { ChangeSequence.render($0, tag: $1) }
         #expect(rendered.allSatisfy { $0.utf8.count == 24 })
         #expect(rendered == rendered.sorted())
-        #expect(rendered.map(ChangeSequence.parse) == values.map(Optional.some))
+        #expect(rendered.compactMap(ChangeSequence.parse).map(\.counter) == values)
+        #expect(rendered.compactMap(ChangeSequence.parse).map(\.tag) == tags)
     }
 
     @Test func refusesForeignChangeVersions() {
-        for text in ["", "abc", "5119dafb37a401031d47c0f", "ZZ19dafb37a401031d47c0f7", "5119DAFB37A401031D47C0F7", "ffffffffffffffffffffffff"] {
+        for text in ["", "abc", "5119dafb37a401031d47c0f", "ZZ19dafb37a401031d47c0f7", "5119DAFB37A401031D47C0F7", "5119dafb37a401031d47c0f7a"] {
             #expect(ChangeSequence.parse(text) == nil, "\(text)")
         }
+    }
+
+    /// What tells two histories apart: the same counter names another change after a restore.
+    @Test func theTagNamesTheChangeNotOnlyItsNumber() {
+        let one = ChangeSequence.tag(key: "a", ccid: "c1", endVersion: 2)
+        #expect(one == ChangeSequence.tag(key: "a", ccid: "c1", endVersion: 2))
+        #expect(one != ChangeSequence.tag(key: "a", ccid: "c2", endVersion: 2))
+        #expect(one != ChangeSequence.tag(key: "b", ccid: "c1", endVersion: 2))
+        #expect(one != ChangeSequence.tag(key: "a", ccid: "c1", endVersion: 3))
+        #expect(ChangeSequence.tag(key: "ab", ccid: "c", endVersion: 1) != ChangeSequence.tag(key: "a", ccid: "bc", endVersion: 1))
+        #expect(ChangeSequence.baseTag(bucketID: 1, base: 5) != ChangeSequence.baseTag(bucketID: 2, base: 5))
+        #expect(one <= 0xffff_ffff_ffff)
     }
 }
 

@@ -65,7 +65,7 @@ enum IndexPageRows {
 
     /// - Parameter maxDataBytes: the page ends early (with a mark) once its data reach this many
     ///   bytes, so one page never outgrows the connection's outbound buffer.
-    static func page(_ rows: [Row], current: Int64, limit: Int, maxDataBytes: Int) throws -> IndexPage {
+    static func page(_ rows: [Row], current: String, limit: Int, maxDataBytes: Int) throws -> IndexPage {
         var entries: [IndexPage.Entry] = []
         entries.reserveCapacity(min(rows.count, limit))
         var dataBytes = 0
@@ -83,7 +83,7 @@ enum IndexPageRows {
             entries.append(IndexPage.Entry(id: row.key, version: row.version, data: data))
         }
         let mark = truncated ? entries.last.map { IndexCursor.encode(afterKey: $0.id) } : nil
-        return IndexPage(current: ChangeSequence.render(current), index: entries, mark: mark)
+        return IndexPage(current: current, index: entries, mark: mark)
     }
 }
 
@@ -101,7 +101,7 @@ extension StoredChange {
         AppliedChange(
             clientID: clientID, id: key, operation: operation, diff: diff,
             endVersion: endVersion, sourceVersion: sourceVersion,
-            changeVersion: ChangeSequence.render(cv), ccids: [ccid]
+            changeVersion: ChangeSequence.render(self), ccids: [ccid]
         )
     }
 }

@@ -1,21 +1,86 @@
-/// Change versions as this server makes them: a database-wide counter rendered as 24 lowercase
-/// hex digits, so that they look like the reference service's cvs and sort like the counter.
+/// Change versions as this server makes them: 24 lowercase hex digits, so that they look like the
+/// reference service's cvs, made of the database-wide change counter (12 digits, so they sort
+/// like it) and a tag of the change the counter names (12 digits). The tag is what names the
+/// history: a database restored from a backup counts on from the backup's counter, so after
+/// enough changes the counter of a cv handed out before the restore names a different change
+/// there, with a different tag. Such a cv, like one from the future or from another server, is
+/// answered `cv:?` (the client re-indexes and sends again what the server lost), never taken.
+/// Clients keep cvs opaque.
 enum ChangeSequence {
-    static let width = 24
+    static let counterWidth = 12
+    static let tagWidth = 12
+    static var width: Int { counterWidth + tagWidth }
+    /// The largest counter a cv carries (2^48 - 1 changes).
+    static let maxCounter: Int64 = (1 << (4 * Int64(counterWidth))) - 1
 
-    /// The wire form of a counter value.
-    static func render(_ value: Int64) -> String {
-        let hex = String(UInt64(bitPattern: value), radix: 16)
-        return String(repeating: "0", count: max(0, width - hex.utf8.count)) + hex
+    /// The wire form of a counter value and the tag of what it names.
+    static func render(_ value: Int64, tag: UInt64) -> String {
+        hex(UInt64(bitPattern: value) & UInt64(maxCounter), width: counterWidth) + hex(tag, width: tagWidth)
     }
 
-    /// The counter value of a cv this server made, or nil for anything else (answered `cv:?`).
-    static func parse(_ text: some StringProtocol) -> Int64? {
+    /// The cv of a change: its counter and a tag of the change itself.
+    static func render(_ change: StoredChange) -> String {
+        render(change.cv, tag: tag(key: change.key, ccid: change.ccid, endVersion: change.endVersion))
+    }
+
+    /// The cv of a bucket whose log holds no change after `base` (a new bucket, or one whose log
+    /// was compacted): `storedTag` is the tag of the last change compaction dropped (the cv
+    /// clients were handed for it), nil for a new bucket's base, tagged with the bucket so that
+    /// another bucket's base is not taken for it.
+    static func renderBase(_ base: Int64, storedTag: Int64?, bucketID: Int64) -> String {
+        render(base, tag: baseTag(base, storedTag: storedTag, bucketID: bucketID))
+    }
+
+    static func baseTag(_ base: Int64, storedTag: Int64?, bucketID: Int64) -> UInt64 {
+        storedTag.map { UInt64(bitPattern: $0) } ?? baseTag(bucketID: bucketID, base: base)
+    }
+
+    /// The tag of a change: what makes it this change and not another numbered the same.
+    static func tag(key: String, ccid: String, endVersion: Int) -> UInt64 {
+        var hash = FNV1a()
+        hash.add(key)
+        hash.add(ccid)
+        hash.add(String(endVersion))
+        return hash.value & tagMask
+    }
+
+    static func baseTag(bucketID: Int64, base: Int64) -> UInt64 {
+        var hash = FNV1a()
+        hash.add("base")
+        hash.add(String(bucketID))
+        hash.add(String(base))
+        return hash.value & tagMask
+    }
+
+    /// The counter and tag of a cv in this server's form, or nil for anything else (answered `cv:?`).
+    static func parse(_ text: some StringProtocol) -> (counter: Int64, tag: UInt64)? {
         let utf8 = text.utf8
         guard utf8.count == width,
-              utf8.allSatisfy({ ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "f")) }),
-              let value = UInt64(text, radix: 16), value <= UInt64(Int64.max)
+              utf8.allSatisfy({ ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "f")) })
         else { return nil }
-        return Int64(value)
+        let counterText = text.prefix(counterWidth)
+        let tagText = text.suffix(tagWidth)
+        guard let counter = UInt64(counterText, radix: 16), let tag = UInt64(tagText, radix: 16) else { return nil }
+        return (Int64(counter), tag)
+    }
+
+    private static let tagMask: UInt64 = (1 << (4 * UInt64(tagWidth))) - 1
+
+    private static func hex(_ value: UInt64, width: Int) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: max(0, width - digits.utf8.count)) + digits
+    }
+
+    /// 64-bit FNV-1a over fields each ended by a zero byte (so "ab","c" and "a","bc" differ).
+    private struct FNV1a {
+        var value: UInt64 = 0xcbf2_9ce4_8422_2325
+        mutating func add(_ field: String) {
+            for byte in field.utf8 { mix(byte) }
+            mix(0)
+        }
+        private mutating func mix(_ byte: UInt8) {
+            value ^= UInt64(byte)
+            value = value &* 0x0000_0100_0000_01b3
+        }
     }
 }

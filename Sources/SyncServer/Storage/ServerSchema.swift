@@ -117,6 +117,11 @@ enum ServerSchema {
             // The service's file notices (Docs/apptimist-protocol.md): one queued per owner and file.
             try db.execute(sql: ApptimistSQLiteStore.noticesSchema)
         }
+        migrator.registerMigration("v6 base tag") { db in
+            // Issue 35: the tag of the cv a compacted log's base stands for (`ChangeSequence`):
+            // the last change compaction dropped. NULL: a base no change named (a new bucket).
+            try db.execute(sql: "ALTER TABLE buckets ADD COLUMN base_tag INTEGER")
+        }
         return migrator
     }
 }

@@ -101,11 +101,17 @@ extension ServerStore {
         try Int64.fetchOne(db, sql: "SELECT last_cv FROM server_state WHERE id = 1") ?? 0
     }
 
-    /// The bucket's current cv: its newest change, or its base when the log is empty.
-    static func currentChangeVersion(_ db: Database, bucketID: Int64) throws -> Int64 {
-        let newest = try Int64.fetchOne(db, sql: "SELECT MAX(cv) FROM changes WHERE bucket_id = ?", arguments: [bucketID])
-        if let newest { return newest }
-        return try Int64.fetchOne(db, sql: "SELECT base_cv FROM buckets WHERE id = ?", arguments: [bucketID]) ?? 0
+    /// The bucket's current cv: its newest change's, or its base's when the log is empty.
+    static func currentChangeVersion(_ db: Database, bucketID: Int64) throws -> String {
+        if let newest = try Row.fetchOne(
+            db, sql: "SELECT cv, key, ccid, end_version FROM changes WHERE bucket_id = ? ORDER BY cv DESC LIMIT 1",
+            arguments: [bucketID])
+        {
+            return ChangeSequence.render(
+                newest["cv"], tag: ChangeSequence.tag(key: newest["key"], ccid: newest["ccid"], endVersion: newest["end_version"]))
+        }
+        let base = try Row.fetchOne(db, sql: "SELECT base_cv, base_tag FROM buckets WHERE id = ?", arguments: [bucketID])
+        return ChangeSequence.renderBase(base?["base_cv"] ?? 0, storedTag: base?["base_tag"], bucketID: bucketID)
     }
 
     static func indexPage(
@@ -130,18 +136,21 @@ extension ServerStore {
     }
 
     static func catchUp(_ db: Database, bucket: BucketHandle, since text: String, maxDiffBytes: Int = .max) throws -> CatchUp {
-        guard let since = ChangeSequence.parse(text),
-              let base = try Int64.fetchOne(db, sql: "SELECT base_cv FROM buckets WHERE id = ?", arguments: [bucket.id])
+        guard let (since, tag) = ChangeSequence.parse(text),
+              let baseRow = try Row.fetchOne(db, sql: "SELECT base_cv, base_tag FROM buckets WHERE id = ?", arguments: [bucket.id])
         else { return .unknown }
-        // Known cvs are the base and every retained change of this bucket; anything else
-        // (another bucket's cv, a compacted one, a made-up one) cannot be caught up from.
-        if since != base {
-            let known = try Bool.fetchOne(
+        let base: Int64 = baseRow["base_cv"]
+        // Known cvs are the base and every retained change of this bucket, each with its tag;
+        // anything else (another bucket's cv, a compacted one, a made-up one, one from another
+        // history of this database: a restore) cannot be caught up from.
+        if since != base || tag != ChangeSequence.baseTag(base, storedTag: baseRow["base_tag"], bucketID: bucket.id) {
+            let named = try Row.fetchOne(
                 db,
-                sql: "SELECT EXISTS (SELECT 1 FROM changes WHERE bucket_id = ? AND cv = ?)",
+                sql: "SELECT key, ccid, end_version FROM changes WHERE bucket_id = ? AND cv = ?",
                 arguments: [bucket.id, since]
-            ) ?? false
-            guard known else { return .unknown }
+            )
+            guard let named, ChangeSequence.tag(key: named["key"], ccid: named["ccid"], endVersion: named["end_version"]) == tag
+            else { return .unknown }
         }
         if maxDiffBytes < .max {
             let diffBytes = try Int.fetchOne(
@@ -183,14 +192,21 @@ extension ServerStore {
             arguments: [bucketID, keepingLast]
         )
         guard let cutoff else { return 0 }
+        // The cutoff becomes the base: clients handed its cv (with its change's tag) catch up from it.
+        let last = try Row.fetchOne(
+            db, sql: "SELECT key, ccid, end_version FROM changes WHERE bucket_id = ? AND cv = ?", arguments: [bucketID, cutoff])
+        let baseTag = last.map { Int64(bitPattern: ChangeSequence.tag(key: $0["key"], ccid: $0["ccid"], endVersion: $0["end_version"])) }
         try db.execute(sql: "DELETE FROM changes WHERE bucket_id = ? AND cv <= ?", arguments: [bucketID, cutoff])
         let dropped = db.changesCount
         let previousBase = try Int64.fetchOne(db, sql: "SELECT base_cv FROM buckets WHERE id = ?", arguments: [bucketID]) ?? 0
         try db.execute(sql: "DELETE FROM applied_ccids WHERE bucket_id = ? AND cv <= ?", arguments: [bucketID, previousBase])
         try db.execute(sql: "DELETE FROM refused_ccids WHERE bucket_id = ? AND cv <= ?", arguments: [bucketID, previousBase])
         try db.execute(
-            sql: "UPDATE buckets SET base_cv = ?, ccid_floor = ?, change_count = (SELECT COUNT(*) FROM changes WHERE bucket_id = ?) WHERE id = ?",
-            arguments: [cutoff, previousBase, bucketID, bucketID]
+            sql: """
+                UPDATE buckets SET base_cv = ?, base_tag = ?, ccid_floor = ?,
+                    change_count = (SELECT COUNT(*) FROM changes WHERE bucket_id = ?) WHERE id = ?
+                """,
+            arguments: [cutoff, baseTag, previousBase, bucketID, bucketID]
         )
         return dropped
     }

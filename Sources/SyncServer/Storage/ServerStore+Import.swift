@@ -25,11 +25,11 @@ extension ServerStore {
         let run = String(UInt64.random(in: 0...UInt64.max), radix: 16)
         let prefix = String(repeating: "0", count: 16 - run.count) + run
         var done = 0
-        var lastCV: Int64 = 0
+        var lastChange: StoredChange?
         while done < count {
             let range = done..<min(count, done + max(1, perTransaction))
-            lastCV = try await pool.write { db in
-                var cv: Int64 = 0
+            lastChange = try await pool.write { db in
+                var last: StoredChange?
                 var counters = try ChangeCounters(db)
                 for index in range {
                     let (key, data) = entity(index)
@@ -40,16 +40,16 @@ extension ServerStore {
                     switch try Self.applyInTransaction(
                         db, change, clientID: "bucketfs-import", bucket: bucket, limits: changeLimits, counters: &counters)
                     {
-                    case .accepted(let stored): cv = stored.cv
+                    case .accepted(let stored): last = stored
                     case .refused(let code): throw SyncServerError.storage("entity \(key) refused with \(code.rawValue)")
                     }
                 }
                 try counters.write(db)
-                return cv
+                return last
             }
             done = range.upperBound
             progress(done)
         }
-        return ChangeSequence.render(lastCV)
+        return lastChange.map(ChangeSequence.render) ?? ChangeSequence.renderBase(0, storedTag: nil, bucketID: bucket.id)
     }
 }

@@ -259,6 +259,13 @@ extension PostgresServerStore {
         let cutoff = try await PostgresRows.one(connection.query(
             "SELECT cv FROM changes WHERE bucket_id = \(bucketID) ORDER BY cv DESC LIMIT 1 OFFSET \(keepingLast)", logger: logger), as: Int64.self)
         guard let cutoff else { return 0 }
+        // The cutoff becomes the base: clients handed its cv (with its change's tag) catch up from it.
+        let last = try await PostgresRows.rows(connection.query(
+            "SELECT key, ccid, end_version FROM changes WHERE bucket_id = \(bucketID) AND cv = \(cutoff)", logger: logger)).first
+        let baseTag = try last.map { row -> Int64 in
+            let (key, ccid, endVersion) = try row.decode((String, String, Int).self)
+            return Int64(bitPattern: ChangeSequence.tag(key: key, ccid: ccid, endVersion: endVersion))
+        }
         let dropped = try await PostgresRows.all(connection.query(
             "DELETE FROM changes WHERE bucket_id = \(bucketID) AND cv <= \(cutoff) RETURNING cv", logger: logger), as: Int64.self).count
         let previousBase = try await PostgresRows.one(connection.query(
@@ -266,7 +273,7 @@ extension PostgresServerStore {
         try await connection.query("DELETE FROM applied_ccids WHERE bucket_id = \(bucketID) AND cv <= \(previousBase)", logger: logger)
         try await connection.query("DELETE FROM refused_ccids WHERE bucket_id = \(bucketID) AND cv <= \(previousBase)", logger: logger)
         try await connection.query("""
-            UPDATE buckets SET base_cv = \(cutoff), ccid_floor = \(previousBase),
+            UPDATE buckets SET base_cv = \(cutoff), base_tag = \(baseTag), ccid_floor = \(previousBase),
                 change_count = (SELECT COUNT(*) FROM changes WHERE bucket_id = \(bucketID)) WHERE id = \(bucketID)
             """, logger: logger)
         return dropped

@@ -110,6 +110,8 @@ enum PostgresSchema {
         (version: 4, sql: ApptimistPostgresStore.lockSchema),
         // The service's file notices (Docs/apptimist-protocol.md), as SQLite's "v5 apptimist notices".
         (version: 5, sql: ApptimistPostgresStore.noticesSchema),
+        // The tag of a compacted log's base cv (issue 35), as SQLite's "v6 base tag".
+        (version: 6, sql: ["ALTER TABLE buckets ADD COLUMN base_tag BIGINT"]),
     ]
 
     /// Applies the migrations the database lacks, each in its own transaction, under a

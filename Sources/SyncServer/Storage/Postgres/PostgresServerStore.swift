@@ -333,24 +333,37 @@ extension PostgresServerStore: ServerStorage, GroupCommitting {
 
     // MARK: Queries
 
-    static func currentChangeVersion(_ connection: PostgresConnection, bucketID: Int64, logger: Logger) async throws -> Int64 {
-        try await PostgresRows.one(connection.query("""
-            SELECT COALESCE((SELECT MAX(cv) FROM changes WHERE bucket_id = \(bucketID)), (SELECT base_cv FROM buckets WHERE id = \(bucketID)), 0)
-            """, logger: logger), as: Int64.self) ?? 0
+    /// The bucket's current cv: its newest change's, or its base's when the log is empty.
+    static func currentChangeVersion(_ connection: PostgresConnection, bucketID: Int64, logger: Logger) async throws -> String {
+        let newest = try await PostgresRows.rows(connection.query("""
+            SELECT cv, key, ccid, end_version FROM changes WHERE bucket_id = \(bucketID) ORDER BY cv DESC LIMIT 1
+            """, logger: logger))
+        if let row = newest.first {
+            let (cv, key, ccid, endVersion) = try row.decode((Int64, String, String, Int).self)
+            return ChangeSequence.render(cv, tag: ChangeSequence.tag(key: key, ccid: ccid, endVersion: endVersion))
+        }
+        let base = try await PostgresRows.rows(
+            connection.query("SELECT base_cv, base_tag FROM buckets WHERE id = \(bucketID)", logger: logger)).first
+        let (baseCV, storedTag): (Int64, Int64?) = try base?.decode((Int64, Int64?).self) ?? (0, nil)
+        return ChangeSequence.renderBase(baseCV, storedTag: storedTag, bucketID: bucketID)
     }
 
     static func catchUp(
         _ connection: PostgresConnection, bucket: BucketHandle, since text: String, maxDiffBytes: Int, logger: Logger
     ) async throws -> CatchUp {
-        guard let since = ChangeSequence.parse(text),
-              let base = try await PostgresRows.one(
-                  connection.query("SELECT base_cv FROM buckets WHERE id = \(bucket.id)", logger: logger), as: Int64.self)
+        guard let (since, tag) = ChangeSequence.parse(text),
+              let baseRow = try await PostgresRows.rows(
+                  connection.query("SELECT base_cv, base_tag FROM buckets WHERE id = \(bucket.id)", logger: logger)).first
         else { return .unknown }
-        // Known cvs are the base and every retained change of this bucket (as in `ServerStore`).
-        if since != base {
-            let known = try await PostgresRows.one(connection.query(
-                "SELECT EXISTS (SELECT 1 FROM changes WHERE bucket_id = \(bucket.id) AND cv = \(since))", logger: logger), as: Bool.self) ?? false
-            guard known else { return .unknown }
+        let (base, storedTag) = try baseRow.decode((Int64, Int64?).self)
+        // Known cvs are the base and every retained change of this bucket, each with its tag
+        // (as in `ServerStore`: a cv from before a restore names another change, or none).
+        if since != base || tag != ChangeSequence.baseTag(base, storedTag: storedTag, bucketID: bucket.id) {
+            let named = try await PostgresRows.rows(connection.query(
+                "SELECT key, ccid, end_version FROM changes WHERE bucket_id = \(bucket.id) AND cv = \(since)", logger: logger))
+            guard let row = named.first else { return .unknown }
+            let (key, ccid, endVersion) = try row.decode((String, String, Int).self)
+            guard ChangeSequence.tag(key: key, ccid: ccid, endVersion: endVersion) == tag else { return .unknown }
         }
         if maxDiffBytes < .max {
             let diffBytes = try await PostgresRows.one(connection.query(
