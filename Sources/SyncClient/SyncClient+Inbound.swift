@@ -282,6 +282,14 @@ extension SyncClient {
         // suspension may let a save coalesce into them before they are marked sent.
         await send(outcome.readyToSend)
         await fetch(outcome.reloads, channel: channel)
+        if !outcome.lostOnServer.isEmpty {
+            let bucket = machines[channel].bucket
+            let count = outcome.lostOnServer.count
+            let keys = outcome.lostOnServer.prefix(5).joined(separator: ", ") + (count > 5 ? ", ..." : "")
+            logger.warning(
+                "\(bucket): the server lost \(count) \(count == 1 ? "note's changes" : "notes' changes") (restored from a backup?); sent again: \(keys)")
+            await remoteLog("\(bucket): server lost \(count) entities; resent")
+        }
     }
 
     func fetch(_ reloads: [ReloadRequest], channel: Int) async {

@@ -277,6 +277,9 @@ public struct RemoteOutcome: Sendable, Equatable {
     public var readyToSend: [OutgoingChange] = []
     /// Remote changes that touched files (also published on `remoteEvents`).
     public var events: [RemoteEvent] = []
+    /// Keys whose acknowledged changes the server no longer has (it was restored from a backup
+    /// older than them), found by a re-index after `cv:?`: their values are sent again.
+    public var lostOnServer: [String] = []
 
     public init() {}
 

@@ -369,6 +369,17 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// The file is gone (deleted locally while the row waits for the server). A file made under
     /// the same key later is a new file, with a number no descriptor still holds; `SyncStore.save`
     /// gives it one then, as most removed files are never made again.
+    /// Whether the file holds a value the server has not acknowledged (an edit, or a change in
+    /// flight): what a removal from elsewhere must not take. `open`: the row's open change.
+    func hasLocalEdit(open: ChangeRow?) throws -> Bool {
+        guard !deletedPending, let local = try local() else { return false }
+        return local != (try ghost()) || open != nil || ghostVersion == nil
+    }
+
+    func hasLocalEdit(_ db: Database) throws -> Bool {
+        try hasLocalEdit(open: ChangeRow.open(entityID: id, db))
+    }
+
     mutating func removeFile(now: Int64) {
         content = nil
         localValue = nil

@@ -104,7 +104,6 @@ extension SyncStore {
             guard var change = try ChangeRow.filter(Column("ccid") == ccid).fetchOne(db),
                 var entity = try EntityRow.fetchOne(db, key: change.entityID)
             else { return .none }
-            let now = Self.now()
             defer { _ = try? entity.update(db) }
             switch code {
             case 400, 413:

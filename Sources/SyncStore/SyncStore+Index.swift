@@ -3,8 +3,9 @@ import GRDB
 import JSONDiff
 
 extension SyncStore {
-    /// Starts loading the whole index (first sync, or after `cv:?`): entities not seen by the
-    /// end are treated as removed on the server. Local pending changes are kept.
+    /// Starts loading the whole index (first sync, or after `cv:?`). Local pending changes are
+    /// kept. After `cv:?` this store is a replica that checks the server against what it had
+    /// acknowledged (`applyIndexPage`): the server may have been restored from a backup.
     public func beginIndex(bucket: String) throws(StoreError) {
         try write(.deferred) { db in
             var bucketRow = try BucketRow.named(bucket, db)
@@ -16,6 +17,14 @@ extension SyncStore {
 
     /// Applies one `i` page. With data the entities are stored at once, without it they are
     /// marked for `e`. `isLast` (no `mark`) promotes the index's `current` to the bucket's cv.
+    ///
+    /// A re-index after `cv:?` (the bucket had a cv) compares the server with what this store
+    /// had acknowledged, as a replica, not a cache: an entity the server holds at an older version
+    /// than ours, or at ours with other data (a restored backup that took other changes since),
+    /// lost our changes, so our value is sent again over the server's version; an entity missing
+    /// from the index is asked for at our version (`e:KEY.V`): if the server has that version, it
+    /// removed the entity since, and so do we; if not, it lost it, and we create it again. On a
+    /// first sync an entity not in the index is removed.
     ///
     /// One transaction per page. A first sync is mostly keys this store has never seen: those
     /// are inserted directly (one lookup for the whole page, a block of node ids, one cached
@@ -31,14 +40,24 @@ extension SyncStore {
             if bucketRow.indexCV == nil, let current {
                 bucketRow.indexCV = current
             }
-            try Self.applyIndexEntries(entries, bucket: bucketRow, now: now, outcome: &outcome, db)
+            let replica = bucketRow.cv != nil
+            try Self.applyIndexEntries(entries, bucket: bucketRow, replica: replica, now: now, outcome: &outcome, db)
             if isLast {
                 let unseen = try EntityRow.fetchAll(
                     db.cachedStatement(
                         sql: "SELECT * FROM entity WHERE bucket_id = ? AND seen_generation < ? AND ghost_version IS NOT NULL"),
                     arguments: [bucketRow.id, bucketRow.indexGeneration])
                 for row in unseen {
-                    try Self.removeFromServerSide(row, bucket: bucketRow, now: now, outcome: &outcome, db)
+                    if replica, !row.deletedPending, let version = row.ghostVersion, try !row.hasLocalEdit(db) {
+                        // Removed on the server since our version, or lost by it: `e` tells (`load`).
+                        var verifying = row
+                        verifying.needsReload = true
+                        verifying.reloadVersion = version
+                        try verifying.update(db)
+                        outcome.reloads.append(ReloadRequest(key: row.key, version: version))
+                    } else {
+                        try Self.removeFromServerSide(row, bucket: bucketRow, now: now, outcome: &outcome, db)
+                    }
                 }
                 bucketRow.cv = bucketRow.indexCV ?? current ?? bucketRow.cv
                 bucketRow.indexCV = nil
@@ -63,11 +82,14 @@ extension SyncStore {
         let needsReload: Bool
     }
 
+    /// `replica`: a re-index after `cv:?`, which checks the server's versions against ours.
     static func applyIndexEntries(
-        _ entries: [IndexEntry], bucket: BucketRow, now: Int64, outcome: inout RemoteOutcome, _ db: Database
+        _ entries: [IndexEntry], bucket: BucketRow, replica: Bool = false, now: Int64, outcome: inout RemoteOutcome,
+        _ db: Database
     ) throws {
         let known = try knownEntities(entries.map(\.key), bucketID: bucket.id, db)
-        let fresh = entries.filter { $0.data != nil && known[$0.key] == nil }
+        let removedHere = replica ? try removedSince(entries.filter { known[$0.key] == nil }, bucket: bucket, db) : []
+        let fresh = entries.filter { $0.data != nil && known[$0.key] == nil && !removedHere.contains($0.key) }
         var nextID = fresh.isEmpty ? 0 : try Schema.allocateNodeIDs(db, count: fresh.count)
         let markSeen = try db.cachedStatement(sql: "UPDATE entity SET seen_generation = ? WHERE bucket_id = ? AND key = ?")
         let insert = try db.cachedStatement(
@@ -79,6 +101,10 @@ extension SyncStore {
         var inserted = Set<String>()
         inserted.reserveCapacity(fresh.count)
         for entry in entries {
+            if removedHere.contains(entry.key), let data = entry.data, inserted.insert(entry.key).inserted {
+                try resendLostRemoval(key: entry.key, version: entry.version, data: data, bucket: bucket, now: now, outcome: &outcome, db)
+                continue
+            }
             if let data = entry.data, known[entry.key] == nil, inserted.insert(entry.key).inserted {
                 // Equivalent to `load` for an unknown key: the ghost is the data, the file shows
                 // it, nothing is owed (ghost and local value are the same compact text).
@@ -94,6 +120,12 @@ extension SyncStore {
                 continue
             }
             let current = known[entry.key]
+            if replica, let data = entry.data, let ours = current?.version, ours >= entry.version,
+                try resendIfServerLost(key: entry.key, version: entry.version, data: data, bucket: bucket, outcome: &outcome, db)
+            {
+                try markSeen.execute(arguments: [bucket.indexGeneration, bucket.id, entry.key])
+                continue
+            }
             let upToDate = current.map { $0.version == entry.version && !$0.needsReload } ?? false
             if !upToDate && !inserted.contains(entry.key) {
                 if let data = entry.data {
@@ -104,6 +136,65 @@ extension SyncStore {
             }
             try markSeen.execute(arguments: [bucket.indexGeneration, bucket.id, entry.key])
         }
+    }
+
+    /// The server holds `key` at `version` with `data`, where this store had a version at least
+    /// as new acknowledged: if the server's is older, or the same with other data, the server
+    /// lost our changes (a restored backup). Our value, edits included, is then sent again as a
+    /// change over the server's version (the ghost becomes the server's data); a change of ours
+    /// in flight was made over a version the server does not have, so it is replaced. The file
+    /// stays as it is. True when that was the case.
+    static func resendIfServerLost(
+        key: String, version: Int, data: JSONObject, bucket: BucketRow, outcome: inout RemoteOutcome, _ db: Database
+    ) throws -> Bool {
+        guard var row = try EntityRow.find(bucketID: bucket.id, key: key, db), let ours = row.ghostVersion, ours >= version
+        else { return false }
+        if ours == version, try row.ghost() == data { return false }
+        if let open = try ChangeRow.open(entityID: row.id, db) { try open.delete(db) }
+        row.setGhost(data, version: version)
+        row.needsReload = false
+        row.reloadVersion = nil
+        // A removal made here goes to the version the server has, as an edit does.
+        let ready = try reconcileQueue(&row, bucket: bucket.name, db)
+        if ready != nil && row.state != EntityState.invalid.description {
+            row.reason = "the server had lost changes to this note (restored from a backup?); sent again"
+        }
+        try row.update(db)
+        if let ready { outcome.ready(ready) }
+        outcome.lostOnServer.append(key)
+        return true
+    }
+
+    /// Of index entries this store holds no row for, those it removed (or saw removed) at or
+    /// after the version the server lists (`removed_entity` keeps the last version it had): a
+    /// server that lists them lost their removal. (Versions go on after a removal, so an
+    /// entity created again since has a newer version and is taken as any other.)
+    private static func removedSince(_ entries: [IndexEntry], bucket: BucketRow, _ db: Database) throws -> Set<String> {
+        let lookup = try db.cachedStatement(sql: "SELECT last_version FROM removed_entity WHERE bucket = ? AND key = ?")
+        var removed = Set<String>()
+        for entry in entries {
+            if let last = try Int.fetchOne(lookup, arguments: [bucket.name, entry.key]), entry.version <= last {
+                removed.insert(entry.key)
+            }
+        }
+        return removed
+    }
+
+    /// A removal the server lost (a restored backup lists the entity again): the entity is
+    /// stored as removed here, over the server's version, and the removal sent again. No file
+    /// shows meanwhile.
+    private static func resendLostRemoval(
+        key: String, version: Int, data: JSONObject, bucket: BucketRow, now: Int64, outcome: inout RemoteOutcome, _ db: Database
+    ) throws {
+        var row = try EntityRow.new(bucketID: bucket.id, key: key, now: now, db)
+        row.setGhost(data, version: version)
+        row.deletedPending = true
+        row.seenGeneration = bucket.indexGeneration
+        row.reason = "the server had lost this note's removal (restored from a backup?); removed again"
+        try row.insert(db)
+        if let removal = try reconcileQueue(&row, bucket: bucket.name, db) { outcome.ready(removal) }
+        try row.update(db)
+        outcome.lostOnServer.append(key)
     }
 
     /// The page's keys this store already holds, in one query per chunk (not one per entry).

@@ -63,6 +63,10 @@ extension SyncStore {
         case .remove:
             guard let existing = row else { return }
             if let ev = change.endVersion, let known = existing.ghostVersion, known > ev { return }
+            // Our create the server has not acknowledged yet: the removal is of an earlier entity
+            // under this key (the server answers a change before anyone can remove what it made),
+            // and must not take the new one, removed here since or not.
+            if existing.ghostVersion == nil, try ChangeRow.open(entityID: existing.id, db) != nil { return }
             try removeFromServerSide(existing, bucket: bucket, now: now, version: change.endVersion, clientID: change.clientID, outcome: &outcome, db)
         case .modify(let diff):
             let endVersion = change.endVersion ?? (change.sourceVersion ?? 0) + 1
@@ -213,6 +217,29 @@ extension SyncStore {
             try adopt(data, version: version, oldGhost: [:], remoteDiff: nil, row: &row, bucket: bucket, now: now, outcome: &outcome, db)
             return
         }
+        if row.needsReload, row.reloadVersion == version, row.ghostVersion == version, row.seenGeneration < bucket.indexGeneration {
+            // The answer to a re-index's question (`applyIndexPage`): the entity is not in the
+            // server's index; does the server have the version we had acknowledged?
+            row.needsReload = false
+            row.reloadVersion = nil
+            if data != nil {
+                // It had it, so it removed the entity since: a removal like any other.
+                try removeFromServerSide(row, bucket: bucket, now: now, outcome: &outcome, db)
+                return
+            }
+            // It never had it: the server lost the entity (restored from a backup older than
+            // it), and it is created there again from our value.
+            row.setGhost([:], version: nil)
+            if let next = try reconcileQueue(&row, bucket: bucket.name, db) {
+                outcome.ready(next)
+                if row.state != EntityState.invalid.description {
+                    row.reason = "the server had lost this note (restored from a backup?); sent again"
+                }
+            }
+            try row.update(db)
+            outcome.lostOnServer.append(key)
+            return
+        }
         guard let data else {
             // `?`: the server has no such entity/version.
             row.needsReload = false
@@ -263,10 +290,8 @@ extension SyncStore {
         outcome: inout RemoteOutcome, _ db: Database
     ) throws {
         var row = existing
-        let ghost = try row.ghost()
-        let local = try row.local()
         let open = try ChangeRow.open(entityID: row.id, db)
-        let hasLocalEdit = !row.deletedPending && local != nil && (local != ghost || open != nil || row.ghostVersion == nil)
+        let hasLocalEdit = try row.hasLocalEdit(open: open)
         if row.holdsInvalidBytes && !hasLocalEdit {
             // The file holds what the user is typing (not JSON yet) over a value the server had:
             // the bytes stay, and nothing is sent until they are valid, then as a new note. The

@@ -86,6 +86,37 @@ struct ApplyRemoteTests {
         }
     }
 
+    /// `rm a.json`, a new `a.json` saved and sent as a new entity, `rm` again, all before the
+    /// server answered the create: a removal of the earlier entity delivered now (a catch-up
+    /// from an earlier cv) must not take the new entity's row, or the create's echo makes the
+    /// file anew from the server (a file removed twice came back, after a kill -9 of the mount).
+    @Test func aRemovalOfAnEarlierEntityLeavesACreateTheServerHasNotAnswered() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["n": 1])
+            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "k"))
+            try store.markSent([removal])
+            _ = try store.saveLocal(bucket: "notes", key: "k", bytes: bytes("{\"n\": 2}"))
+            let earlier = RemoteChange(key: "k", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c2", clientID: "us", ccids: [removal.ccid])
+            let acknowledged = try store.applyRemote(bucket: "notes", changes: [earlier])
+            let create = try #require(acknowledged.readyToSend.first)
+            #expect(create.sourceVersion == nil)
+            try store.markSent([create])
+            _ = try store.deleteLocal(bucket: "notes", key: "k")
+            // The earlier removal again (another client's removal of the earlier entity would do the same).
+            _ = try store.applyRemote(
+                bucket: "notes", changes: [RemoteChange(key: "k", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c2", clientID: "x", ccids: ["x1"])])
+            // The create's echo: the removal made here since goes out, and no file comes back.
+            let echo = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(
+                    key: "k", operation: .modify(diff: wireDiff([:], ["n": 2])), sourceVersion: nil, endVersion: 3, cv: "c3", clientID: "us",
+                    ccids: [create.ccid])])
+            #expect(echo.events.isEmpty)
+            #expect(echo.readyToSend.map(\.operation) == [.remove])
+            #expect(try store.readEntity(bucket: "notes", key: "k") == nil)
+        }
+    }
+
     /// Removed elsewhere while this file holds invalid JSON (the user mid-edit): the bytes stay.
     @Test func aRemoteRemovalKeepsAFileHoldingInvalidJSON() throws {
         try withStore { store, _ in
@@ -232,7 +263,11 @@ struct ApplyRemoteTests {
             // cv:? -> reload the index; only "c" is still on the server.
             try store.beginIndex(bucket: "notes")
             let outcome = try store.applyIndexPage(bucket: "notes", entries: [IndexEntry(key: "c", version: 1, data: ["x": 1])], current: "cv2", isLast: true)
-            #expect(outcome.events.map(\.key) == ["a"])
+            // "a" is asked for at the version this store had (ReplicaReindexTests): the server
+            // has it, so it removed "a" since.
+            #expect(outcome.reloads == [ReloadRequest(key: "a", version: 1)])
+            let removed = try store.applyEntity(bucket: "notes", key: "a", version: 1, data: ["x": 1])
+            #expect(removed.events.map(\.key) == ["a"])
             #expect(try store.entity(bucket: "notes", key: "a") == nil)
             #expect(try store.entity(bucket: "notes", key: "b")?.value == ["x": 2])
             #expect(try store.entity(bucket: "notes", key: "new")?.value == ["n": 1])

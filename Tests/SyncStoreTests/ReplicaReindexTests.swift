@@ -1,0 +1,155 @@
+import Foundation
+import JSONDiff
+import Testing
+@testable import SyncStore
+
+/// A re-index after `cv:?` treats the store as a replica (issue 35): a server restored from a
+/// backup older than this store's acknowledged changes is sent them again, and nothing the user
+/// saved disappears without a removal somewhere to explain it.
+@Suite("re-index after cv:?: the store is a replica", .timeLimit(.minutes(1)))
+struct ReplicaReindexTests {
+    /// A store in sync at cv "c1" with `notes` at their versions, as after a first sync.
+    static func synced(_ store: SyncStore, _ notes: [String: (version: Int, data: JSONObject)]) throws {
+        try store.beginIndex(bucket: "notes")
+        _ = try store.applyIndexPage(
+            bucket: "notes", entries: notes.map { IndexEntry(key: $0.key, version: $0.value.version, data: $0.value.data) },
+            current: "c1", isLast: true)
+    }
+
+    /// `cv:?`, then the server's whole index in one page.
+    static func reindex(_ store: SyncStore, _ index: [String: (version: Int, data: JSONObject)]) throws -> RemoteOutcome {
+        try store.beginIndex(bucket: "notes")
+        return try store.applyIndexPage(
+            bucket: "notes", entries: index.map { IndexEntry(key: $0.key, version: $0.value.version, data: $0.value.data) },
+            current: "c2", isLast: true)
+    }
+
+    @Test func anEntityTheServerHoldsAtAnOlderVersionIsSentAgainOverIt() throws {
+        try withStore { store, _ in
+            try Self.synced(store, ["a": (2, ["n": 2, "t": "two"])])
+            let bytesBefore = try store.readEntity(bucket: "notes", key: "a")
+            let outcome = try Self.reindex(store, ["a": (1, ["n": 1, "t": "one"])])
+            #expect(outcome.lostOnServer == ["a"])
+            #expect(outcome.events.isEmpty, "the file is not touched")
+            let change = try #require(outcome.readyToSend.first)
+            #expect(change.key == "a")
+            #expect(change.sourceVersion == 1)
+            #expect(change.operation == .modify(diff: wireDiff(["n": 1, "t": "one"], ["n": 2, "t": "two"])))
+            let entity = try #require(try store.entity(bucket: "notes", key: "a"))
+            #expect(entity.value == ["n": 2, "t": "two"])
+            #expect(entity.version == 1)
+            #expect(entity.state == .pending)
+            #expect(try store.readEntity(bucket: "notes", key: "a") == bytesBefore)
+        }
+    }
+
+    @Test func theSameVersionWithOtherDataIsAForkAndOursIsSentOverIt() throws {
+        try withStore { store, _ in
+            try Self.synced(store, ["a": (2, ["n": 2])])
+            let outcome = try Self.reindex(store, ["a": (2, ["n": 3, "by": "other"])])
+            #expect(outcome.lostOnServer == ["a"])
+            let change = try #require(outcome.readyToSend.first)
+            #expect(change.sourceVersion == 2)
+            #expect(change.operation == .modify(diff: wireDiff(["n": 3, "by": "other"], ["n": 2])))
+        }
+    }
+
+    @Test func anEntityTheServerHoldsAtOursOrNewerIsNotSentAgain() throws {
+        try withStore { store, _ in
+            try Self.synced(store, ["a": (2, ["n": 2]), "b": (1, ["n": 1])])
+            let outcome = try Self.reindex(store, ["a": (2, ["n": 2]), "b": (3, ["n": 5])])
+            #expect(outcome.lostOnServer.isEmpty)
+            #expect(outcome.readyToSend.isEmpty)
+            #expect(try store.entity(bucket: "notes", key: "b")?.value == ["n": 5])
+        }
+    }
+
+    @Test func anEntityMissingFromTheIndexIsAskedForAtOurVersion() throws {
+        try withStore { store, _ in
+            try Self.synced(store, ["lost": (1, ["n": 1]), "removed": (4, ["n": 4])])
+            let outcome = try Self.reindex(store, [:])
+            #expect(Set(outcome.reloads) == [ReloadRequest(key: "lost", version: 1), ReloadRequest(key: "removed", version: 4)])
+            #expect(outcome.events.isEmpty, "nothing is removed before the server says so")
+            #expect(try store.readEntity(bucket: "notes", key: "lost") != nil)
+
+            // The server has version 4 of `removed`: it removed it since.
+            let removed = try store.applyEntity(bucket: "notes", key: "removed", version: 4, data: ["n": 4])
+            #expect(removed.events.map(\.kind) == [.removed])
+            #expect(try store.entity(bucket: "notes", key: "removed") == nil)
+
+            // It never had version 1 of `lost`: it is created again from our value.
+            let lost = try store.applyEntity(bucket: "notes", key: "lost", version: 1, data: nil)
+            #expect(lost.lostOnServer == ["lost"])
+            #expect(lost.events.isEmpty)
+            let create = try #require(lost.readyToSend.first)
+            #expect(create.sourceVersion == nil)
+            #expect(create.operation == .modify(diff: wireDiff([:], ["n": 1])))
+            let entity = try #require(try store.entity(bucket: "notes", key: "lost"))
+            #expect(entity.value == ["n": 1])
+            #expect(entity.reason?.contains("lost") == true)
+        }
+    }
+
+    @Test func aFirstSyncRemovesWhatTheIndexLacks() throws {
+        try withStore { store, _ in
+            // Entities from a first index that never finished: no cv yet, so no replica.
+            try store.beginIndex(bucket: "notes")
+            _ = try store.applyIndexPage(bucket: "notes", entries: [IndexEntry(key: "a", version: 1, data: ["n": 1])], current: "c1", isLast: false)
+            try store.beginIndex(bucket: "notes")
+            let outcome = try store.applyIndexPage(bucket: "notes", entries: [], current: "c2", isLast: true)
+            #expect(outcome.reloads.isEmpty)
+            #expect(outcome.events.map(\.kind) == [.removed])
+        }
+    }
+
+    @Test func aLocalEditOfAnEntityMissingFromTheIndexIsKeptAndCreated() throws {
+        try withStore { store, _ in
+            try Self.synced(store, ["a": (1, ["n": 1])])
+            _ = try store.saveLocal(bucket: "notes", key: "a", value: ["n": 2])
+            let outcome = try Self.reindex(store, [:])
+            #expect(outcome.reloads.isEmpty)
+            let create = try #require(outcome.readyToSend.first { $0.key == "a" })
+            #expect(create.sourceVersion == nil)
+            #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": 2])
+        }
+    }
+}
+
+extension ReplicaReindexTests {
+    @Test func aRemovalTheServerLostIsSentAgainAndNoFileComesBack() throws {
+        try withStore { store, _ in
+            try Self.synced(store, ["a": (3, ["n": 3]), "b": (1, ["n": 1])])
+            // Removed here and acknowledged: the store forgets the entity (version 4 on the server).
+            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
+            try store.markSent(ccids: [removal.ccid])
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 3, endVersion: 4, cv: "c9", clientID: "us", ccids: [removal.ccid])])
+            #expect(try store.entity(bucket: "notes", key: "a") == nil)
+
+            // A server restored from before the removal lists `a` at version 2 or 3: the removal is sent again.
+            let outcome = try Self.reindex(store, ["a": (3, ["n": 3]), "b": (1, ["n": 1])])
+            #expect(outcome.lostOnServer == ["a"])
+            #expect(outcome.events.isEmpty, "no file comes back")
+            let again = try #require(outcome.readyToSend.first)
+            #expect(again.key == "a")
+            #expect(again.operation == .remove)
+            #expect(again.sourceVersion == 3)
+            #expect(try store.readEntity(bucket: "notes", key: "a") == nil)
+            #expect(try store.entries(bucket: "notes").map(\.name) == [.entity(key: "b")])
+        }
+    }
+
+    @Test func anEntityCreatedAgainAfterItsRemovalIsTaken() throws {
+        try withStore { store, _ in
+            try Self.synced(store, ["a": (3, ["n": 3])])
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 3, endVersion: 4, cv: "c9", clientID: "x", ccids: ["x1"])])
+            let outcome = try Self.reindex(store, ["a": (5, ["n": "new"])])
+            #expect(outcome.lostOnServer.isEmpty)
+            #expect(outcome.readyToSend.isEmpty)
+            #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": "new"])
+        }
+    }
+}
