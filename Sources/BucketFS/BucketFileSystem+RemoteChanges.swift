@@ -62,8 +62,10 @@ extension BucketFileSystem {
                 // name would send the user's bytes nowhere. Until then it is a file made in
                 // memory (`unstoredEntities`): its save makes the entity under its own number.
                 state.unstoredEntities.insert(previous.ino)
+                logger.debug("removed elsewhere while written here: kept", metadata: ["bucket": "\(change.bucket)", "file": "\(fileName)"])
                 return result
             } else if let previous {
+                logger.debug("removed elsewhere", metadata: ["bucket": "\(change.bucket)", "file": "\(fileName)"])
                 state.closedFiles.remove(previous.ino)
                 state.table.unlink(parent: bucketNode.ino, name: fileName)
                 state.touchDirectory(bucketNode.ino)

@@ -46,6 +46,13 @@ enum SyncStep: Hashable, Sendable, CustomStringConvertible {
     /// SIGSTOP of the server; `continueServer` sends SIGCONT.
     case stopServer
     case continueServer
+    /// A copy of the server's data directory, taken while it is paused (a file backup); the
+    /// world keeps the last few.
+    case backupServer
+    /// kill -9 of the server, its data replaced by one of the backups (`backup`: which, counted
+    /// back from the newest), and the server started on it: every mount finds a server that
+    /// lost what came after the backup (issue 35).
+    case restoreServer(backup: Int)
     /// kill -9 of a mount, which is then mounted again on its store.
     case killMount(Int)
     /// Every mount waits until the server has its changes and they agree; then all is checked.
@@ -90,6 +97,8 @@ enum SyncStep: Hashable, Sendable, CustomStringConvertible {
         case .restartServer: return "restart-server"
         case .stopServer: return "stop-server"
         case .continueServer: return "continue-server"
+        case .backupServer: return "backup-server"
+        case .restoreServer: return "restore-server"
         case .killMount: return "kill-mount"
         case .quiesce: return "quiesce"
         }
@@ -109,6 +118,7 @@ enum SyncStep: Hashable, Sendable, CustomStringConvertible {
         case .makeBucket(let m, let b): return "m\(m) mkdir \(SyncModel.buckets[b])"
         case .pause(let ms): return "pause \(ms) ms"
         case .killMount(let m): return "kill -9 m\(m), mount again"
+        case .restoreServer(let backup): return "restore the server from backup -\(backup + 1)"
         default: return kind
         }
     }
@@ -146,8 +156,13 @@ enum SyncModel {
     /// (concurrent edits, removals and renames of one key); the ownership the checks use is
     /// worked out from the steps themselves (`SyncRounds`), so any subsequence of a sequence is
     /// a sequence too (shrinking).
-    static func generate(seed: UInt64, steps count: Int) -> [SyncStep] {
+    /// `restores`: backups of the server and restores from them are faults too (issue 35).
+    static func generate(seed: UInt64, steps count: Int, restores withRestores: Bool = false) -> [SyncStep] {
         var random = Xoshiro(seed: (seed, seed ^ 0x9E37_79B9_7F4A_7C15, ~seed, seed &* 0xBF58_476D_1CE4_E5B9))
+        // Backups and restores draw from a stream of their own: a seed's other steps stay what
+        // they were before restores were faults too.
+        var restores = Xoshiro(seed: (~seed, seed &+ 0x5851_F42D_4C95_7F2D, seed ^ 0x1405_7B7E_F767_814F, seed &* 3))
+        var backups = 0
         var steps: [SyncStep] = []
         var hasExtra = [Bool](repeating: false, count: mountCount)
         var serverDown = false
@@ -169,7 +184,20 @@ enum SyncModel {
                 hasExtra[lacking] = true
             }
             let length = Int.random(in: 10...40, using: &random)
-            for _ in 0..<length {
+            // Where in the round a backup is taken or the server restored from one, if at all.
+            let restoreRoll = Int.random(in: 0..<100, using: &restores)
+            let restoreAt = Int.random(in: 0..<length, using: &restores)
+            let whichBackup = Int.random(in: 0..<3, using: &restores)
+            for position in 0..<length {
+                if withRestores, position == restoreAt, !serverDown {
+                    if backups == 0 || restoreRoll < 25 {
+                        steps.append(.backupServer)
+                        backups += 1
+                    } else if restoreRoll < 45 {
+                        steps.append(.restoreServer(backup: min(whichBackup, backups - 1)))
+                        serverStopped = false
+                    }
+                }
                 let roll = Int.random(in: 0..<100, using: &random)
                 if roll < 5 {
                     switch Int.random(in: 0..<4, using: &random) {

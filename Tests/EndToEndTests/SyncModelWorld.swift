@@ -36,6 +36,9 @@ final class SyncWorld {
         [
             "--server", server.url, "--app-id", ServerProcess.appID, "--token", server.token,
             "--store", store ?? sandbox.root + "/m\(index).sqlite",
+            // Debug lines (a removal from elsewhere taking or keeping a file, an edit the store
+            // refused): a handful per step, for whoever reads a failure's logs.
+            "--verbose",
         ] + buckets.sorted().flatMap { ["--bucket", SyncModel.buckets[$0]] }
     }
 
@@ -78,6 +81,41 @@ final class SyncWorld {
             }
             Thread.sleep(forTimeInterval: 0.5)
         }
+    }
+
+    /// Copies of the server's data directory, newest last (`backupServer`).
+    private var backups: [String] = []
+
+    /// A file backup: the data directory copied while the server is paused (SIGSTOP), so the
+    /// copy is one moment of it (SQLite recovers its WAL when the copy is served).
+    func backupServer() throws {
+        guard !serverDown else { return }
+        let wasStopped = serverStopped
+        if !wasStopped { server.process.signal(SIGSTOP) }
+        defer { if !wasStopped { server.process.signal(SIGCONT) } }
+        let copy = sandbox.root + "/server-backup-\(backups.count)"
+        let copied = try Command.run("/bin/cp", ["-a", server.dataDirectory, copy], timeout: 120)
+        guard copied.status == 0 else { throw SandboxError("backing up the server: \(copied.stderr)") }
+        backups.append(copy)
+        if backups.count > 3 {
+            _ = try? Command.run("/bin/rm", ["-rf", backups.removeFirst()], timeout: 120)
+        }
+    }
+
+    /// kill -9 of the server, its data directory replaced by a backup (`back` counted from the
+    /// newest), and the server started on it on the same port. Nothing without a backup.
+    func restoreServer(back: Int) throws {
+        guard !backups.isEmpty else { return }
+        let backup = backups[backups.count - 1 - min(back, backups.count - 1)]
+        continueServer()
+        killServer()
+        for command in [["-rf", server.dataDirectory]] {
+            let removed = try Command.run("/bin/rm", command, timeout: 120)
+            guard removed.status == 0 else { throw SandboxError("restoring the server: \(removed.stderr)") }
+        }
+        let copied = try Command.run("/bin/cp", ["-a", backup, server.dataDirectory], timeout: 120)
+        guard copied.status == 0 else { throw SandboxError("restoring the server: \(copied.stderr)") }
+        try restartServer()
     }
 
     func stopServer() {
@@ -129,11 +167,28 @@ final class SyncWorld {
         }
     }
 
-    /// The mount's log, last lines: for failure messages.
+    /// The processes' logs, last lines, every launch of each (a mount killed and mounted again
+    /// logs to a file per launch): for failure messages.
     func logTails() -> String {
         var text = "server log:\n" + server.process.logTail
-        for (index, mount) in mounts.enumerated() { text += "\nm\(index) log:\n" + mount.process.logTail }
+        let files = ((try? FileManager.default.contentsOfDirectory(atPath: sandbox.root)) ?? []).filter { $0.hasSuffix(".log") }
+        for index in mounts.indices {
+            let launches = files.filter { $0 == "m\(index).log" || $0.hasPrefix("m\(index)-") }.sorted {
+                Self.launchNumber($0) < Self.launchNumber($1)
+            }
+            for name in launches {
+                let log = (try? String(contentsOfFile: sandbox.root + "/" + name, encoding: .utf8)) ?? ""
+                text += "\n\(name):\n" + log.split(separator: "\n").suffix(15).joined(separator: "\n")
+            }
+        }
         return text
+    }
+
+    /// m1.log 1, m1-again.log 2, m1-3.log 3, ...
+    private static func launchNumber(_ name: String) -> Int {
+        if !name.contains("-") { return 1 }
+        if name.contains("-again") { return 2 }
+        return Int(name.split(separator: "-").last?.split(separator: ".").first ?? "") ?? 99
     }
 }
 

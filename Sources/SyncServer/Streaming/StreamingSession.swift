@@ -334,10 +334,17 @@ final class StreamingSession {
                 hub.publish(bucketID: bucketID, change: stored)
             case .success(.refused(let code)):
                 outbox.enqueue(Self.rejectionFrame(change, clientID: clientID, code: code.rawValue, channel: channel))
+            case .failure(let error) where Self.isUnavailable(error):
+                // No answer for the change, only the connection closed (1011): every client sends
+                // a change it has no answer for again after reconnecting, but some take an error
+                // code as final (node-simperium emits 500 as an error and drops the change, so its
+                // later changes to the entity are answered 405). The commit may have gone in; the
+                // resend is then answered as a duplicate (409), which every client takes as done.
+                logger.warning("change not committed: database unavailable", metadata: ["key": "\(change.id)", "error": "\(error)"])
+                onUnavailable()
             case .failure(let error):
                 logger.error("change failed", metadata: ["key": "\(change.id)", "error": "\(error)"])
                 outbox.enqueue(Self.rejectionFrame(change, clientID: clientID, code: ChangeErrorCode.internalError.rawValue, channel: channel))
-                if Self.isUnavailable(error) { onUnavailable() }
             }
             inFlight.release()
         }
