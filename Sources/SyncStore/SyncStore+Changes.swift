@@ -118,7 +118,6 @@ extension SyncStore {
                 return .reauthorize
             case 404:
                 // The server lost the entity: re-create it from the whole local value.
-                let local = try entity.local() ?? [:]
                 if change.op == "-" {
                     // The removal is done (the server had it removed already).
                     try change.delete(db)
@@ -132,6 +131,13 @@ extension SyncStore {
                     entity.reason = nil
                     guard let created = try Self.reconcileQueue(&entity, bucket: bucket, db) else { return .none }
                     return .resend(created)
+                }
+                guard let local = try entity.local() else {
+                    // No value to make it from (the file holds bytes that are not JSON, over a
+                    // value that was removed): nothing is sent, never `{}` for "no value"; the
+                    // next valid save creates it.
+                    try change.delete(db)
+                    return .none
                 }
                 entity.setGhost([:], version: nil)
                 change.sv = nil
@@ -170,7 +176,12 @@ extension SyncStore {
                         reason: "server could not apply the change, even with the whole object (440); kept locally", db)
                     return .none
                 }
-                change.fullData = StoredJSON.text(try entity.local() ?? [:])
+                guard let local = try entity.local() else {
+                    // No value to send whole: the change waits for the next valid save.
+                    try change.delete(db)
+                    return .none
+                }
+                change.fullData = StoredJSON.text(local)
                 change.state = "queued"
                 try change.update(db)
                 entity.reason = "server could not apply the diff (440); resending with the whole object"
@@ -226,9 +237,11 @@ extension SyncStore {
             guard var change = try ChangeRow.filter(Column("ccid") == ccid).fetchOne(db),
                 let entity = try EntityRow.fetchOne(db, key: change.entityID),
                 let bucket = try BucketRow.fetchOne(db, key: entity.bucketID),
-                change.op == "M"
+                change.op == "M",
+                // No value (bytes that are not JSON over a removed one): nothing to send whole.
+                let local = try entity.local()
             else { return nil }
-            change.fullData = StoredJSON.text(try entity.local() ?? [:])
+            change.fullData = StoredJSON.text(local)
             change.state = "queued"
             try change.update(db)
             return try change.outgoing(bucket: bucket.name, key: entity.key)

@@ -77,6 +77,23 @@ struct ChangeErrorTests {
         }
     }
 
+    /// A change whose entity has no value any more (its file holds bytes that are not JSON, over
+    /// a value that was removed): 404, 440 and the 405 fallback send nothing, never `{}` for
+    /// "no value", which would blank the note on every device.
+    @Test(arguments: [404, 440, 405]) func noValueIsNeverSentAsAnEmptyObject(code: Int) throws {
+        try withStore { store, _ in
+            let change = try sentEdit(store)
+            try store.write { db in try db.execute(sql: "UPDATE entity SET local_value = NULL WHERE key = 'k'") }
+            if code == 405 {
+                #expect(try store.sendWholeObject(ccid: change.ccid) == nil)
+            } else {
+                #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: code) == ChangeErrorFollowUp.none)
+                #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+            }
+            #expect(try store.entity(bucket: "notes", key: "k") != nil, "the file stays")
+        }
+    }
+
     @Test func invalidDiffResendsWithWholeObject() throws {
         try withStore { store, _ in
             let change = try sentEdit(store)
