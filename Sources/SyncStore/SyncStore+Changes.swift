@@ -147,6 +147,12 @@ extension SyncStore {
                 try change.update(db)
                 entity.reason = "server did not have the entity (404); re-creating it"
                 return .resend(try change.outgoing(bucket: bucket, key: entity.key))
+            case 405 where try change.op == "M" && entity.local() == nil:
+                // No value to rebase and send again (the file holds bytes that are not JSON over
+                // a value that was removed): the change goes; sent again it would only be
+                // refused again, for ever. The catch-up brings what the server has.
+                try change.delete(db)
+                return .catchUp
             case 405:
                 change.state = "queued"
                 try change.update(db)
@@ -237,10 +243,14 @@ extension SyncStore {
             guard var change = try ChangeRow.filter(Column("ccid") == ccid).fetchOne(db),
                 let entity = try EntityRow.fetchOne(db, key: change.entityID),
                 let bucket = try BucketRow.fetchOne(db, key: entity.bucketID),
-                change.op == "M",
-                // No value (bytes that are not JSON over a removed one): nothing to send whole.
-                let local = try entity.local()
+                change.op == "M"
             else { return nil }
+            guard let local = try entity.local() else {
+                // No value (bytes that are not JSON over a removed one): nothing to send whole,
+                // and nothing to send again either.
+                try change.delete(db)
+                return nil
+            }
             change.fullData = StoredJSON.text(local)
             change.state = "queued"
             try change.update(db)
