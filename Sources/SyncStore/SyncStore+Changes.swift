@@ -105,6 +105,17 @@ extension SyncStore {
                 var entity = try EntityRow.fetchOne(db, key: change.entityID)
             else { return .none }
             defer { _ = try? entity.update(db) }
+            if change.op == "M", entity.deletedPending, [404, 405, 440].contains(code) {
+                // Removed here while this edit was on its way: the removal is what is owed now
+                // (the entity is gone from the server already on 404), never the edit again.
+                try change.delete(db)
+                if code == 404 {
+                    try entity.delete(db)
+                    return .none
+                }
+                guard let removal = try Self.reconcileQueue(&entity, bucket: bucket, db) else { return .none }
+                return .resend(removal)
+            }
             switch code {
             case 400, 413:
                 try Self.refuse(&change, &entity, code: code, reason: code == 413
@@ -245,6 +256,14 @@ extension SyncStore {
                 let bucket = try BucketRow.fetchOne(db, key: entity.bucketID),
                 change.op == "M"
             else { return nil }
+            if entity.deletedPending {
+                // Removed here since: the removal goes instead of the edit, whole or not.
+                var removed = entity
+                try change.delete(db)
+                let removal = try Self.reconcileQueue(&removed, bucket: bucket.name, db)
+                try removed.update(db)
+                return removal
+            }
             guard let local = try entity.local() else {
                 // No value (bytes that are not JSON over a removed one): nothing to send whole,
                 // and nothing to send again either.

@@ -80,6 +80,27 @@ struct ChangeErrorTests {
     /// A change whose entity has no value any more (its file holds bytes that are not JSON, over
     /// a value that was removed): 404, 440 and the 405 fallback send nothing, never `{}` for
     /// "no value", which would blank the note on every device.
+    /// An edit refused while the file was removed here since: the removal goes instead (found by
+    /// the randomized two-node test once `{}` was no longer sent for the removed file's value).
+    @Test(arguments: [405, 440, 0]) func anEditRefusedAfterTheFileWasRemovedSendsTheRemoval(code: Int) throws {
+        try withStore { store, _ in
+            let change = try sentEdit(store)
+            // The edit is in flight: the removal waits for its answer.
+            _ = try store.deleteLocal(bucket: "notes", key: "k")
+            let followUp: OutgoingChange?
+            if code == 0 {
+                followUp = try store.sendWholeObject(ccid: change.ccid)
+            } else if case .resend(let removal) = try store.reject(bucket: "notes", ccid: change.ccid, code: code) {
+                followUp = removal
+            } else {
+                followUp = nil
+            }
+            #expect(followUp?.operation == .remove)
+            #expect(followUp?.sourceVersion == 1)
+            #expect(try store.outgoingChanges(bucket: "notes").map(\.operation) == [.remove])
+        }
+    }
+
     /// Nor is such a change sent again after 405 (found by the model test: refused 405 8,000
     /// times a minute once `{}` was no longer sent in its place).
     @Test(arguments: [404, 440, 405, 0]) func noValueIsNeverSentAsAnEmptyObject(code: Int) throws {
