@@ -105,16 +105,19 @@ extension SyncStore {
                 var entity = try EntityRow.fetchOne(db, key: change.entityID)
             else { return .none }
             defer { _ = try? entity.update(db) }
-            if change.op == "M", entity.deletedPending, [404, 405, 440].contains(code) {
-                // Removed here while this edit was on its way: the removal is what is owed now
-                // (the entity is gone from the server already on 404), never the edit again.
-                try change.delete(db)
-                if code == 404 {
+            if change.op == "M", [404, 405, 440].contains(code), try entity.deletedPending || entity.local() == nil {
+                // Never this edit again, nor `{}` for "no value" (which blanks the note on every
+                // device): the removal made here since goes instead (the entity is gone from the
+                // server already on 404), or, when the file holds bytes that are not JSON over a
+                // value that was removed, nothing until its next valid save. A 405 still catches
+                // up, to bring what the server has.
+                if code == 404 && entity.deletedPending {
+                    try change.delete(db)
                     try entity.delete(db)
                     return .none
                 }
-                guard let removal = try Self.reconcileQueue(&entity, bucket: bucket, db) else { return .none }
-                return .resend(removal)
+                if let removal = try Self.giveWayToRemoval(change, &entity, bucket: bucket, db) { return .resend(removal) }
+                return code == 405 && !entity.deletedPending ? .catchUp : .none
             }
             switch code {
             case 400, 413:
@@ -143,13 +146,7 @@ extension SyncStore {
                     guard let created = try Self.reconcileQueue(&entity, bucket: bucket, db) else { return .none }
                     return .resend(created)
                 }
-                guard let local = try entity.local() else {
-                    // No value to make it from (the file holds bytes that are not JSON, over a
-                    // value that was removed): nothing is sent, never `{}` for "no value"; the
-                    // next valid save creates it.
-                    try change.delete(db)
-                    return .none
-                }
+                guard let local = try entity.local() else { return .none }  // handled above
                 entity.setGhost([:], version: nil)
                 change.sv = nil
                 change.diff = StoredJSON.text(try Merge.diff(from: [:], to: local))
@@ -158,12 +155,6 @@ extension SyncStore {
                 try change.update(db)
                 entity.reason = "server did not have the entity (404); re-creating it"
                 return .resend(try change.outgoing(bucket: bucket, key: entity.key))
-            case 405 where try change.op == "M" && entity.local() == nil:
-                // No value to rebase and send again (the file holds bytes that are not JSON over
-                // a value that was removed): the change goes; sent again it would only be
-                // refused again, for ever. The catch-up brings what the server has.
-                try change.delete(db)
-                return .catchUp
             case 405:
                 change.state = "queued"
                 try change.update(db)
@@ -193,11 +184,7 @@ extension SyncStore {
                         reason: "server could not apply the change, even with the whole object (440); kept locally", db)
                     return .none
                 }
-                guard let local = try entity.local() else {
-                    // No value to send whole: the change waits for the next valid save.
-                    try change.delete(db)
-                    return .none
-                }
+                guard let local = try entity.local() else { return .none }  // handled above
                 change.fullData = StoredJSON.text(local)
                 change.state = "queued"
                 try change.update(db)
@@ -210,6 +197,13 @@ extension SyncStore {
                 return .resend(try change.outgoing(bucket: bucket, key: entity.key))
             }
         }
+    }
+
+    /// Drops an edit whose entity has no value to send: the removal made here since, if any, is
+    /// what is owed now (returned, queued); else nothing is, until the file's next valid save.
+    static func giveWayToRemoval(_ change: ChangeRow, _ entity: inout EntityRow, bucket: String, _ db: Database) throws -> OutgoingChange? {
+        try change.delete(db)
+        return entity.deletedPending ? try reconcileQueue(&entity, bucket: bucket, db) : nil
     }
 
     /// Stops sending a change, keeping the local value: `rejected:<code>` with `reason`, which
@@ -256,19 +250,12 @@ extension SyncStore {
                 let bucket = try BucketRow.fetchOne(db, key: entity.bucketID),
                 change.op == "M"
             else { return nil }
-            if entity.deletedPending {
-                // Removed here since: the removal goes instead of the edit, whole or not.
-                var removed = entity
-                try change.delete(db)
-                let removal = try Self.reconcileQueue(&removed, bucket: bucket.name, db)
-                try removed.update(db)
+            guard let local = try entity.local(), !entity.deletedPending else {
+                // No value to send whole (as in `reject`): the removal goes, or nothing.
+                var entity = entity
+                let removal = try Self.giveWayToRemoval(change, &entity, bucket: bucket.name, db)
+                try entity.update(db)
                 return removal
-            }
-            guard let local = try entity.local() else {
-                // No value (bytes that are not JSON over a removed one): nothing to send whole,
-                // and nothing to send again either.
-                try change.delete(db)
-                return nil
             }
             change.fullData = StoredJSON.text(local)
             change.state = "queued"
