@@ -168,12 +168,17 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// Permission bits and access time of the file (`Schema` v3); nil: the defaults.
     var mode: Int64?
     var atime: Int64?
+    /// The ghost's version is the server's result of a change of ours (`Schema` v9): after a
+    /// restore from a backup, the mount that made the value the server lost is the one that sends
+    /// it again (`SyncStore.applyIndexPage`); other replicas follow the server meanwhile, so a
+    /// removal or an edit made since is not undone by every copy of the old value.
+    var authored: Bool
 
     init(
         id: Int64, bucketID: Int64, key: String, ghostVersion: Int?, ghostData: String, localValue: String?,
         content: Data?, mtime: Int64, ctime: Int64, state: String, reason: String?, deletedPending: Bool,
         reloadVersion: Int?, needsReload: Bool, seenGeneration: Int64, nodeID: Int64? = nil, mode: Int64? = nil,
-        atime: Int64? = nil
+        atime: Int64? = nil, authored: Bool = false
     ) {
         self.id = id
         self.bucketID = bucketID
@@ -193,6 +198,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         self.nodeID = nodeID ?? id
         self.mode = mode
         self.atime = atime
+        self.authored = authored
     }
 
     init(row: Row) {
@@ -214,6 +220,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         nodeID = row[15] ?? id
         mode = row[16]
         atime = row[17]
+        authored = row[18]
     }
 
     init(_ columns: ColumnReader) throws {
@@ -235,18 +242,19 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         nodeID = columns.optional(15) ?? id
         mode = columns.optional(16)
         atime = columns.optional(17)
+        authored = try columns.value(18)
     }
 
     func insert(_ db: Database) throws {
         let statement = try db.cachedStatement(
             sql: """
                 INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime,
-                state, reason, deleted_pending, reload_version, needs_reload, seen_generation, node_id, mode, atime)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                state, reason, deleted_pending, reload_version, needs_reload, seen_generation, node_id, mode, atime, authored)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         try statement.execute(arguments: [
             id, bucketID, key, ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
-            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime,
+            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored,
         ])
     }
 
@@ -267,11 +275,11 @@ struct EntityRow: FetchableRecord, PersistableRecord {
             sql: """
                 UPDATE entity SET ghost_version = ?, ghost_data = ?, local_value = ?,
                 content = ?, mtime = ?, ctime = ?, state = ?, reason = ?, deleted_pending = ?, reload_version = ?,
-                needs_reload = ?, seen_generation = ?, node_id = ?, mode = ?, atime = ? WHERE id = ?
+                needs_reload = ?, seen_generation = ?, node_id = ?, mode = ?, atime = ?, authored = ? WHERE id = ?
                 """)
         try statement.execute(arguments: [
             ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
-            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, id,
+            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, id,
         ])
         try requireUpdated(db)
     }
@@ -280,8 +288,8 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// value and bytes stay as they are, unbound and uncopied, and no index is touched.
     func updateSyncState(_ db: Database) throws {
         let statement = try db.cachedStatement(
-            sql: "UPDATE entity SET ghost_version = ?, ghost_data = ?, state = ?, reason = ? WHERE id = ?")
-        try statement.execute(arguments: [ghostVersion, ghostData, state, reason, id])
+            sql: "UPDATE entity SET ghost_version = ?, ghost_data = ?, state = ?, reason = ?, authored = ? WHERE id = ?")
+        try statement.execute(arguments: [ghostVersion, ghostData, state, reason, authored, id])
         try requireUpdated(db)
     }
 
@@ -318,6 +326,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         container["node_id"] = nodeID
         container["mode"] = mode
         container["atime"] = atime
+        container["authored"] = authored
     }
 
     /// A fresh row for a key this store has not seen; `id`: one reserved for it already (else a

@@ -165,6 +165,16 @@ enum Schema {
             }
             try db.execute(sql: "INSERT INTO save_journal(applied_through) VALUES (0)")
         }
+        migrator.registerMigration("v9 authorship") { db in
+            // Issue 35: who sends again what a server restored from a backup lost. `authored`:
+            // the entity's acknowledged version is the result of a change of ours;
+            // `removed_here`: the removal this store remembers was ours. Rows from before
+            // count as ours (every replica sent everything again then).
+            try db.execute(sql: "ALTER TABLE entity ADD COLUMN authored INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "UPDATE entity SET authored = 1 WHERE ghost_version IS NOT NULL")
+            try db.execute(sql: "ALTER TABLE removed_entity ADD COLUMN removed_here INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "UPDATE removed_entity SET removed_here = 1")
+        }
         return migrator
     }
 

@@ -121,7 +121,7 @@ extension SyncStore {
             }
             let current = known[entry.key]
             if replica, let data = entry.data, let ours = current?.version, ours >= entry.version,
-                try resendIfServerLost(key: entry.key, version: entry.version, data: data, bucket: bucket, outcome: &outcome, db)
+                try resendIfServerLost(key: entry.key, version: entry.version, data: data, bucket: bucket, now: now, outcome: &outcome, db)
             {
                 try markSeen.execute(arguments: [bucket.indexGeneration, bucket.id, entry.key])
                 continue
@@ -144,13 +144,26 @@ extension SyncStore {
     /// change over the server's version (the ghost becomes the server's data); a change of ours
     /// in flight was made over a version the server does not have, so it is replaced. The file
     /// stays as it is. True when that was the case.
+    ///
+    /// Only the mount whose change made the value the server lost (`EntityRow.authored`), or
+    /// one with an edit of its own, sends it again: another replica takes the server's version
+    /// meanwhile (and the author's value when it arrives). Were every copy sent again, a copy
+    /// from a mount that was away would undo what others did since the restore (a removal, an
+    /// edit made over the restored value): their changes have versions the old history used too.
     static func resendIfServerLost(
-        key: String, version: Int, data: JSONObject, bucket: BucketRow, outcome: inout RemoteOutcome, _ db: Database
+        key: String, version: Int, data: JSONObject, bucket: BucketRow, now: Int64, outcome: inout RemoteOutcome,
+        _ db: Database
     ) throws -> Bool {
         guard var row = try EntityRow.find(bucketID: bucket.id, key: key, db), let ours = row.ghostVersion, ours >= version
         else { return false }
-        if ours == version, try row.ghost() == data { return false }
-        if let open = try ChangeRow.open(entityID: row.id, db) { try open.delete(db) }
+        let ghost = try row.ghost()
+        if ours == version, ghost == data { return false }
+        let open = try ChangeRow.open(entityID: row.id, db)
+        guard try row.authored || row.deletedPending || row.hasLocalEdit(open: open) else {
+            try adopt(data, version: version, oldGhost: ghost, remoteDiff: nil, row: &row, bucket: bucket, now: now, outcome: &outcome, db)
+            return true
+        }
+        if let open { try open.delete(db) }
         row.setGhost(data, version: version)
         row.needsReload = false
         row.reloadVersion = nil
@@ -169,8 +182,10 @@ extension SyncStore {
     /// after the version the server lists (`removed_entity` keeps the last version it had): a
     /// server that lists them lost their removal. (Versions go on after a removal, so an
     /// entity created again since has a newer version and is taken as any other.)
+    /// Only removals made here: one seen from elsewhere is its author's to send again.
     private static func removedSince(_ entries: [IndexEntry], bucket: BucketRow, _ db: Database) throws -> Set<String> {
-        let lookup = try db.cachedStatement(sql: "SELECT last_version FROM removed_entity WHERE bucket = ? AND key = ?")
+        let lookup = try db.cachedStatement(
+            sql: "SELECT last_version FROM removed_entity WHERE bucket = ? AND key = ? AND removed_here = 1")
         var removed = Set<String>()
         for entry in entries {
             if let last = try Int.fetchOne(lookup, arguments: [bucket.name, entry.key]), entry.version <= last {

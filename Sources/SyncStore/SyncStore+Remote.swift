@@ -114,6 +114,9 @@ extension SyncStore {
         if change.operation == .remove {
             if row.deletedPending || row.content == nil {
                 try row.delete(db)
+                // Ours: a restore that lost it has this store send it again (`applyIndexPage`).
+                try db.cachedStatement(sql: "UPDATE removed_entity SET removed_here = 1 WHERE bucket = ? AND key = ?")
+                    .execute(arguments: [bucket.name, row.key])
                 return
             }
             // Re-created locally after the removal was sent (its bytes JSON or not): a new
@@ -121,6 +124,7 @@ extension SyncStore {
             row.setGhost([:], version: nil)
         } else if case .modify(let diff) = change.operation {
             let endVersion = change.endVersion ?? (change.sourceVersion ?? 0) + 1
+            row.authored = true
             if let ghost = sent?.acknowledgedGhost(of: open, echo: diff, sourceVersion: change.sourceVersion, entity: row) {
                 row.ghostData = ghost
                 row.ghostVersion = endVersion
@@ -164,6 +168,7 @@ extension SyncStore {
         row.needsReload = false
         row.reloadVersion = nil
         row.setGhost(newGhost, version: version)
+        row.authored = false
         if row.deletedPending {
             // The local delete still wins; its change now refers to the new version.
             if let next = try reconcileQueue(&row, bucket: bucket.name, db) { outcome.ready(next) }
@@ -222,8 +227,9 @@ extension SyncStore {
             // server's index; does the server have the version we had acknowledged?
             row.needsReload = false
             row.reloadVersion = nil
-            if data != nil {
-                // It had it, so it removed the entity since: a removal like any other.
+            if data != nil || !row.authored {
+                // It had it, so it removed the entity since: a removal like any other. Or it
+                // lost a value another mount made: that mount sends it again (`resendIfServerLost`).
                 try removeFromServerSide(row, bucket: bucket, now: now, outcome: &outcome, db)
                 return
             }

@@ -16,6 +16,24 @@ struct ReplicaReindexTests {
             current: "c1", isLast: true)
     }
 
+    /// As `synced`, then each note's value made ours: saved here at version - 1 and acknowledged
+    /// at its version, as after this mount's own change (`EntityRow.authored`).
+    static func ours(_ store: SyncStore, _ notes: [String: (version: Int, data: JSONObject)]) throws {
+        try synced(store, notes.mapValues { (version: $0.version - 1, data: ["before": true]) })
+        for (key, note) in notes {
+            let change = try #require(try store.saveLocal(bucket: "notes", key: key, value: note.data, markingSent: true).readyToSend)
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [
+                    RemoteChange(
+                        key: key, operation: .modify(diff: wireDiff(["before": true], note.data)), sourceVersion: note.version - 1,
+                        endVersion: note.version, cv: "c1", clientID: "us", ccids: [change.ccid])
+                ])
+            let entity = try #require(try store.entity(bucket: "notes", key: key))
+            #expect(entity.version == note.version && entity.value == note.data && entity.state == .synced)
+        }
+    }
+
     /// `cv:?`, then the server's whole index in one page.
     static func reindex(_ store: SyncStore, _ index: [String: (version: Int, data: JSONObject)]) throws -> RemoteOutcome {
         try store.beginIndex(bucket: "notes")
@@ -26,7 +44,7 @@ struct ReplicaReindexTests {
 
     @Test func anEntityTheServerHoldsAtAnOlderVersionIsSentAgainOverIt() throws {
         try withStore { store, _ in
-            try Self.synced(store, ["a": (2, ["n": 2, "t": "two"])])
+            try Self.ours(store, ["a": (2, ["n": 2, "t": "two"])])
             let bytesBefore = try store.readEntity(bucket: "notes", key: "a")
             let outcome = try Self.reindex(store, ["a": (1, ["n": 1, "t": "one"])])
             #expect(outcome.lostOnServer == ["a"])
@@ -45,7 +63,7 @@ struct ReplicaReindexTests {
 
     @Test func theSameVersionWithOtherDataIsAForkAndOursIsSentOverIt() throws {
         try withStore { store, _ in
-            try Self.synced(store, ["a": (2, ["n": 2])])
+            try Self.ours(store, ["a": (2, ["n": 2])])
             let outcome = try Self.reindex(store, ["a": (2, ["n": 3, "by": "other"])])
             #expect(outcome.lostOnServer == ["a"])
             let change = try #require(outcome.readyToSend.first)
@@ -66,9 +84,9 @@ struct ReplicaReindexTests {
 
     @Test func anEntityMissingFromTheIndexIsAskedForAtOurVersion() throws {
         try withStore { store, _ in
-            try Self.synced(store, ["lost": (1, ["n": 1]), "removed": (4, ["n": 4])])
+            try Self.ours(store, ["lost": (2, ["n": 1]), "removed": (4, ["n": 4])])
             let outcome = try Self.reindex(store, [:])
-            #expect(Set(outcome.reloads) == [ReloadRequest(key: "lost", version: 1), ReloadRequest(key: "removed", version: 4)])
+            #expect(Set(outcome.reloads) == [ReloadRequest(key: "lost", version: 2), ReloadRequest(key: "removed", version: 4)])
             #expect(outcome.events.isEmpty, "nothing is removed before the server says so")
             #expect(try store.readEntity(bucket: "notes", key: "lost") != nil)
 
@@ -77,8 +95,8 @@ struct ReplicaReindexTests {
             #expect(removed.events.map(\.kind) == [.removed])
             #expect(try store.entity(bucket: "notes", key: "removed") == nil)
 
-            // It never had version 1 of `lost`: it is created again from our value.
-            let lost = try store.applyEntity(bucket: "notes", key: "lost", version: 1, data: nil)
+            // It never had version 2 of `lost`: it is created again from our value.
+            let lost = try store.applyEntity(bucket: "notes", key: "lost", version: 2, data: nil)
             #expect(lost.lostOnServer == ["lost"])
             #expect(lost.events.isEmpty)
             let create = try #require(lost.readyToSend.first)
@@ -118,7 +136,7 @@ struct ReplicaReindexTests {
 extension ReplicaReindexTests {
     @Test func aRemovalTheServerLostIsSentAgainAndNoFileComesBack() throws {
         try withStore { store, _ in
-            try Self.synced(store, ["a": (3, ["n": 3]), "b": (1, ["n": 1])])
+            try Self.ours(store, ["a": (3, ["n": 3]), "b": (1, ["n": 1])])
             // Removed here and acknowledged: the store forgets the entity (version 4 on the server).
             let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
             try store.markSent(ccids: [removal.ccid])
@@ -150,6 +168,57 @@ extension ReplicaReindexTests {
             #expect(outcome.lostOnServer.isEmpty)
             #expect(outcome.readyToSend.isEmpty)
             #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": "new"])
+        }
+    }
+
+    /// What another mount made and the server lost is that mount's to send again: a replica
+    /// that only saw it follows the server meanwhile (a removal or an edit made since the restore
+    /// must not be undone by every old copy; issue 35's model runs, seed 3).
+    @Test func whatAnotherMountMadeIsNotSentAgainHere() throws {
+        try withStore { store, _ in
+            try Self.synced(store, ["older": (4, ["n": 4]), "gone": (2, ["n": 2]), "removedThere": (3, ["n": 3])])
+            let outcome = try Self.reindex(store, ["older": (2, ["n": 2])])
+            #expect(outcome.lostOnServer.isEmpty)
+            #expect(outcome.readyToSend.isEmpty)
+            let older = try #require(try store.entity(bucket: "notes", key: "older"))
+            #expect(older.value == ["n": 2] && older.version == 2 && older.state == .synced, "the server's version shows")
+            let file = try #require(try store.readEntity(bucket: "notes", key: "older"))
+            #expect(object(String(decoding: file, as: UTF8.self)) == ["n": 2])
+
+            // Absent from the index: asked for at our version, as for our own, and then removed
+            // here whether the server removed it or lost it.
+            #expect(Set(outcome.reloads) == [ReloadRequest(key: "gone", version: 2), ReloadRequest(key: "removedThere", version: 3)])
+            let gone = try store.applyEntity(bucket: "notes", key: "gone", version: 2, data: nil)
+            #expect(gone.readyToSend.isEmpty && gone.lostOnServer.isEmpty)
+            #expect(gone.events.map(\.kind) == [.removed])
+            let removed = try store.applyEntity(bucket: "notes", key: "removedThere", version: 3, data: ["n": 3])
+            #expect(removed.events.map(\.kind) == [.removed])
+            #expect(try store.entries(bucket: "notes").map(\.name) == [.entity(key: "older")])
+        }
+    }
+
+    /// A removal seen from elsewhere is not sent again: the entity the index lists is taken.
+    @Test func aRemovalMadeElsewhereIsNotSentAgain() throws {
+        try withStore { store, _ in
+            try Self.synced(store, ["a": (3, ["n": 3])])
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 3, endVersion: 4, cv: "c9", clientID: "x", ccids: ["x1"])])
+            let outcome = try Self.reindex(store, ["a": (3, ["n": 3])])
+            #expect(outcome.lostOnServer.isEmpty && outcome.readyToSend.isEmpty)
+            #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": 3])
+        }
+    }
+
+    /// A replica with an edit of its own sends it, over the server's version.
+    @Test func anEditHereIsSentOverTheServersOlderVersion() throws {
+        try withStore { store, _ in
+            try Self.synced(store, ["a": (4, ["n": 4, "t": "x"])])
+            _ = try store.saveLocal(bucket: "notes", key: "a", value: ["n": 4, "t": "y"])
+            let outcome = try Self.reindex(store, ["a": (2, ["n": 2, "t": "x"])])
+            let change = try #require(outcome.readyToSend.first)
+            #expect(change.sourceVersion == 2)
+            #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": 4, "t": "y"])
         }
     }
 }
