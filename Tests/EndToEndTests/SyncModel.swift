@@ -291,7 +291,7 @@ struct BucketView: Equatable {
 }
 
 /// What a mount's operation did to a contested file in this round, for the outcome check.
-enum ContestedEffect: Equatable {
+enum ContestedEffect: Hashable {
     /// Wrote a value (`n`; nil when it came from a file the model did not know).
     case wrote(Int?)
     case removed

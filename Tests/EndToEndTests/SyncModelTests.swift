@@ -197,6 +197,13 @@ struct SyncModelRun {
     /// Per mount, the files whose last write there was bytes that are not JSON (kept locally,
     /// not sent): the quiesce fixes them. Any other file that is not JSON is a difference.
     private var invalidHere: [Int: Set<ModelFile>] = [:]
+    /// After a restore in this round: per entity file, the outcomes it could have had before
+    /// the restore. The mount that made a value the server lost sends it again; the others show
+    /// the server's older one meanwhile, and that resend may come after another mount's change
+    /// since (a change in flight again, contested as any other). So, until the quiesce, every
+    /// entity file is unknown to every mount, and at the quiesce each must hold one of these
+    /// or what a mount did to it in the round.
+    private var restoredOutcomes: [ModelFile: Set<ContestedEffect>]?
 
     init(steps: [SyncStep], numbers: [Int]? = nil) {
         self.steps = steps
@@ -232,6 +239,7 @@ struct SyncModelRun {
         }
         effects = [:]
         numbersAtRoundStart = [:]
+        restoredOutcomes = nil
         for (file, mounts) in touched where mounts.count > 1 {
             numbersAtRoundStart[file] = agreed[file.bucket][file.name].flatMap(SyncModel.number)
         }
@@ -268,6 +276,8 @@ struct SyncModelRun {
         case .restoreServer(let back):
             try world.restoreServer(back: back)
             counts[step.kind, default: 0] += 1
+            restored()
+            return nil
         case .killMount(let mount):
             try world.killMount(mount)
             counts[step.kind, default: 0] += 1
@@ -314,7 +324,39 @@ struct SyncModelRun {
     }
 
     private mutating func record(_ file: ModelFile, _ mount: Int, _ effect: ContestedEffect, at index: Int) {
-        if rounds.touches(file, at: index).count > 1 { effects[file, default: [:]][mount] = effect }
+        if restoredOutcomes != nil || rounds.touches(file, at: index).count > 1 { effects[file, default: [:]][mount] = effect }
+    }
+
+    /// The server was restored from a backup (see `restoredOutcomes`).
+    private mutating func restored() {
+        var outcomes = restoredOutcomes ?? [:]
+        for bucket in SyncModel.buckets.indices {
+            for key in 0..<SyncModel.keysPerBucket {
+                let file = ModelFile(bucket: bucket, key: key)
+                outcomes[file, default: []].formUnion(outcomesSoFar(file))
+                for mount in views.indices { views[mount][bucket].unknown.insert(file.name) }
+            }
+        }
+        restoredOutcomes = outcomes
+    }
+
+    /// What a file may hold once the round's changes so far are everywhere: what a mount did
+    /// to it last where it is contested (or where nothing was done, its value at the round's
+    /// start), else what the mounts that know it show (bytes that are not JSON stay local: the
+    /// value under them is the one at the round's start).
+    private func outcomesSoFar(_ file: ModelFile) -> Set<ContestedEffect> {
+        let atStart: ContestedEffect = agreed[file.bucket][file.name].map { .wrote(SyncModel.number($0)) } ?? .removed
+        var outcomes: Set<ContestedEffect> = Set((effects[file] ?? [:]).values)
+        let knowing = views.indices.filter { !views[$0][file.bucket].unknown.contains(file.name) }
+        for mount in knowing {
+            guard let bytes = views[mount][file.bucket].files[file.name] else {
+                outcomes.insert(.removed)
+                continue
+            }
+            outcomes.insert(SyncModel.object(bytes) == nil ? atStart : .wrote(SyncModel.number(bytes)))
+        }
+        if outcomes.isEmpty || knowing.isEmpty { outcomes.insert(atStart) }
+        return outcomes
     }
 
     /// The result a call on `name` must have: 0 where the model knows it is there, ENOENT where
@@ -520,11 +562,19 @@ struct SyncModelRun {
                 if let problem = compare(mount, bucket, world) { return failure(problem.0, at: index, problem.1, world) }
             }
         }
-        for (file, mounts) in rounds.touched(at: index) where mounts.count > 1 {
+        for (file, mounts) in rounds.touched(at: index) where mounts.count > 1 && restoredOutcomes?[file] == nil {
             guard let holder = views.indices.first(where: { world.bucketsOf[$0].contains(file.bucket) }),
                 let listing = listings[holder][file.bucket]
             else { continue }
             if let problem = outcomeProblem(file, listing[file.name]) { return failure("outcome", at: index, problem, world) }
+        }
+        for (file, before) in (restoredOutcomes ?? [:]).sorted(by: { ($0.key.bucket, $0.key.key) < ($1.key.bucket, $1.key.key) }) {
+            guard let holder = views.indices.first(where: { world.bucketsOf[$0].contains(file.bucket) }),
+                let listing = listings[holder][file.bucket]
+            else { continue }
+            if let problem = restoredOutcomeProblem(file, listing[file.name], before: before) {
+                return failure("outcome", at: index, problem, world)
+            }
         }
         // The model is now what was seen.
         for mount in views.indices {
@@ -591,6 +641,19 @@ struct SyncModelRun {
         if written.contains(nil) { return nil }
         written.insert(numbersAtRoundStart[file])
         return written.contains(SyncModel.number(bytes)) ? nil : "\(file) holds \(Self.show(bytes)): no mount wrote that n (\(story))"
+    }
+
+    /// A file in a round with a restore: it holds what a mount did to it in the round after all,
+    /// or an outcome it could have had before the restore (`restoredOutcomes`).
+    private func restoredOutcomeProblem(_ file: ModelFile, _ bytes: [UInt8]?, before: Set<ContestedEffect>) -> String? {
+        let possible = before.union((effects[file] ?? [:]).values)
+        let story = "before the restore: \(before.map { "\($0)" }.sorted().joined(separator: " or ")); since: "
+            + (effects[file] ?? [:]).keys.sorted().map { "m\($0) \(effects[file]![$0]!)" }.joined(separator: ", ")
+        guard let bytes else {
+            return possible.contains(.removed) ? nil : "\(file) is gone, but no mount removed it (\(story))"
+        }
+        if possible.contains(.wrote(nil)) || possible.contains(.wrote(SyncModel.number(bytes))) { return nil }
+        return "\(file) holds \(Self.show(bytes)): no mount wrote that n (\(story))"
     }
 
     /// A fresh mount shows what the mounts agreed on: the server holds exactly that.
