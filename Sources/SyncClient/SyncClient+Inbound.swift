@@ -187,7 +187,7 @@ extension SyncClient {
         guard !batch.isEmpty else { return }
         let bucket = machines[channel].bucket
         do {
-            let outcome = try store.applyRemote(bucket: bucket, changes: batch)
+            let outcome = try store.applyRemote(bucket: bucket, changes: batch, ownClientID: configuration.clientID)
             // The last change covering each ccid, found in one pass: an answer to a burst
             // acknowledges hundreds of changes, and a search of the batch per ccid grew with the
             // square of its size.

@@ -126,6 +126,12 @@ extension SyncStore {
                 try markSeen.execute(arguments: [bucket.indexGeneration, bucket.id, entry.key])
                 continue
             }
+            if replica, let data = entry.data, let ours = current?.version, ours < entry.version,
+                try checkHistory(key: entry.key, version: entry.version, data: data, ours: ours, bucket: bucket, outcome: &outcome, db)
+            {
+                try markSeen.execute(arguments: [bucket.indexGeneration, bucket.id, entry.key])
+                continue
+            }
             let upToDate = current.map { $0.version == entry.version && !$0.needsReload } ?? false
             if !upToDate && !inserted.contains(entry.key) {
                 if let data = entry.data {
@@ -175,6 +181,26 @@ extension SyncStore {
         try row.update(db)
         if let ready { outcome.ready(ready) }
         outcome.lostOnServer.append(key)
+        return true
+    }
+
+    /// The server lists an entity whose value is ours at a newer version with other data: newer
+    /// in our history (someone changed it since), or the version of another history (the server
+    /// restored from a backup taken before an earlier restore, whose versions ours reuse)? Our
+    /// version is asked for (`e:KEY.V`), the listed one kept meanwhile (`listed_version`), and
+    /// `load` decides. True when that was the case.
+    static func checkHistory(
+        key: String, version: Int, data: JSONObject, ours: Int, bucket: BucketRow, outcome: inout RemoteOutcome, _ db: Database
+    ) throws -> Bool {
+        guard var row = try EntityRow.find(bucketID: bucket.id, key: key, db), row.authored, !row.deletedPending,
+            row.ghostVersion == ours, try !row.hasLocalEdit(db), try row.ghost() != data
+        else { return false }
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO listed_version (entity_id, version, data) VALUES (?, ?, ?)")
+            .execute(arguments: [row.id, version, StoredJSON.text(data)])
+        row.needsReload = true
+        row.reloadVersion = ours
+        try row.update(db)
+        outcome.reloads.append(ReloadRequest(key: key, version: ours))
         return true
     }
 

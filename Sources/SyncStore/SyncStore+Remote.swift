@@ -8,7 +8,11 @@ extension SyncStore {
     /// is rebased over them (jsondiff transform) so both survive. A version mismatch or an
     /// unknown entity asks for a reload; `-` removes only an entity with no local edit. The
     /// last change's cv is saved in the same transaction.
-    public func applyRemote(bucket: String, changes: [RemoteChange]) throws(StoreError) -> RemoteOutcome {
+    ///
+    /// `ownClientID`: the client id this store's changes go out under; a change of ours that
+    /// comes back as a remote one (its acknowledgement lost to a reconnect) still makes the
+    /// value ours (`EntityRow.authored`).
+    public func applyRemote(bucket: String, changes: [RemoteChange], ownClientID: String? = nil) throws(StoreError) -> RemoteOutcome {
         takeLocalEditsFirst(bucket: bucket, keys: Set(changes.map(\.key)))
         // Deferred: the server's data is fetched again from the stored cv if a power loss drops it.
         let outcome = try write(.deferred) { db in
@@ -16,7 +20,9 @@ extension SyncStore {
             var outcome = RemoteOutcome()
             let now = Self.now()
             for change in changes {
-                try Self.apply(change, bucket: bucketRow, now: now, sent: sentChanges, outcome: &outcome, db)
+                try Self.apply(
+                    change, bucket: bucketRow, now: now, sent: sentChanges, ours: ownClientID != nil && change.clientID == ownClientID,
+                    outcome: &outcome, db)
             }
             // While an index is being loaded its `current` becomes the cv at the end; changes
             // arriving meanwhile are replayed (and skipped by version) on the next catch-up.
@@ -50,7 +56,8 @@ extension SyncStore {
     // MARK: - Transaction bodies
 
     static func apply(
-        _ change: RemoteChange, bucket: BucketRow, now: Int64, sent: SentChanges, outcome: inout RemoteOutcome, _ db: Database
+        _ change: RemoteChange, bucket: BucketRow, now: Int64, sent: SentChanges, ours: Bool = false, outcome: inout RemoteOutcome,
+        _ db: Database
     ) throws {
         var row = try EntityRow.find(bucketID: bucket.id, key: change.key, db)
         if var existing = row, let open = try ChangeRow.open(entityID: existing.id, db), change.ccids.contains(open.ccid) {
@@ -68,6 +75,9 @@ extension SyncStore {
             // and must not take the new one, removed here since or not.
             if existing.ghostVersion == nil, try ChangeRow.open(entityID: existing.id, db) != nil { return }
             try removeFromServerSide(existing, bucket: bucket, now: now, version: change.endVersion, clientID: change.clientID, outcome: &outcome, db)
+            if ours, try EntityRow.find(bucketID: bucket.id, key: change.key, db) == nil {
+                try markRemovedHere(key: change.key, bucket: bucket, db)
+            }
         case .modify(let diff):
             let endVersion = change.endVersion ?? (change.sourceVersion ?? 0) + 1
             let sourceMatches: Bool
@@ -95,7 +105,18 @@ extension SyncStore {
             try adopt(
                 newGhost, version: endVersion, oldGhost: oldGhost, remoteDiff: diff, row: &target, bucket: bucket, now: now,
                 clientID: change.clientID, outcome: &outcome, db)
+            if ours {
+                target.authored = true
+                try target.updateSyncState(db)
+            }
         }
+    }
+
+    /// The removal `removed_entity` remembers for `key` was this store's: a restore that lost it
+    /// has this store send it again (`applyIndexPage`).
+    static func markRemovedHere(key: String, bucket: BucketRow, _ db: Database) throws {
+        try db.cachedStatement(sql: "UPDATE removed_entity SET removed_here = 1 WHERE bucket = ? AND key = ?")
+            .execute(arguments: [bucket.name, key])
     }
 
     /// Our change came back: the ghost moves to the server's result (the diff as the server
@@ -114,9 +135,7 @@ extension SyncStore {
         if change.operation == .remove {
             if row.deletedPending || row.content == nil {
                 try row.delete(db)
-                // Ours: a restore that lost it has this store send it again (`applyIndexPage`).
-                try db.cachedStatement(sql: "UPDATE removed_entity SET removed_here = 1 WHERE bucket = ? AND key = ?")
-                    .execute(arguments: [bucket.name, row.key])
+                try markRemovedHere(key: row.key, bucket: bucket, db)
                 return
             }
             // Re-created locally after the removal was sent (its bytes JSON or not): a new
@@ -220,6 +239,34 @@ extension SyncStore {
             guard let data else { return }
             var row = try EntityRow.new(bucketID: bucket.id, key: key, now: now, db)
             try adopt(data, version: version, oldGhost: [:], remoteDiff: nil, row: &row, bucket: bucket, now: now, outcome: &outcome, db)
+            return
+        }
+        if row.needsReload, row.reloadVersion == version, row.ghostVersion == version,
+            let listed = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT version, data FROM listed_version WHERE entity_id = ?"), arguments: [row.id])
+        {
+            // The answer to `checkHistory`'s question: is the version the index listed newer in
+            // our history (the server has ours as we had it), or another history's?
+            try db.cachedStatement(sql: "DELETE FROM listed_version WHERE entity_id = ?").execute(arguments: [row.id])
+            let listedVersion: Int = listed["version"]
+            let listedData = try StoredJSON.object(listed["data"], column: "listed_version.data")
+            let ghost = try row.ghost()
+            if let data, data == ghost {
+                try adopt(listedData, version: listedVersion, oldGhost: ghost, remoteDiff: nil, row: &row, bucket: bucket, now: now, outcome: &outcome, db)
+                return
+            }
+            // Another history: the server lost our value; it is sent again over the listed version.
+            row.needsReload = false
+            row.reloadVersion = nil
+            row.setGhost(listedData, version: listedVersion)
+            if let next = try reconcileQueue(&row, bucket: bucket.name, db) {
+                outcome.ready(next)
+                if row.state != EntityState.invalid.description {
+                    row.reason = "the server had lost changes to this note (restored from a backup?); sent again"
+                }
+            }
+            try row.update(db)
+            outcome.lostOnServer.append(key)
             return
         }
         if row.needsReload, row.reloadVersion == version, row.ghostVersion == version, row.seenGeneration < bucket.indexGeneration {

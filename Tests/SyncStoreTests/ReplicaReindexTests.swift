@@ -221,4 +221,52 @@ extension ReplicaReindexTests {
             #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": 4, "t": "y"])
         }
     }
+
+    /// A change of ours that comes back as a remote one (its acknowledgement lost to a
+    /// reconnect, the catch-up bringing it) is ours too: its value and its removal are sent
+    /// again after a restore that lost them.
+    @Test func ourChangeArrivingAsARemoteOneIsOurs() throws {
+        try withStore { store, _ in
+            try Self.synced(store, ["a": (1, ["n": 1]), "b": (1, ["n": 1])])
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [
+                    RemoteChange(
+                        key: "a", operation: .modify(diff: wireDiff(["n": 1], ["n": 2])), sourceVersion: 1, endVersion: 2, cv: "c2",
+                        clientID: "us", ccids: ["lost-ack"]),
+                    RemoteChange(key: "b", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c3", clientID: "us", ccids: ["lost-ack-2"]),
+                ],
+                ownClientID: "us")
+            let outcome = try Self.reindex(store, ["a": (1, ["n": 1]), "b": (1, ["n": 1])])
+            #expect(Set(outcome.lostOnServer) == ["a", "b"])
+            #expect(Set(outcome.readyToSend.map(\.operation)) == [.modify(diff: wireDiff(["n": 1], ["n": 2])), .remove])
+        }
+    }
+
+    /// Ours at a version the server lists newer, with other data: newer in our history, or a
+    /// version of another one (a backup from before an earlier restore) reusing the number? Our
+    /// version is asked for; the answer decides.
+    @Test func aNewerVersionWithOtherDataIsCheckedAgainstOurs() throws {
+        try withStore { store, _ in
+            try Self.ours(store, ["a": (2, ["n": 75]), "b": (2, ["n": 8])])
+            let outcome = try Self.reindex(store, ["a": (4, ["n": 1_000_001]), "b": (5, ["n": 9])])
+            #expect(Set(outcome.reloads) == [ReloadRequest(key: "a", version: 2), ReloadRequest(key: "b", version: 2)])
+            #expect(outcome.readyToSend.isEmpty && outcome.events.isEmpty, "nothing decided yet")
+            #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": 75])
+
+            // The server's version 2 of `a` is not ours: another history, which lost our value.
+            let other = try store.applyEntity(bucket: "notes", key: "a", version: 2, data: ["n": 16])
+            #expect(other.lostOnServer == ["a"])
+            let resend = try #require(other.readyToSend.first)
+            #expect(resend.sourceVersion == 4)
+            #expect(resend.operation == .modify(diff: wireDiff(["n": 1_000_001], ["n": 75])))
+            #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": 75])
+
+            // The server has version 2 of `b` as we had it: its version 5 is newer; taken.
+            let same = try store.applyEntity(bucket: "notes", key: "b", version: 2, data: ["n": 8])
+            #expect(same.lostOnServer.isEmpty && same.readyToSend.isEmpty)
+            let b = try #require(try store.entity(bucket: "notes", key: "b"))
+            #expect(b.value == ["n": 9] && b.version == 5 && b.state == .synced)
+        }
+    }
 }
