@@ -110,6 +110,76 @@ import Testing
         await cluster.dropDatabase(database)
     }
 
+    /// Outage after outage under writers on two nodes (issue 35: once, every writer stalled
+    /// ~26 s after PostgreSQL was back). After each return, no change waits more than 10 s: one
+    /// sent while the database was down counts from its return. `scripts/pg-outages` runs the
+    /// long loop (5 outages of 10 s, 20 s apart, 10 runs); the suite runs a short one.
+    @Test(.timeLimit(.minutes(10))) func afterEachOutageNoChangeWaitsMoreThanTenSeconds() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let outages = environment["BUCKETFS_PG_OUTAGES"].flatMap { Int($0) } ?? 2
+        let outageSeconds = environment["BUCKETFS_PG_OUTAGE_SECONDS"].flatMap { Int($0) } ?? 6
+        let gapSeconds = environment["BUCKETFS_PG_OUTAGE_GAP_SECONDS"].flatMap { Int($0) } ?? 8
+        let cluster = try await PostgresCluster.started()
+        defer { cluster.remove() }
+        let database = try await cluster.createDatabase()
+        let url = cluster.url(database: database)
+        let token = try await Self.makeUser(cluster, database: database)
+        let logs = try TemporaryDirectory()
+        defer { logs.remove() }
+        for node in ["a", "b"] { try FileManager.default.createDirectory(atPath: logs.path + "/" + node, withIntermediateDirectories: true) }
+        let nodeA = try await ServeBinary(data: logs.path + "/a", database: url)
+        defer { nodeA.stop() }
+        let nodeB = try await ServeBinary(data: logs.path + "/b", database: url)
+        defer { nodeB.stop() }
+
+        let progress = LoadProgress()
+        let writers = (0..<10).map { LoadWriter(name: "w\($0)", port: $0 % 2 == 0 ? nodeA.port : nodeB.port, token: token, progress: progress) }
+        let deadline = ContinuousClock.now + .seconds(outages * (outageSeconds + gapSeconds) + 240)
+        let results = Task {
+            try await withThrowingTaskGroup(of: LoadWriter.Result.self) { group in
+                for writer in writers { group.addTask { try await writer.run(until: deadline) } }
+                var results: [LoadWriter.Result] = []
+                for try await result in group { results.append(result) }
+                return results
+            }
+        }
+        defer { progress.finish() }
+        try await progress.wait(untilEachOf: writers.map(\.name), hasAcknowledged: 3, before: deadline)
+        var returns: [ContinuousClock.Instant] = []
+        for _ in 0..<outages {
+            try cluster.stop(mode: "fast")
+            try await Task.sleep(for: .seconds(outageSeconds))
+            try cluster.start()
+            returns.append(.now)
+            try await Task.sleep(for: .seconds(gapSeconds))
+        }
+        // Writing went on after the last return, on both nodes.
+        try await progress.wait(untilEachOf: writers.map(\.name), hasAcknowledged: 3, after: progress.acknowledged, before: deadline)
+        progress.finish()
+        let outcomes = try await results.value
+        var slowest: (wait: Duration, writer: String, detail: String)?
+        for outcome in outcomes {
+            for (sent, acknowledged) in outcome.waits {
+                // Counted from the database's last return before the acknowledgement, if the
+                // change was sent before it (while down, or as it went down).
+                let start = max(sent, returns.last { $0 <= acknowledged } ?? sent)
+                let wait = acknowledged - start
+                if wait > (slowest?.wait ?? .zero) {
+                    let outage = returns.lastIndex { $0 <= acknowledged }.map { "after return \($0 + 1) of \(outages)" } ?? "before any outage"
+                    slowest = (wait, outcome.name, outage)
+                }
+            }
+        }
+        let said = [("A", nodeA), ("B", nodeB)].map { name, node in
+            "node \(name):\n" + node.log().split(separator: "\n").filter { $0.contains(" warning ") || $0.contains(" error ") }.suffix(12).joined(separator: "\n")
+        }
+        print("PostgreSQL outages: the longest wait for an acknowledgement was \(slowest.map { "\($0.wait), \($0.writer) \($0.detail)" } ?? "none")")
+        #expect(
+            (slowest?.wait ?? .zero) < .seconds(10),
+            "\(slowest.map { "\($0.writer) waited \($0.wait) \($0.detail)" } ?? ""): \(outcomes)\n\(said.joined(separator: "\n"))")
+        await cluster.dropDatabase(database)
+    }
+
     @Test func aNodeStartedWhilePostgresIsDownComesUpOnceItIsBack() async throws {
         let cluster = try await PostgresCluster.started()
         defer { cluster.remove() }
@@ -223,6 +293,8 @@ struct LoadWriter: Sendable {
         var reconnects: Int
         /// Connections the server closed saying its database was unavailable.
         var closedUnavailable = 0
+        /// Each committed change: when it was first sent and when its acknowledgement came.
+        var waits: [(sent: ContinuousClock.Instant, acknowledged: ContinuousClock.Instant)] = []
 
         var description: String {
             "\(name): \(changes) changes, \(acknowledged.count) acknowledged, \(reconnects) reconnects (\(closedUnavailable) for the database)"
@@ -239,6 +311,7 @@ struct LoadWriter: Sendable {
         var socket: TestSocket?
         var backoff: Duration = .milliseconds(100)
         var ccid = newCCID()
+        var firstSent: ContinuousClock.Instant?
         let key = "doc-\(name)"
         defer { if let open = socket { Task { await open.close() } } }
         while !progress.isFinished {
@@ -253,6 +326,7 @@ struct LoadWriter: Sendable {
                 let index = result.changes
                 let diff = JSONDiffing.encode(JSONDiffing.diff(from: [:], to: ["f\(index)": .integer(Int64(index))])).compactRendered()
                 socket.send(changeFrame(key: key, diff: diff, sv: index == 0 ? nil : index, ccid: ccid))
+                if firstSent == nil { firstSent = .now }
                 var answered = false
                 while !answered {
                     for change in try changes(try await socket.receiveMessage(timeout: .seconds(20))) {
@@ -272,6 +346,8 @@ struct LoadWriter: Sendable {
                     }
                 }
                 result.changes += 1
+                result.waits.append((firstSent ?? .now, .now))
+                firstSent = nil
                 ccid = newCCID()
                 backoff = .milliseconds(100)
                 try await Task.sleep(for: .milliseconds(10))

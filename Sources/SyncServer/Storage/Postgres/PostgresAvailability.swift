@@ -14,15 +14,19 @@ import _ConnectionPoolModule
 enum PostgresAvailability {
     /// How long a request waits for a pooled connection.
     static let connectionWait: Duration = .seconds(5)
-    /// How long one use of a leased connection may take before the connection is closed under
-    /// it: postgres-nio can leave a statement unanswered for good when the server drops the
-    /// connection at that instant, which would hold the lease (and the node's change writer).
-    static let statementDeadline: Duration = .seconds(30)
+    /// How long one use of a leased connection may take, from the lease, before the connection
+    /// is closed under it: postgres-nio can leave a statement unanswered for good when the
+    /// server drops the connection at that instant (PostgreSQL stopping), which would hold the
+    /// lease, and with it the node's change writer. No statement of this server takes seconds on
+    /// a working database (a batch of changes commits in milliseconds), and the writer must be
+    /// free again soon after the database is back (issue 35: at 30 s, every writer waited ~26 s
+    /// after an outage ended). Migrations take their own, longer deadline.
+    static let statementDeadline: Duration = .seconds(8)
 
     /// Whether `error` means the database could not be reached rather than a refused statement.
     static func isUnavailable(_ error: any Error) -> Bool {
         switch error {
-        case is ConnectionWaitExpired, is StatementDeadlineExpired, is ConnectionPoolError:
+        case is ConnectionWaitExpired, is ConnectionClosedAtLease, is StatementDeadlineExpired, is ConnectionPoolError:
             return true
         case let error as SyncServerError:
             if case .databaseUnavailable = error { return true }
@@ -74,12 +78,17 @@ enum PostgresAvailability {
         return "\(error)"
     }
 
+    struct ConnectionClosedAtLease: Error, CustomStringConvertible {
+        var description: String { "the pool handed out a connection the database had closed" }
+    }
+
     struct ConnectionWaitExpired: Error, CustomStringConvertible {
         var description: String { "no connection within \(PostgresAvailability.connectionWait)" }
     }
 
     struct StatementDeadlineExpired: Error, CustomStringConvertible {
-        var description: String { "no answer within \(PostgresAvailability.statementDeadline); the connection was closed" }
+        var deadline = PostgresAvailability.statementDeadline
+        var description: String { "no answer within \(deadline); the connection was closed" }
     }
 }
 
@@ -93,7 +102,8 @@ extension PostgresClient {
     /// statement postgres-nio never answers (it can happen when the server drops the connection
     /// at that instant) would hold the caller, and with it a node's change writer, for good.
     func withAvailableConnection<T: Sendable>(
-        _ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        _ what: String, deadline: Duration = PostgresAvailability.statementDeadline,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let lease = ConnectionLease<T>()
         do {
@@ -105,6 +115,9 @@ extension PostgresClient {
                             // Given up on already: never start the body late (a batch of
                             // changes committed after its clients were told it failed).
                             guard lease.leased(connection) else { throw PostgresAvailability.ConnectionWaitExpired() }
+                            // A connection the database closed (stopped, restarted) can still be
+                            // handed out; a statement on it may never be answered.
+                            guard !connection.isClosed else { throw PostgresAvailability.ConnectionClosedAtLease() }
                             return try await body(connection)
                         }
                         lease.finish(.success(value))
@@ -114,15 +127,15 @@ extension PostgresClient {
                 }
                 let watch = Task {
                     try await Task.sleep(for: PostgresAvailability.connectionWait)
-                    guard let connection = lease.connectionOrGiveUp() else {
+                    guard let (connection, leasedAt) = lease.connectionOrGiveUp() else {
                         work.cancel()
                         return
                     }
-                    try await Task.sleep(for: PostgresAvailability.statementDeadline)
+                    try await Task.sleep(until: leasedAt + deadline)
                     // Closing fails what is pending on it, so the body usually ends on its own.
                     try? await connection.close()
                     try await Task.sleep(for: .seconds(1))
-                    lease.finish(.failure(PostgresAvailability.StatementDeadlineExpired()))
+                    lease.finish(.failure(PostgresAvailability.StatementDeadlineExpired(deadline: deadline)))
                     work.cancel()
                 }
                 lease.onFinish { watch.cancel() }
@@ -155,6 +168,7 @@ private final class ConnectionLease<T: Sendable>: Sendable {
     private struct State: Sendable {
         var continuation: CheckedContinuation<T, any Error>?
         var connection: PostgresConnection?
+        var leasedAt = ContinuousClock.now
         var finished = false
         var onFinish: (@Sendable () -> Void)?
 
@@ -177,15 +191,16 @@ private final class ConnectionLease<T: Sendable>: Sendable {
         state.withLockedValue { state in
             guard !state.finished else { return false }
             state.connection = connection
+            state.leasedAt = .now
             return true
         }
     }
 
     /// The leased connection, or nil after failing the call for want of one (in one step: a
     /// body leasing at this instant either counts, or is refused by `leased`).
-    func connectionOrGiveUp() -> PostgresConnection? {
-        let (connection, ending) = state.withLockedValue { state -> (PostgresConnection?, Ending?) in
-            if !state.finished, let connection = state.connection { return (connection, nil) }
+    func connectionOrGiveUp() -> (PostgresConnection, leasedAt: ContinuousClock.Instant)? {
+        let (connection, ending) = state.withLockedValue { state -> ((PostgresConnection, ContinuousClock.Instant)?, Ending?) in
+            if !state.finished, let connection = state.connection { return ((connection, state.leasedAt), nil) }
             return (nil, state.ending())
         }
         end(ending, with: .failure(PostgresAvailability.ConnectionWaitExpired()))

@@ -119,7 +119,8 @@ enum PostgresSchema {
     /// them applied. Returns the versions applied by this call.
     @discardableResult
     static func migrate(_ client: PostgresClient, logger: Logger) async throws -> [Int] {
-        try await client.withAvailableConnection("migrating the schema") { connection in
+        // A migration may wait for another node's, and rewrite big tables: minutes, not seconds.
+        try await client.withAvailableConnection("migrating the schema", deadline: .seconds(3600)) { connection in
             try await connection.query("SELECT pg_advisory_lock(\(advisoryLockKey))", logger: logger)
             do {
                 let applied = try await migrateLocked(connection, logger: logger)
