@@ -122,7 +122,10 @@ final class Sandbox: @unchecked Sendable {
         for point in points where Mounts.isMounted(point) {
             _ = try? Command.run("/usr/bin/fusermount3", ["-uz", point], timeout: 30)
         }
-        if !points.contains(where: Mounts.isMounted) {
+        // BUCKETFS_TEST_KEEP=1: the logs and stores stay, to read after a failure.
+        if ProcessInfo.processInfo.environment["BUCKETFS_TEST_KEEP"] == "1" {
+            print("kept \(root)")
+        } else if !points.contains(where: Mounts.isMounted) {
             try? FileManager.default.removeItem(atPath: root)
         }
     }

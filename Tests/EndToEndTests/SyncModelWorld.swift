@@ -85,6 +85,8 @@ final class SyncWorld {
 
     /// Copies of the server's data directory, newest last (`backupServer`).
     private var backups: [String] = []
+    /// Backups taken so far: each its own directory (`cp -a` onto an existing one copies into it).
+    private var backupsTaken = 0
 
     /// A file backup: the data directory copied while the server is paused (SIGSTOP), so the
     /// copy is one moment of it (SQLite recovers its WAL when the copy is served).
@@ -93,7 +95,8 @@ final class SyncWorld {
         let wasStopped = serverStopped
         if !wasStopped { server.process.signal(SIGSTOP) }
         defer { if !wasStopped { server.process.signal(SIGCONT) } }
-        let copy = sandbox.root + "/server-backup-\(backups.count)"
+        let copy = sandbox.root + "/server-backup-\(backupsTaken)"
+        backupsTaken += 1
         let copied = try Command.run("/bin/cp", ["-a", server.dataDirectory, copy], timeout: 120)
         guard copied.status == 0 else { throw SandboxError("backing up the server: \(copied.stderr)") }
         backups.append(copy)
