@@ -51,6 +51,13 @@ public struct BucketInfo: Hashable, Sendable {
     public let ctime: StoreTime
 }
 
+/// The last time a re-index found the server had lost changes of this store (restored from a
+/// backup): when, and how many notes' changes and removals were sent again.
+public struct ServerLoss: Hashable, Sendable, Codable {
+    public let detectedAt: StoreTime
+    public let notes: Int
+}
+
 /// One entity as the store holds it.
 public struct EntityInfo: Hashable, Sendable {
     /// The entity's own stable id (its changes refer to it).

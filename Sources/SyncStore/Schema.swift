@@ -174,10 +174,18 @@ enum Schema {
             try db.execute(sql: "UPDATE entity SET authored = 1 WHERE ghost_version IS NOT NULL")
             try db.execute(sql: "ALTER TABLE removed_entity ADD COLUMN removed_here INTEGER NOT NULL DEFAULT 0")
             try db.execute(sql: "UPDATE removed_entity SET removed_here = 1")
+            // `server_loss`: the last re-index that found the server had lost changes of this
+            // store (its generation, when, how many notes were sent again), for `bucketfs status`.
             // A re-index listed an entity of ours at a newer version with other data: newer in
             // our history, or from another one (a restore of a backup from before an earlier
             // restore)? The listed version waits here while `e` asks for ours (`load`).
             try db.execute(sql: """
+                CREATE TABLE server_loss (
+                    bucket_id INTEGER PRIMARY KEY REFERENCES bucket(id) ON DELETE CASCADE,
+                    index_generation INTEGER NOT NULL,
+                    detected_at INTEGER NOT NULL,
+                    notes INTEGER NOT NULL
+                );
                 CREATE TABLE listed_version (
                     entity_id INTEGER PRIMARY KEY REFERENCES entity(id) ON DELETE CASCADE,
                     version INTEGER NOT NULL,

@@ -63,10 +63,35 @@ extension SyncStore {
                 bucketRow.indexCV = nil
             }
             try bucketRow.update(db)
+            try Self.recordServerLoss(outcome, bucket: bucketRow, now: now, db)
             return outcome
         }
         publish(outcome.events)
         return outcome
+    }
+
+    /// Counts what `outcome` sends again because the server lost it, into the bucket's
+    /// `server_loss` for this re-index (a new re-index starts a new count).
+    static func recordServerLoss(_ outcome: RemoteOutcome, bucket: BucketRow, now: Int64, _ db: Database) throws {
+        guard !outcome.lostOnServer.isEmpty else { return }
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO server_loss (bucket_id, index_generation, detected_at, notes) VALUES (?, ?, ?, ?)
+                ON CONFLICT (bucket_id) DO UPDATE SET
+                    notes = CASE WHEN index_generation = excluded.index_generation THEN notes + excluded.notes ELSE excluded.notes END,
+                    detected_at = CASE WHEN index_generation = excluded.index_generation THEN detected_at ELSE excluded.detected_at END,
+                    index_generation = excluded.index_generation
+                """
+        ).execute(arguments: [bucket.id, bucket.indexGeneration, now, outcome.lostOnServer.count])
+    }
+
+    /// The last re-index of `bucket` that found the server had lost changes of this store.
+    public func serverLoss(bucket: String) throws(StoreError) -> ServerLoss? {
+        try read { db in
+            let bucketRow = try BucketRow.named(bucket, db)
+            return try Row.fetchOne(db, sql: "SELECT detected_at, notes FROM server_loss WHERE bucket_id = ?", arguments: [bucketRow.id])
+                .map { ServerLoss(detectedAt: $0["detected_at"], notes: $0["notes"]) }
+        }
     }
 
     /// Whether the bucket has a complete index (so a reconnect sends `cv:` instead of `i`).

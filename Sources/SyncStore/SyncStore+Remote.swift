@@ -46,7 +46,9 @@ extension SyncStore {
             // Every `e` this client sends is for a row it keeps (a placeholder or a real entity);
             // no row means the entity was removed meanwhile, so a late answer must not revive it.
             guard try EntityRow.find(bucketID: bucketRow.id, key: key, db) != nil else { return outcome }
-            try Self.load(key: key, version: version, data: data, bucket: bucketRow, now: Self.now(), outcome: &outcome, db)
+            let now = Self.now()
+            try Self.load(key: key, version: version, data: data, bucket: bucketRow, now: now, outcome: &outcome, db)
+            try Self.recordServerLoss(outcome, bucket: bucketRow, now: now, db)
             return outcome
         }
         publish(outcome.events)

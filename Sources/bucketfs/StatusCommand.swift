@@ -42,6 +42,8 @@ struct MountReport: Codable {
         var name: String
         var entities: Int
         var cv: String?
+        /// The last time the server was found to have lost changes of this mount (a restore).
+        var serverLoss: ServerLoss?
     }
 
     struct Attention: Codable {
@@ -97,7 +99,7 @@ struct MountReport: Codable {
                         if let item = Self.attention(localFile: name, bucket: bucket.name, extension: fileExtension) { localOnly.append(item) }
                     }
                 }
-                buckets.append(Bucket(name: bucket.name, entities: entities, cv: bucket.cv))
+                buckets.append(Bucket(name: bucket.name, entities: entities, cv: bucket.cv, serverLoss: try store.serverLoss(bucket: bucket.name)))
             }
             let stats = try store.stats()
             pendingSaves = stats.queuedChanges + stats.sentChanges
@@ -163,7 +165,15 @@ struct MountReport: Codable {
         lines.append(connectionLine)
         lines.append("  store       \(store)")
         if let storeError { lines.append("  store error \(storeError)") }
-        for bucket in buckets { lines.append("  bucket      \(bucket.name): \(bucket.entities) entities") }
+        for bucket in buckets {
+            var line = "  bucket      \(bucket.name): \(bucket.entities) entities"
+            if let loss = bucket.serverLoss {
+                let when = Self.time(Date(timeIntervalSince1970: Double(loss.detectedAt) / 1e9))
+                line += "; at \(when) the server had lost \(loss.notes) note\(loss.notes == 1 ? "" : "s")' changes "
+                    + "(restored from a backup?): sent again"
+            }
+            lines.append(line)
+        }
         lines.append("  pending     \(pendingSaves) save\(pendingSaves == 1 ? "" : "s") waiting for the server")
         if attention.isEmpty {
             lines.append("  attention   nothing needs attention")

@@ -180,6 +180,9 @@ struct RestoreTests {
             #expect(reached, "a fresh mount: \(Self.difference(seen, expected))")
             let status = try await offThePool { try self.sandbox.bucketfs(["status", self.mount.mountPoint]) }
             #expect(status.status == 0)
+            #expect(
+                status.stdout.contains("the server had lost") && status.stdout.contains("(restored from a backup?): sent again"),
+                "status says what happened:\n\(status.stdout)")
             #expect(mount.process.log.contains("the server lost"), "the mount's log says what happened:\n\(mount.process.logTail)")
         }
 

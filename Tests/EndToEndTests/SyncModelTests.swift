@@ -341,9 +341,9 @@ struct SyncModelRun {
     }
 
     /// What a file may hold once the round's changes so far are everywhere: what a mount did
-    /// to it last where it is contested (or where nothing was done, its value at the round's
-    /// start), else what the mounts that know it show (bytes that are not JSON stay local: the
-    /// value under them is the one at the round's start).
+    /// to it last where it is contested, what the mounts that know it show (bytes that are not
+    /// JSON stay local: the value under them is the one at the round's start), and its value at
+    /// the round's start where a mount does not know it.
     private func outcomesSoFar(_ file: ModelFile) -> Set<ContestedEffect> {
         let atStart: ContestedEffect = agreed[file.bucket][file.name].map { .wrote(SyncModel.number($0)) } ?? .removed
         var outcomes: Set<ContestedEffect> = Set((effects[file] ?? [:]).values)
@@ -355,7 +355,9 @@ struct SyncModelRun {
             }
             outcomes.insert(SyncModel.object(bytes) == nil ? atStart : .wrote(SyncModel.number(bytes)))
         }
-        if outcomes.isEmpty || knowing.isEmpty { outcomes.insert(atStart) }
+        // A mount the round's changes to it had not reached holds it as at the round's start,
+        // and sends that again if it made it (the restore lost what came since).
+        if outcomes.isEmpty || knowing.count < views.count { outcomes.insert(atStart) }
         return outcomes
     }
 

@@ -58,6 +58,7 @@ struct ReplicaReindexTests {
             #expect(entity.version == 1)
             #expect(entity.state == .pending)
             #expect(try store.readEntity(bucket: "notes", key: "a") == bytesBefore)
+            #expect(try store.serverLoss(bucket: "notes")?.notes == 1, "for `bucketfs status`")
         }
     }
 
