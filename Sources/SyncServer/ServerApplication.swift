@@ -32,8 +32,15 @@ func buildServerApplication(
     if let settings = configuration.telepat {
         let telepat = TelepatFrontEnd(settings: settings, configuration: configuration, store: store, hub: hub, logger: logger)
         telepat.register(on: router)
-        let socket = TelepatSocket(frontEnd: telepat, pingInterval: configuration.pingInterval, pingTimeout: configuration.pingInterval)
-        webSocketRouter.ws("/socket.io") { _, _ in .upgrade([:]) } onUpgrade: { inbound, outbound, context in
+        // One Engine.IO session per client, on long-polling, a WebSocket, or polling upgraded
+        // to a WebSocket (socket.io-client 1.x, the Telepat SDK's, starts by polling).
+        let sessions = TelepatSessions(limit: configuration.maxConnections ?? DescriptorLimit.connectionCap)
+        let socket = TelepatSocket(frontEnd: telepat, sessions: sessions, pingInterval: configuration.pingInterval, pingTimeout: configuration.pingInterval)
+        // A poll is answered (a noop, if nothing else) well within the HTTP request deadline.
+        let longPoll = min(configuration.pingInterval, configuration.requestTimeout / 2)
+        TelepatPolling(frontEnd: telepat, sessions: sessions, pingInterval: configuration.pingInterval, pingTimeout: configuration.pingInterval, longPoll: longPoll)
+            .register(on: router)
+        webSocketRouter.ws("/socket.io") { request, _ in socket.accepts(request) ? .upgrade([:]) : .dontUpgrade } onUpgrade: { inbound, outbound, context in
             context.requestContext.releaseWebSocket()
             try await socket.run(inbound: inbound, outbound: outbound, context: context)
         }

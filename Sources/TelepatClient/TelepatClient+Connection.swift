@@ -51,7 +51,8 @@ extension TelepatClient {
     /// The device id (registered once, kept in the store), a token that is not about to
     /// expire, and the application's contexts.
     func prepare() async throws {
-        if deviceID == nil { deviceID = try store.engineSetting(Self.deviceSetting) }
+        // An empty setting is a device the server forgot (`forgetDevice`).
+        if deviceID == nil { deviceID = try store.engineSetting(Self.deviceSetting).flatMap { $0.isEmpty ? nil : $0 } }
         if deviceID == nil {
             let body: JSONValue = ["info": ["os": "Linux", "model": "bucketfs"]]
             let answer = try await http.call("/device/register", body: body, device: nil, token: nil)
@@ -234,6 +235,11 @@ extension TelepatClient {
                 switch try TelepatSocketEvent(packet: socketPacket) {
                 case .ready: await becameReady()
                 case .message(let notification): apply(notification)
+                case .other(name: "error", let arguments) where arguments.first?["code"] == "025":
+                    // The server does not know this device (it forgot its registrations): register
+                    // again on the next connection, as Telepat's SDK does.
+                    forgetDevice()
+                    await writer.close()
                 case .bindDevice, .other: break
                 }
             } catch {
@@ -241,6 +247,15 @@ extension TelepatClient {
             }
         case .open, .pong, .upgrade, .noop:
             break
+        }
+    }
+
+    /// The server refused the device id: the next `prepare()` registers a new one.
+    func forgetDevice() {
+        logger.warning("telepat: the server does not know device \(deviceID ?? "?"); registering again")
+        deviceID = nil
+        do { try store.setEngineSetting(Self.deviceSetting, to: "") } catch {
+            logger.error("telepat: cannot forget the device id: \(error)")
         }
     }
 

@@ -29,6 +29,15 @@ struct TelepatMirror: Sendable {
         try counted.apply(key: patch.path.id, bucket: bucket) { ghost in
             // A patch of an object this mount never saw: nothing to patch; a fresh subscribe brings it.
             guard let ghost else { return nil }
+            // A key set to null: Telepat 0.4 has no property removal, so a removal (in another
+            // mount, through Simperium) arrives as `replace` with null (issue 36). The mount
+            // shows it removed, as it was where it was made, and a mount's own removal, echoed
+            // back, does not come back as `"key": null` in the file that dropped it.
+            if patch.operation == .replace, patch.value == nil || patch.value == .null {
+                var object = ghost
+                object[JSONKey(patch.path.key)] = nil
+                return object
+            }
             // One the object cannot take (an increment of text): the server's object differs
             // from what this mount knows; the next subscribe brings it whole.
             return try? TelepatObject.applying(patch, to: ghost)

@@ -1,8 +1,8 @@
 import JSONDiff
 
-/// One Engine.IO protocol 3 packet as it travels in a WebSocket text frame: a one-digit type,
-/// then the data. Binary frames and the polling transport's payload framing are not used
-/// (Telepat's clients connect with `transport=websocket`).
+/// One Engine.IO protocol 3 packet as it travels in a WebSocket text frame, or one of a
+/// long-polling body's packets (`EngineIOPayload` frames them): a one-digit type, then the
+/// data. Binary packets are not used by Telepat.
 public enum EngineIOPacket: Hashable, Sendable {
     /// `0{...}`: the server's handshake, first frame of a connection.
     case open(EngineIOHandshake)

@@ -56,14 +56,20 @@ public struct TelepatChannel: Hashable, Sendable {
         return .object(object)
     }
 
-    /// The subscription name notifications carry (`blg:<app>:context:<context>:<model>`, and
-    /// the narrower forms for one object, a parent or a user).
-    public func subscriptionKey(applicationID: String) -> String {
-        if let id { return "blg:\(applicationID):\(model):\(id)" }
-        var key = "blg:\(applicationID):context:\(context)"
-        if let user { key += ":users:\(user)" }
+    /// The channel's key, as the SDK names it (telepat-js 0.4 `Monitor.subscriptionKeyForOptions`)
+    /// and looks notifications up by: `blg:<app>`, `:context:<context>` (unless the channel is
+    /// one object), `:<parent model>:<parent id>`, `:users:<user>`, `:<model>`, `:<id>`, and for
+    /// a filtered channel `:filter:` + base64 of its filters' `JSON.stringify` text
+    /// (`JavaScriptJSON`). A filtered channel is a channel of its own.
+    public func subscriptionKey(applicationID: String, filters: String? = nil) -> String {
+        var key = "blg:\(applicationID)"
+        if id == nil { key += ":context:\(context)" }
         if let parent { key += ":\(parent.model):\(parent.id)" }
-        return key + ":\(model)"
+        if let user { key += ":users:\(user)" }
+        key += ":\(model)"
+        if let id { key += ":\(id)" }
+        if let filters { key += ":filter:" + Base64.encode(Array(filters.utf8)) }
+        return key
     }
 
     /// Whether `object` (of this channel's context and model) falls within the channel.
@@ -72,6 +78,34 @@ public struct TelepatChannel: Hashable, Sendable {
         if let user, object["user_id"] != .string(user) { return false }
         if let parent, object[JSONKey("\(parent.model)_id")] != .string(parent.id) { return false }
         return true
+    }
+}
+
+/// A value's `JSON.stringify` text, for a request made here (its members in the renderer's order,
+/// which is also the order its body is sent in).
+private func javaScriptText(_ value: JSONValue) -> String {
+    (try? JavaScriptJSON.stringify(value.compactRenderedBytes())) ?? value.compactRendered()
+}
+
+/// Standard base64 with padding (Node's `Buffer.toString('base64')`).
+enum Base64 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    static func encode(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var index = 0
+        while index < bytes.count {
+            let a = bytes[index]
+            let b = index + 1 < bytes.count ? bytes[index + 1] : 0
+            let c = index + 2 < bytes.count ? bytes[index + 2] : 0
+            out.append(alphabet[Int(a >> 2)])
+            out.append(alphabet[Int((a & 0x03) << 4 | b >> 4)])
+            out.append(index + 1 < bytes.count ? alphabet[Int((b & 0x0F) << 2 | c >> 6)] : UInt8(ascii: "="))
+            out.append(index + 2 < bytes.count ? alphabet[Int(c & 0x3F)] : UInt8(ascii: "="))
+            index += 3
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }
 
@@ -138,6 +172,9 @@ public struct UserCredentialsRequest: Hashable, Sendable {
 public struct SubscribeRequest: Hashable, Sendable {
     public var channel: TelepatChannel
     public var filters: JSONValue?
+    /// The filters as the client's `JSON.stringify` wrote them (member order kept): the filtered
+    /// channel's name (`TelepatChannel.subscriptionKey`).
+    public var filtersText: String?
     public var sort: JSONValue?
     public var offset: Int?
     public var limit: Int?
@@ -150,6 +187,7 @@ public struct SubscribeRequest: Hashable, Sendable {
     ) {
         self.channel = channel
         self.filters = filters
+        self.filtersText = filters.map(javaScriptText)
         self.sort = sort
         self.offset = offset
         self.limit = limit
@@ -163,6 +201,12 @@ public struct SubscribeRequest: Hashable, Sendable {
             offset: try fields.optionalCount("offset"), limit: try fields.optionalCount("limit"),
             noSubscribe: try fields.flag("no_subscribe")
         )
+        if filters != nil { filtersText = try JavaScriptJSON.member("filters", of: body) }
+    }
+
+    /// The channel's key (with its filters, if any).
+    public func subscriptionKey(applicationID: String) -> String {
+        channel.subscriptionKey(applicationID: applicationID, filters: filtersText)
     }
 
     public var json: JSONValue {
@@ -178,15 +222,24 @@ public struct SubscribeRequest: Hashable, Sendable {
 public struct ChannelRequest: Hashable, Sendable {
     public var channel: TelepatChannel
     public var filters: JSONValue?
+    /// As `SubscribeRequest.filtersText`: an unsubscribe names the filtered channel it leaves.
+    public var filtersText: String?
 
     public init(channel: TelepatChannel, filters: JSONValue? = nil) {
         self.channel = channel
         self.filters = filters
+        self.filtersText = filters.map(javaScriptText)
     }
 
     public init(parsing body: some Collection<UInt8>) throws(TelepatProtocolError) {
         let fields = try requestFields(body)
         self.init(channel: try TelepatChannel(fields: fields), filters: fields.present("filters"))
+        if filters != nil { filtersText = try JavaScriptJSON.member("filters", of: body) }
+    }
+
+    /// The channel's key (with its filters, if any).
+    public func subscriptionKey(applicationID: String) -> String {
+        channel.subscriptionKey(applicationID: applicationID, filters: filtersText)
     }
 
     public var json: JSONValue {

@@ -67,6 +67,7 @@ public enum TelepatErrorCode: String, Hashable, Sendable, CaseIterable {
     case authorizationMissing = "013"
     case invalidToken = "014"
     case wrongCredentials = "023"
+    case deviceNotFound = "025"
     case userExists = "029"
     case unknownContext = "033"
     case objectNotFound = "034"
@@ -75,17 +76,20 @@ public enum TelepatErrorCode: String, Hashable, Sendable, CaseIterable {
     case invalidPatch = "048"
     case objectTooLarge = "049"
     case tooManyRequests = "050"
+    /// A route Telepat has and bucketfs does not serve (telepat-api's ServerNotConfigured code).
+    case notServed = "045"
 
     public var status: Int {
         switch self {
         case .serverFailure: return 500
-        case .unknownRoute, .objectNotFound, .unknownContext, .unknownModel: return 404
+        case .unknownRoute, .objectNotFound, .unknownContext, .unknownModel, .deviceNotFound: return 404
         case .invalidRequest, .immutableField, .invalidPatch: return 400
         case .invalidApplication, .invalidAPIKey, .deviceIDMissing, .authorizationMissing, .invalidToken, .wrongCredentials:
             return 401
         case .userExists: return 409
         case .objectTooLarge: return 413
         case .tooManyRequests: return 429
+        case .notServed: return 501
         }
     }
 }

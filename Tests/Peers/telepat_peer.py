@@ -5,8 +5,12 @@ Telepat 0.4's own clients speak) and plain HTTP through requests.
 It reads one JSON command per line on stdin and answers each with one JSON line on stdout:
   {"op": "http", "method": "POST", "path": "/object/create", "headers": {...}, "body": {...} | "raw text"}
       -> {"status": 202, "body": <parsed JSON or the text>}
-  {"op": "connect", "port": N, "device_id": "...", "application_id": "..."}
-      -> {"ready": true} once the server answered bind_device with ready
+  {"op": "connect", "port": N, "device_id": "...", "application_id": "...", "transports": [...]}
+      -> {"ready": true, "sid": ..., "transport": "polling" | "websocket"} once the server
+         answered bind_device with ready, or {"refused": <the error event's data>} when it
+         answered with an `error` event. `transports` defaults to ["websocket"]; with
+         ["polling", "websocket"] the client starts long-polling and upgrades, as
+         socket.io-client 1.x (Telepat's JS SDK) does.
   {"op": "next", "timeout": seconds}
       -> {"message": <the next `message` event's data>} or {"timeout": true}
   {"op": "quiet", "seconds": s}   -> {"messages": [every message event in that time]}
@@ -21,7 +25,7 @@ import requests
 import socketio
 
 messages = queue.Queue()
-ready = queue.Queue()
+ready = queue.Queue()  # True on `ready`, {"refused": data} on an `error` event
 client = None
 base = None
 
@@ -49,10 +53,13 @@ def connect(command):
     client = socketio.Client(reconnection=False)
     client.on("message", lambda data: messages.put(data))
     client.on("ready", lambda data=None: ready.put(True))
-    client.connect("http://127.0.0.1:%d" % command["port"], transports=["websocket"])
+    client.on("error", lambda data=None: ready.put({"refused": data}))
+    client.connect("http://127.0.0.1:%d" % command["port"], transports=command.get("transports", ["websocket"]))
     client.emit("bind_device", {"device_id": command["device_id"], "application_id": command["application_id"]})
-    ready.get(timeout=command.get("timeout", 30))
-    return {"ready": True, "sid": client.eio.sid}
+    outcome = ready.get(timeout=command.get("timeout", 30))
+    if outcome is not True:
+        return outcome
+    return {"ready": True, "sid": client.eio.sid, "transport": client.eio.current_transport}
 
 
 def main():

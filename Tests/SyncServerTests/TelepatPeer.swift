@@ -30,10 +30,14 @@ final class TelepatPeer: Sendable {
         return (Int(status), answer["body"] ?? .null)
     }
 
-    /// Connects the socket, binds the device and waits for `ready`.
-    func connect(device: String, application: String) async throws {
-        _ = try await send([
+    /// Connects the socket (over `transports`, in the order the client tries them), binds the
+    /// device and waits for `ready`. Answers the peer's report: `ready`, `sid` and the
+    /// `transport` it ended on, or `refused` with the server's error event.
+    @discardableResult
+    func connect(device: String, application: String, transports: [String] = ["websocket"]) async throws -> JSONValue {
+        try await send([
             "op": "connect", "port": .integer(Int64(port)), "device_id": .string(device), "application_id": .string(application),
+            "transports": .array(transports.map { .string($0) }),
         ])
     }
 

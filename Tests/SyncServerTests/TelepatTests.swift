@@ -434,14 +434,20 @@ struct TelepatTests {
             try await create("g", "open", 1)
             #expect(try await created() == "g")
 
-            // Subscribed again with other filters: those replace the first ones (one notification, of h).
+            // Subscribed again with other filters: a channel of its own, beside the first (issue
+            // 36; it used to replace it): i is notified for the first, h for the second.
             let done: JSONValue = try JSONValue(parsing: #"{"and": [{"is": {"status": "done"}}]}"#)
             let (_, doneAnswer) = try await peer.http("POST", "/object/subscribe", headers: headers, body: .object(["channel": channel, "filters": done]))
             #expect(titles(doneAnswer) == ["b", "e"] || titles(doneAnswer) == ["e", "b"])
             try await create("i", "open", 1)
+            #expect(try await created() == "i")
             try await create("h", "done", 1)
+            #expect(try await created() == "h")
+            // The same filters again: the same channel, still notified once.
+            _ = try await peer.http("POST", "/object/subscribe", headers: headers, body: .object(["channel": channel, "filters": done]))
+            try await create("j", "done", 9)
             let message = try #require(try await peer.nextMessage())
-            #expect(message["data"]?["new"]?.arrayValue?.compactMap { $0["object"]?["title"]?.stringValue } == ["h"])
+            #expect(message["data"]?["new"]?.arrayValue?.compactMap { $0["object"]?["title"]?.stringValue } == ["j"])
             #expect(try await peer.quiet(seconds: 0.5).isEmpty)
         }
     }
@@ -647,8 +653,18 @@ struct TelepatTests {
                 TelepatSocketEvent.bindDevice(deviceID: "d1", applicationID: "other-app").frame))
             guard case .other("error", let arguments) = refused else { throw TestFailure("expected an error event, got \(refused)") }
             #expect(arguments.first?["code"] == "006")
+            // A device the API never registered is refused too (issue 36); a registered one is bound.
+            let unknown = try TelepatSocketEvent.parse(frame: try await socket.request(
+                TelepatSocketEvent.bindDevice(deviceID: "d1", applicationID: Self.appID).frame))
+            guard case .other("error", let unknownArguments) = unknown else { throw TestFailure("expected an error event, got \(unknown)") }
+            #expect(unknownArguments.first?["code"] == "025")
+            var registration = HTTPFields()
+            for (name, value) in Self.headers { registration[HTTPField.Name(name)!] = value }
+            let registered = try await server.client.execute(
+                uri: "/device/register", method: .post, headers: registration, body: ByteBuffer(string: #"{"info":{}}"#))
+            let device = try #require(try JSONValue(parsing: Array(registered.body.readableBytesView))["content"]?["identifier"]?.stringValue)
             #expect(try TelepatSocketEvent.parse(frame: try await socket.request(
-                TelepatSocketEvent.bindDevice(deviceID: "d1", applicationID: Self.appID).frame)) == .ready)
+                TelepatSocketEvent.bindDevice(deviceID: device, applicationID: Self.appID).frame)) == .ready)
             // A malformed Socket.IO packet is answered with an error packet; the socket stays.
             #expect(try await socket.request("42{not an event").hasPrefix("44"))
             #expect(try await socket.request("2") == "3")

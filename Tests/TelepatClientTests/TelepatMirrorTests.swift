@@ -44,4 +44,21 @@ struct TelepatMirrorTests {
         #expect(try store.entity(bucket: bucket, key: "o1")?.value == expected)
         #expect(try store.entity(bucket: bucket, key: "o1")?.version == version)
     }
+
+    /// A removal arrives as `replace` with null (Telepat 0.4 has no property removal; issue 36):
+    /// the mount shows the key removed, as it was where the removal was made.
+    @Test func aReplaceWithNullRemovesTheKey() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("telepat-mirror-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SyncStore(path: directory.path + "/store.sqlite")
+        defer { try? store.close() }
+        let bucket = "Tasks/task"
+        _ = try store.ensureBucket(bucket)
+        let mirror = TelepatMirror(store: store)
+        try mirror.apply(object: ["id": "o1", "title": "ab", "done": false], bucket: bucket)
+        try mirror.apply(patch: TelepatPatch(.replace, path: TelepatPatchPath(model: "task", id: "o1", key: "title"), value: .null), bucket: bucket)
+        #expect(try store.entity(bucket: bucket, key: "o1")?.value == ["id": "o1", "done": false])
+        #expect(try store.entity(bucket: bucket, key: "o1")?.ghost == ["id": "o1", "done": false])
+    }
 }

@@ -123,6 +123,26 @@ final class FrameOutbox<Frame: OutboxFrame>: Sendable {
         }
     }
 
+    /// Up to `limit` frames already queued, without waiting (none: empty). They count against
+    /// the limit, as a frame from `next()` does, until the writer asks again. A long-polling
+    /// answer (Telepat's Engine.IO) carries the frame it waited for and these.
+    func takeQueued(limit: Int) -> [Frame] {
+        state.withLockedValue { state in
+            guard !state.abandoned, limit > 0, state.head < state.frames.count else { return [] }
+            let end = min(state.frames.count, state.head + limit)
+            let taken = Array(state.frames[state.head..<end])
+            state.head = end
+            let bytes = taken.reduce(0) { $0 + $1.outboxBytes }
+            state.bytes -= bytes
+            state.handedOut += bytes
+            if state.head == state.frames.count {
+                state.frames.removeAll(keepingCapacity: true)
+                state.head = 0
+            }
+            return taken
+        }
+    }
+
     /// Accepts no more frames; those queued are still handed out by `next()`.
     func finish() {
         let waiter = state.withLockedValue { state -> CheckedContinuation<Frame?, Never>? in

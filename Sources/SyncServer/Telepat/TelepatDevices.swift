@@ -13,6 +13,9 @@ final class TelepatDevices: Sendable {
         var channel: TelepatChannel
         var bucket: BucketHandle
         var filter: TelepatFilter?
+        /// The channel's key (`SubscribeRequest.subscriptionKey`): what the subscription is
+        /// known by, and what notifications for it name.
+        var key: String
 
         /// Whether the subscription is about `object` (its channel and filters).
         func includes(_ object: JSONObject) -> Bool {
@@ -55,6 +58,11 @@ final class TelepatDevices: Sendable {
         file.save(snapshot)
     }
 
+    /// Whether `/device/register` gave (or took) this identifier.
+    func isRegistered(_ device: String) -> Bool {
+        state.withLockedValue { $0.devices[device] != nil }
+    }
+
     /// Binds a socket to a device (a later bind of the same device replaces it).
     func bind(device: String, outbox: Outbox) {
         state.withLockedValue { $0.sockets[device] = outbox }
@@ -66,23 +74,26 @@ final class TelepatDevices: Sendable {
         }
     }
 
-    /// Subscribes a device; a subscription of the same channel it had is replaced (its filters
-    /// are the new ones).
+    /// Subscribes a device to a channel. A channel is known by its key, filters included: a
+    /// filtered channel is one of its own, held beside the plain one (a subscription with the
+    /// same key is replaced).
     func subscribe(device: String, _ subscription: Subscription) {
         state.withLockedValue { state in
             var mine = state.subscriptions[subscription.bucket.id]?[device] ?? []
-            mine = mine.filter { !($0.applicationID == subscription.applicationID && $0.channel == subscription.channel) }
+            mine = mine.filter { $0.key != subscription.key }
             mine.insert(subscription)
             state.subscriptions[subscription.bucket.id, default: [:]][device] = mine
         }
     }
 
-    func unsubscribe(device: String, applicationID: String, channel: TelepatChannel) {
+    /// Ends the device's subscription to the channel of `key` (and to no other).
+    func unsubscribe(device: String, key: String) {
         state.withLockedValue { state in
             for (bucketID, devices) in state.subscriptions {
                 guard var mine = devices[device] else { continue }
-                mine = mine.filter { !($0.applicationID == applicationID && $0.channel == channel) }
+                mine = mine.filter { $0.key != key }
                 state.subscriptions[bucketID]?[device] = mine.isEmpty ? nil : mine
+                if state.subscriptions[bucketID]?.isEmpty == true { state.subscriptions[bucketID] = nil }
             }
         }
     }

@@ -58,10 +58,18 @@ final class TelepatFrontEnd: Sendable {
         let routes: [(HTTPRequest.Method, String, Access, @Sendable (TelepatFrontEnd, Caller, [UInt8]) async throws -> TelepatResponse)] = [
             (.post, "/device/register", .application, { try await $0.registerDevice($1, $2) }),
             (.post, "/user/register-username", .application, { try await $0.registerUser($1, $2) }),
+            // telepat-api routes both spellings to one handler; the SDK's `login` uses the second.
             (.post, "/user/login-password", .application, { try await $0.login($1, $2) }),
+            (.post, "/user/login_password", .application, { try await $0.login($1, $2) }),
             (.get, "/user/refresh_token", .user, { try await $0.refresh($1, $2) }),
             (.get, "/user/me", .user, { _, caller, _ in TelepatResponse(content: caller.userJSON) }),
+            // GET in telepat-api and the SDK; POST kept for clients that used it here.
+            (.get, "/user/logout", .user, { $0.logout($1, $2) }),
             (.post, "/user/logout", .user, { $0.logout($1, $2) }),
+            // The SDK's user data (`User.get`, and its monitor's `update`): bucketfs keeps no
+            // user data beyond the account, so these answer Telepat's error shape.
+            (.get, "/user/get", .user, { _, _, _ in throw TelepatErrorResponse(.notServed, "User data is not served by this server (bucketfs): use /user/me") }),
+            (.post, "/user/update", .user, { _, _, _ in throw TelepatErrorResponse(.notServed, "User data is not served by this server (bucketfs)") }),
             (.post, "/context/all", .application, { try await $0.contexts($1, $2) }),
             (.get, "/context/all", .application, { try await $0.contexts($1, $2) }),
             (.post, "/object/subscribe", .user, { try await $0.subscribe($1, $2) }),
@@ -72,14 +80,26 @@ final class TelepatFrontEnd: Sendable {
             (.delete, "/object/delete", .user, { try await $0.delete($1, $2) }),
             (.post, "/object/delete", .user, { try await $0.delete($1, $2) }),
         ]
+        let allMethods: [HTTPRequest.Method] = [.get, .post, .put, .delete, .patch]
         for (method, path, access, handler) in routes {
             router.on(RouterPath(path), method: method) { [self] request, context in
                 await self.respond(request, context, access: access, handler: handler)
             }
         }
+        // A known route asked with another method (`GET /object/create`): telepat-api's express
+        // router finds no route then, and answers its 404 in Telepat's error shape; Hummingbird
+        // would answer a bare 404 (the wildcards below do not cover a path it knows).
+        for path in Set(routes.map(\.1)) {
+            let served = Set(routes.filter { $0.1 == path }.map(\.0))
+            for method in allMethods where !served.contains(method) {
+                router.on(RouterPath(path), method: method) { _, _ in
+                    Self.answer(TelepatErrorResponse(.unknownRoute, "There is no route with this URL path and method"))
+                }
+            }
+        }
         // Anything else under Telepat's prefixes: its error shape, not the plain-text 404.
         for prefix in ["/device", "/user", "/context", "/object"] {
-            for method in [HTTPRequest.Method.get, .post, .put, .delete, .patch] {
+            for method in allMethods {
                 router.on(RouterPath(prefix + "/**"), method: method) { _, _ in
                     Self.answer(TelepatErrorResponse(.unknownRoute, "Unknown route"))
                 }
@@ -257,7 +277,7 @@ final class TelepatFrontEnd: Sendable {
     /// Every live object of a channel that passes `filter`, by key.
     private func objects(_ caller: Caller, _ channel: TelepatChannel, filter: TelepatFilter?) async throws -> [JSONObject] {
         let bucket = try await bucket(caller, context: channel.context, model: channel.model)
-        let subscription = TelepatDevices.Subscription(applicationID: caller.application.id, channel: channel, bucket: bucket, filter: filter)
+        let subscription = TelepatDevices.Subscription(applicationID: caller.application.id, channel: channel, bucket: bucket, filter: filter, key: "")
         if let id = channel.id {
             guard let data = try await store.entity(bucket: bucket, key: id)?.data else { return [] }
             return [Self.view(data, key: id, subscription: subscription)].filter(subscription.includes)
@@ -300,7 +320,10 @@ final class TelepatFrontEnd: Sendable {
             // in the answer too) rather than lost between the two.
             guard let device = caller.device else { throw TelepatErrorResponse(.deviceIDMissing, "Device id missing") }
             let bucket = try await bucket(caller, context: request.channel.context, model: request.channel.model)
-            devices.subscribe(device: device, .init(applicationID: caller.application.id, channel: request.channel, bucket: bucket, filter: filter))
+            devices.subscribe(device: device, .init(
+                applicationID: caller.application.id, channel: request.channel, bucket: bucket, filter: filter,
+                key: request.subscriptionKey(applicationID: caller.application.id)
+            ))
         }
         var objects = try await objects(caller, request.channel, filter: filter)
         if let sort { objects = sort.sorted(objects) }
@@ -312,7 +335,8 @@ final class TelepatFrontEnd: Sendable {
     private func unsubscribe(_ caller: Caller, _ body: [UInt8]) async throws -> TelepatResponse {
         let request = try ChannelRequest(parsing: body)
         guard let device = caller.device else { throw TelepatErrorResponse(.deviceIDMissing, "Device id missing") }
-        devices.unsubscribe(device: device, applicationID: caller.application.id, channel: request.channel)
+        // The channel named, filters included: a device's plain and filtered channels are apart.
+        devices.unsubscribe(device: device, key: request.subscriptionKey(applicationID: caller.application.id))
         return TelepatResponse(content: .string("Subscription removed"))
     }
 

@@ -51,8 +51,10 @@ final class TelepatNotifier: Sendable {
             if change.sourceVersion == nil {
                 event = .new(new)
             } else {
+                // Only `replace`: the SDK applies nothing else, and Telepat 0.4 has no property
+                // removal; a key removed (through Simperium, or from a mounted file) is set to null.
                 event = .updated(new, (change.diff ?? [:]).keys.sorted().map { key in
-                    TelepatPatch(new[key] == nil ? .remove : .replace, path: TelepatPatchPath(model: "", id: change.key, key: key.string), value: new[key])
+                    TelepatPatch(.replace, path: TelepatPatchPath(model: "", id: change.key, key: key.string), value: new[key] ?? .null)
                 })
             }
         }
@@ -61,7 +63,8 @@ final class TelepatNotifier: Sendable {
             var notification = TelepatNotification()
             for subscription in subscriptions {
                 let model = subscription.channel.model
-                let keys = [subscription.channel.subscriptionKey(applicationID: subscription.applicationID)]
+                // Each channel under its own key: the SDK files a notification by the key.
+                let keys = [subscription.key]
                 let app = subscription.applicationID
                 switch event {
                 case .new(let data):

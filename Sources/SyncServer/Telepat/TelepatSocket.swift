@@ -2,61 +2,67 @@ import Foundation
 import Hummingbird
 import HummingbirdWebSocket
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import TelepatProtocol
 
-/// One Engine.IO 3 WebSocket of `/socket.io/?EIO=3&transport=websocket`: the handshake, the
-/// Socket.IO connect, pongs to the client's pings, `bind_device` answered `ready`, then the
-/// device's notifications. A client silent for pingInterval + pingTimeout is closed: that, not
-/// the HTTP request timeout, is the socket's deadline (the client pings every pingInterval,
-/// longer than the request timeout, so that deadline cut every socket after 10 s).
+/// The WebSocket transport of the Telepat socket, `/socket.io/?EIO=3&transport=websocket`:
+///
+/// - without a `sid`, a session of its own (`TelepatSession`): the handshake (no upgrades), the
+///   Socket.IO connect, then the client's packets to the session and the session's to the client;
+/// - with the `sid` of a polling session, the upgrade (Engine.IO 3): `2probe` is answered
+///   `3probe` here, the client's `5` moves the session onto this socket, and it carries the
+///   session from then on. A probe that fails leaves the session polling.
+///
+/// A client silent for pingInterval + pingTimeout is closed by its session: that, not the HTTP
+/// request timeout, is the socket's deadline (the client pings every pingInterval, longer than
+/// the request timeout, so that deadline cut every socket after 10 s).
 struct TelepatSocket: Sendable {
     let frontEnd: TelepatFrontEnd
+    let sessions: TelepatSessions
     let pingInterval: Duration
     let pingTimeout: Duration
+
+    /// Whether a WebSocket request may upgrade: a new session, or a polling one to probe.
+    func accepts(_ request: Request) -> Bool {
+        let query = request.uri.queryParameters
+        guard query.get("EIO") == "3" || query.get("EIO") == nil else { return false }
+        guard let sid = query.get("sid") else { return sessions.count < sessions.limit }
+        return sessions.session(sid)?.transport == .polling
+    }
 
     func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, context: WebSocketRouterContext<ServerRequestContext>) async throws {
         let channel = context.requestContext.channel
         let logger = frontEnd.logger
-        let outbox = Outbox(limit: frontEnd.configuration.maxOutboundBufferBytes) {
-            logger.warning("closing a Telepat socket whose client does not read (outbound buffer full)")
-            channel.close(promise: nil)
-        }
         frontEnd.configuration.statistics.webSocketOpened()
         defer { frontEnd.configuration.statistics.webSocketClosed() }
         let activity = try? await channel.pipeline.handler(type: ConnectionActivity.self).get()
         activity?.enterWebSocket(on: channel.eventLoop)
-        let handshake = EngineIOHandshake(
-            sessionID: UUID().uuidString.lowercased(),
-            pingInterval: Int(pingInterval / .milliseconds(1)), pingTimeout: Int(pingTimeout / .milliseconds(1))
-        )
-        outbox.enqueue(EngineIOPacket.open(handshake).render())
-        outbox.enqueue(EngineIOPacket.message(SocketIOPacket(kind: .connect).render()).render())
-        let lastHeard = NIOLockedValueBox(ContinuousClock.now)
-        let bound = NIOLockedValueBox<String?>(nil)
-        let silence = pingInterval + pingTimeout
-        let watchdog = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(500))
-                if ContinuousClock.now - lastHeard.withLockedValue({ $0 }) > silence {
-                    logger.info("closing a silent Telepat socket")
-                    channel.close(promise: nil)
-                    return
-                }
+        let closeChannel: @Sendable () -> Void = { channel.close(promise: nil) }
+
+        var messages = inbound.messages(maxSize: frontEnd.configuration.maxFrameSize).makeAsyncIterator()
+        let session: TelepatSession
+        if let sid = context.request.uri.queryParameters.get("sid").map { String($0) } {
+            guard let probed = sessions.session(sid), try await upgrade(probed, messages: &messages, outbound: outbound, closeChannel: closeChannel) else {
+                return
             }
+            session = probed
+        } else {
+            guard let opened = sessions.open(transport: .webSocket, frontEnd: frontEnd) else {
+                logger.warning("refusing a Telepat socket: too many sessions")
+                return
+            }
+            opened.attach(closeWebSocket: closeChannel)
+            opened.open(upgrades: [], pingInterval: pingInterval, pingTimeout: pingTimeout)
+            session = opened
         }
-        defer {
-            watchdog.cancel()
-            if let device = bound.withLockedValue({ $0 }) { frontEnd.devices.unbind(device: device, outbox: outbox) }
-            outbox.abandon()
-        }
+        defer { session.close() }
+        let outbox = session.outbox
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 while let frame = await outbox.next() { try await outbound.writeTextMessage(frame) }
             }
-            reading: for try await message in inbound.messages(maxSize: frontEnd.configuration.maxFrameSize) {
-                lastHeard.withLockedValue { $0 = .now }
+            reading: while let message = try await messages.next() {
+                session.heard()
                 guard case .text(let text) = message else { break }
                 let packet: EngineIOPacket
                 do {
@@ -65,12 +71,8 @@ struct TelepatSocket: Sendable {
                     logger.info("closing a Telepat socket after a malformed packet", metadata: ["error": "\(error)"])
                     break
                 }
-                switch packet {
-                case .ping(let data): outbox.enqueue(EngineIOPacket.pong(data).render())
-                case .close: break reading
-                case .message(let data): handle(data, outbox: outbox, bound: bound)
-                case .open, .pong, .upgrade, .noop: continue
-                }
+                session.receive(packet)
+                if case .close = packet { break reading }
             }
             outbox.finish()
             try await group.next()
@@ -78,26 +80,25 @@ struct TelepatSocket: Sendable {
         }
     }
 
-    private func handle(_ data: String, outbox: Outbox, bound: NIOLockedValueBox<String?>) {
-        let packet: SocketIOPacket
-        let event: TelepatSocketEvent
+    /// The Engine.IO 3 upgrade of a polling session onto this socket: `2probe` -> `3probe`,
+    /// then `5`. True once the session is this socket's.
+    private func upgrade(
+        _ session: TelepatSession, messages: inout WebSocketInboundMessageStream.AsyncIterator, outbound: WebSocketOutboundWriter,
+        closeChannel: @escaping @Sendable () -> Void
+    ) async throws -> Bool {
+        guard case .text(let probe)? = try await messages.next(), (try? EngineIOPacket.parse(probe)) == .ping("probe"),
+              session.beginProbe()
+        else { return false }
         do {
-            packet = try SocketIOPacket.parse(data)
-            guard packet.kind == .event else { return }
-            event = try TelepatSocketEvent(packet: packet)
+            try await outbound.writeTextMessage(EngineIOPacket.pong("probe").render())
+            guard case .text(let text)? = try await messages.next(), (try? EngineIOPacket.parse(text)) == .upgrade else {
+                session.abandonProbe()
+                return false
+            }
         } catch {
-            let refusal = SocketIOPacket(kind: .error, data: .string("\(error)"))
-            outbox.enqueue(EngineIOPacket.message(refusal.render()).render())
-            return
+            session.abandonProbe()
+            throw error
         }
-        guard case .bindDevice(let device, let applicationID) = event else { return }
-        guard frontEnd.settings.applications[applicationID] != nil else {
-            outbox.enqueue(TelepatSocketEvent.other(name: "error", arguments: [TelepatErrorResponse(.invalidApplication, "Unknown application").json]).frame)
-            return
-        }
-        if let previous = bound.withLockedValue({ $0 }) { frontEnd.devices.unbind(device: previous, outbox: outbox) }
-        bound.withLockedValue { $0 = device }
-        frontEnd.devices.bind(device: device, outbox: outbox)
-        outbox.enqueue(TelepatSocketEvent.ready.frame)
+        return session.completeUpgrade(closeWebSocket: closeChannel)
     }
 }
