@@ -385,6 +385,12 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         return local != (try ghost()) || open != nil || ghostVersion == nil
     }
 
+    /// Missing from the re-index of `bucket` in progress, and asked for at our version
+    /// (`SyncStore.applyIndexPage`): the answer says whether the server removed it or lost it.
+    func awaitsVerification(in bucket: BucketRow) -> Bool {
+        needsReload && reloadVersion != nil && reloadVersion == ghostVersion && seenGeneration < bucket.indexGeneration
+    }
+
     func hasLocalEdit(_ db: Database) throws -> Bool {
         try hasLocalEdit(open: ChangeRow.open(entityID: id, db))
     }

@@ -82,6 +82,23 @@ extension SyncStore {
             }
         case .modify(let diff):
             let endVersion = change.endVersion ?? (change.sourceVersion ?? 0) + 1
+            if var existing = row, change.sourceVersion == nil, existing.awaitsVerification(in: bucket) {
+                // Missing from a re-index (`applyIndexPage`), and created again on the server
+                // since (its author sent it again, or a new note took the key): the server's
+                // entity from now on, whatever the answer about our version says. Our value
+                // merges in as a concurrent create where it was ours; else it gives way.
+                existing.needsReload = false
+                existing.reloadVersion = nil
+                guard let created = try? Merge.apply(diff, to: [:]) else {
+                    try markForReload(key: change.key, version: endVersion, bucket: bucket, now: now, outcome: &outcome, db)
+                    return
+                }
+                let oldGhost = existing.authored ? [:] : try existing.ghost()
+                try adopt(
+                    created, version: endVersion, oldGhost: oldGhost, remoteDiff: nil, row: &existing, bucket: bucket, now: now,
+                    clientID: change.clientID, outcome: &outcome, db)
+                return
+            }
             let sourceMatches: Bool
             if let existing = row {
                 if let known = existing.ghostVersion, known >= endVersion { return }  // already have it
@@ -271,7 +288,7 @@ extension SyncStore {
             outcome.lostOnServer.append(key)
             return
         }
-        if row.needsReload, row.reloadVersion == version, row.ghostVersion == version, row.seenGeneration < bucket.indexGeneration {
+        if row.awaitsVerification(in: bucket), row.reloadVersion == version {
             // The answer to a re-index's question (`applyIndexPage`): the entity is not in the
             // server's index; does the server have the version we had acknowledged?
             row.needsReload = false
@@ -296,7 +313,9 @@ extension SyncStore {
             return
         }
         guard let data else {
-            // `?`: the server has no such entity/version.
+            // `?`: the server has no such entity/version. Unasked for any more (a change that
+            // came meanwhile settled it): nothing to do.
+            guard row.needsReload else { return }
             row.needsReload = false
             row.reloadVersion = nil
             if row.holdsInvalidBytes, try row.local() == row.ghost() {

@@ -270,4 +270,37 @@ extension ReplicaReindexTests {
             #expect(b.value == ["n": 9] && b.version == 5 && b.state == .synced)
         }
     }
+
+    /// Missing from the re-index, then created again on the server before the answer about our
+    /// version comes (its author sent it again): that creation is the entity from now on, even
+    /// at a version number below ours, and the late answer changes nothing.
+    @Test func anEntityCreatedAgainWhileItsVersionIsAskedForIsTaken() throws {
+        try withStore { store, _ in
+            try Self.synced(store, ["theirs": (7, ["n": 7])])
+            try Self.ours(store, ["mine": (7, ["n": 7, "t": "mine"])])
+            let outcome = try Self.reindex(store, [:])
+            #expect(Set(outcome.reloads.map(\.key)) == ["theirs", "mine"])
+            let recreated = try store.applyRemote(
+                bucket: "notes",
+                changes: [
+                    RemoteChange(
+                        key: "theirs", operation: .modify(diff: wireDiff([:], ["n": 8])), sourceVersion: nil, endVersion: 2, cv: "c3",
+                        clientID: "other", ccids: ["o1"]),
+                    RemoteChange(
+                        key: "mine", operation: .modify(diff: wireDiff([:], ["n": 9])), sourceVersion: nil, endVersion: 2, cv: "c4",
+                        clientID: "other", ccids: ["o2"]),
+                ],
+                ownClientID: "us")
+            let theirs = try #require(try store.entity(bucket: "notes", key: "theirs"))
+            #expect(theirs.value == ["n": 8] && theirs.version == 2 && theirs.state == .synced)
+            // Ours merges in as a create made at the same time (its `t` kept, `n` ours).
+            let mine = try #require(try store.entity(bucket: "notes", key: "mine"))
+            #expect(mine.version == 2 && mine.value == ["n": 7, "t": "mine"])
+            #expect(recreated.readyToSend.map(\.key) == ["mine"])
+
+            let late = try store.applyEntity(bucket: "notes", key: "theirs", version: 7, data: nil)
+            #expect(late.readyToSend.isEmpty && late.events.isEmpty)
+            #expect(try store.entity(bucket: "notes", key: "theirs")?.value == ["n": 8])
+        }
+    }
 }
