@@ -15,13 +15,42 @@ enum PostgresAvailability {
     /// How long a request waits for a pooled connection.
     static let connectionWait: Duration = .seconds(5)
     /// How long one use of a leased connection may take, from the lease, before the connection
-    /// is closed under it: postgres-nio can leave a statement unanswered for good when the
-    /// server drops the connection at that instant (PostgreSQL stopping), which would hold the
-    /// lease, and with it the node's change writer. No statement of this server takes seconds on
-    /// a working database (a batch of changes commits in milliseconds), and the writer must be
+    /// is closed under it: postgres-nio can leave a statement on a connection PostgreSQL dropped
+    /// unanswered for good (it happens when PostgreSQL stops at that instant), which would hold
+    /// the lease, and with it the node's change writer. On a working database a batch commits in
+    /// milliseconds, but a busy machine or a long lock wait can take seconds: 30 s then.
+    static let statementDeadline: Duration = .seconds(30)
+    /// The deadline while the database has dropped connections lately (`afterConnectionFailure`):
+    /// a statement that hangs then is almost surely on a dead connection, and the writer must be
     /// free again soon after the database is back (issue 35: at 30 s, every writer waited ~26 s
-    /// after an outage ended). Migrations take their own, longer deadline.
-    static let statementDeadline: Duration = .seconds(8)
+    /// after an outage ended).
+    static let statementDeadlineAfterFailure: Duration = .seconds(8)
+    /// How long a connection failure counts as lately.
+    static let afterConnectionFailure: Duration = .seconds(120)
+
+    /// When each client (by identity) last saw the database drop or refuse a connection.
+    private static let lastConnectionFailure = NIOLockedValueBox<[ObjectIdentifier: ContinuousClock.Instant]>([:])
+
+    /// `client` saw the database drop a connection or refuse one (not a busy pool).
+    static func noteConnectionFailure(_ client: PostgresClient) {
+        lastConnectionFailure.withLockedValue { $0[ObjectIdentifier(client)] = .now }
+    }
+
+    /// The statement deadline for a lease of `client` now.
+    static func statementDeadline(for client: PostgresClient) -> Duration {
+        let last = lastConnectionFailure.withLockedValue { $0[ObjectIdentifier(client)] }
+        guard let last, ContinuousClock.now - last < afterConnectionFailure else { return statementDeadline }
+        return statementDeadlineAfterFailure
+    }
+
+    /// Whether `error` says the database dropped or refused a connection: not a pool that was
+    /// only busy, nor a deadline of ours (a slow machine must not shorten the next deadlines).
+    static func isConnectionFailure(_ error: any Error) -> Bool {
+        switch error {
+        case is ConnectionWaitExpired, is StatementDeadlineExpired, is SyncServerError: return false
+        default: return isUnavailable(error)
+        }
+    }
 
     /// Whether `error` means the database could not be reached rather than a refused statement.
     static func isUnavailable(_ error: any Error) -> Bool {
@@ -102,7 +131,7 @@ extension PostgresClient {
     /// statement postgres-nio never answers (it can happen when the server drops the connection
     /// at that instant) would hold the caller, and with it a node's change writer, for good.
     func withAvailableConnection<T: Sendable>(
-        _ what: String, deadline: Duration = PostgresAvailability.statementDeadline,
+        _ what: String, deadline chosen: Duration? = nil,
         _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let lease = ConnectionLease<T>()
@@ -131,6 +160,7 @@ extension PostgresClient {
                         work.cancel()
                         return
                     }
+                    let deadline = chosen ?? PostgresAvailability.statementDeadline(for: self)
                     try await Task.sleep(until: leasedAt + deadline)
                     // Closing fails what is pending on it, so the body usually ends on its own.
                     try? await connection.close()
@@ -141,6 +171,7 @@ extension PostgresClient {
                 lease.onFinish { watch.cancel() }
             }
         } catch {
+            if PostgresAvailability.isConnectionFailure(error) { PostgresAvailability.noteConnectionFailure(self) }
             throw PostgresAvailability.classified(error, what)
         }
     }

@@ -149,6 +149,7 @@ public final class PostgresServerStore: Sendable {
                 }
             } catch {
                 if Task.isCancelled { return }
+                PostgresAvailability.noteConnectionFailure(client)
                 if delay == .milliseconds(200) {
                     logger.warning("LISTEN connection lost; reconnecting", metadata: ["error": "\(PostgresAvailability.reason(error))"])
                 }
