@@ -27,8 +27,8 @@ import Testing
 /// - `BUCKETFS_SYNC_MODEL_SECONDS=s`: a long run: random seeds until s seconds have passed;
 /// - `BUCKETFS_SYNC_MODEL_SHRINK_SECONDS=s`: how long a failure's shrinking may take (default
 ///   240; 0: no shrinking);
-/// - `BUCKETFS_SYNC_MODEL_RESTORES=1`: backups of the server and restores from them among the
-///   faults (a replay of such a run needs it too).
+/// - `BUCKETFS_SYNC_MODEL_RESTORES=0`: no backups of the server and restores from them among the
+///   faults (they are by default; a replay of a run needs the same setting).
 /// The default run (`scripts/test`) takes the fixed seeds (about a minute on a quiet machine);
 /// `scripts/sync-model [SECONDS]` runs random seeds for as long as it is given.
 @Suite(.serialized)
@@ -70,7 +70,7 @@ struct SyncModelTests {
         let sequence = SyncModel.generate(seed: seed, steps: configuration.steps, restores: configuration.restores)
         let numbers = configuration.only.map { $0.filter(sequence.indices.contains) } ?? Array(sequence.indices)
         let steps = numbers.map { sequence[$0] }
-        let restores = configuration.restores ? "BUCKETFS_SYNC_MODEL_RESTORES=1 " : ""
+        let restores = configuration.restores ? "" : "BUCKETFS_SYNC_MODEL_RESTORES=0 "
         let replay = "\(restores)BUCKETFS_SYNC_MODEL_SEED=\(seed) BUCKETFS_SYNC_MODEL_STEPS=\(configuration.steps)"
             + (configuration.only.map { " BUCKETFS_SYNC_MODEL_ONLY=" + $0.map(String.init).joined(separator: ",") } ?? "")
         print("SyncModelTests: seed \(seed), \(steps.count) steps (rerun: \(replay) scripts/sync-model)")
@@ -146,8 +146,8 @@ struct SyncModelConfiguration: Sendable {
     var only: [Int]?
     var seconds: Double?
     var shrinkSeconds: Double
-    /// Backups and restores of the server among the faults (`BUCKETFS_SYNC_MODEL_RESTORES=1`):
-    /// off by default until a restore keeps edits made right after it (see issue 35's note).
+    /// Backups and restores of the server among the faults (issue 35; `BUCKETFS_SYNC_MODEL_RESTORES=0`:
+    /// none).
     var restores: Bool
     var isLongRun: Bool { seconds != nil }
 
@@ -155,7 +155,7 @@ struct SyncModelConfiguration: Sendable {
         steps = environment["BUCKETFS_SYNC_MODEL_STEPS"].flatMap { Int($0) } ?? Self.defaultSteps
         seconds = environment["BUCKETFS_SYNC_MODEL_SECONDS"].flatMap { Double($0) }
         shrinkSeconds = environment["BUCKETFS_SYNC_MODEL_SHRINK_SECONDS"].flatMap { Double($0) } ?? 240
-        restores = environment["BUCKETFS_SYNC_MODEL_RESTORES"] == "1"
+        restores = environment["BUCKETFS_SYNC_MODEL_RESTORES"] != "0"
         only = environment["BUCKETFS_SYNC_MODEL_ONLY"].flatMap { text in
             text.isEmpty ? nil : text.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
         }
