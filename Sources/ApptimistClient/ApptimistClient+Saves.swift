@@ -239,6 +239,14 @@ extension ApptimistClient {
                 continue
             }
             let bytes = Self.fileFormat.bytes(of: value) ?? []
+            guard bytes.count <= configuration.maxWriteBytes else {
+                let mebibytes = { (count: Int) in String(format: "%.1f MiB", Double(count) / 1_048_576) }
+                try refuse(
+                    change, code: 413,
+                    "too large to send: \(mebibytes(bytes.count)), over the \(mebibytes(configuration.maxWriteBytes)) one WRITE may "
+                        + "carry (413); kept locally")
+                continue
+            }
             // Taken when the file was opened for writing, and still held: WRITE at once.
             if holdsLock(change.key) {
                 steps.append((change, .write(fields, bytes)))

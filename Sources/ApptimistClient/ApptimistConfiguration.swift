@@ -25,6 +25,11 @@ public struct ApptimistConfiguration: Sendable {
     public var stableConnection: Duration = .seconds(10)
     /// Largest binary message accepted.
     public var maxMessageBytes: Int = 64 * 1024 * 1024
+    /// Largest file a WRITE sends: bucketfs's service closes a connection whose message is over
+    /// 4 MiB (as the Simperium and Telepat front ends do), header and file together; the header
+    /// takes well under 64 KiB. A bigger file is kept locally and refused (413), not sent again
+    /// at every reconnect while every later save waits behind it.
+    public var maxWriteBytes: Int = 4 * 1024 * 1024 - 64 * 1024
     /// Tests only: the highest header sequence number the mount sends on one connection before
     /// it closes it and opens another (default: the version's maximum, 65,535 in version 1).
     public var sequenceLimit: UInt64?

@@ -206,6 +206,29 @@ struct ApptimistMountEndToEndTests {
         #expect(gone[0]["code"] as? Int == 2)
     }
 
+    /// A file over what one WRITE may carry is refused before it is sent (the service would
+    /// close the connection, again at every reconnect): kept, `rejected:413` in status, and a
+    /// small file saved after it reaches the service (issue 36).
+    @Test func aFileTooBigForOneWriteIsRefusedAndTheRestGoesOn() async throws {
+        let world = try World()
+        defer { world.sandbox.close() }
+        let server = try Server.start(world.sandbox, data: world.data)
+        let a = try world.mount("a", as: world.alice, on: server)
+        // 6 MiB, written by a child (too long for an argument).
+        let writeBig = "import sys\nwith open(sys.argv[1], 'w') as f: f.write('0123456789abcdef' * 6 * 65536)"
+        _ = try Command.python(writeBig, [a.path("files/big.bin")], in: "/")
+        try Files.write(a.path("files/small.txt"), "small\n")
+        #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") }, "\(status(world.sandbox, a))\n\(a.process.logTail)")
+        let read = try peer(server, as: world.alice, [["op": "file", "kind": "read", "name": "small.txt"]])
+        #expect(read[0]["code"] as? Int == 0 && read[0]["text"] as? String == "small\n")
+        let shown = status(world.sandbox, a)
+        #expect(shown.contains("files/big.bin") && shown.contains("rejected:413") && shown.contains("too large to send"), "\(shown)")
+        let kept = try Command.python("import os, sys\nprint(os.path.getsize(sys.argv[1]))", [a.path("files/big.bin")], in: "/")
+        #expect(kept.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "\(6 * 1_048_576)", "the bytes are kept")
+        let missing = try peer(server, as: world.alice, [["op": "file", "kind": "read", "name": "big.bin"]])
+        #expect(missing[0]["code"] as? Int == 2, "never sent")
+    }
+
     @Test func aLockHeldElsewhereRefusesTheOpenAtOnceAndTheSaveKeepsItsBytes() async throws {
         let world = try World()
         defer { world.sandbox.close() }
