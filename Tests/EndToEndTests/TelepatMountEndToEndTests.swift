@@ -193,6 +193,33 @@ struct TelepatMountEndToEndTests {
         #expect(await waitUntil { objects(b).count == 1 && !objects(b).contains(file) })
     }
 
+    /// A server that forgot its devices (restored, or on PostgreSQL, where they live in memory)
+    /// refuses a mount's `bind_device`: the mount registers its device again and its socket
+    /// brings changes made elsewhere once more (issue 36).
+    @Test func aServerThatForgotTheDevicesHasTheMountsRegisterAgain() async throws {
+        let sandbox = try Sandbox()
+        defer { sandbox.close() }
+        var server = try TelepatServer.start(in: sandbox)
+        let a = try mount(sandbox, "a", server)
+        let b = try mount(sandbox, "b", server, as: TelepatServer.users[1])
+        try Files.write(a.path("Tasks/task/first.json"), "{\"title\": \"first\"}")
+        #expect(await waitUntil { objects(b).count == 1 && objects(a).count == 1 && !objects(a).contains("first.json") })
+        let file = try #require(objects(a).first)
+
+        server.process.signal(SIGTERM)
+        #expect(await offThePool { server.process.waitForExit() })
+        let devices = sandbox.root + "/server/telepat-devices.json"
+        #expect(FileManager.default.fileExists(atPath: devices))
+        try FileManager.default.removeItem(atPath: devices)
+        server = try TelepatServer.start(in: sandbox, port: server.port, data: sandbox.root + "/server")
+
+        // Edits after the restart reach the other mount only through a socket bound again.
+        try edit(a, file) { $0["title"] = "after the restart" }
+        #expect(await waitUntil { (try? object(b, file)["title"] as? String) == "after the restart" }, "\(b.process.logTail)")
+        try edit(b, file) { $0["title"] = "and back" }
+        #expect(await waitUntil { (try? object(a, file)["title"] as? String) == "and back" }, "\(a.process.logTail)")
+    }
+
     @Test func aTelepatMountAndASimperiumMountOfTheSameDataSeeEachOther() async throws {
         let sandbox = try Sandbox()
         defer { sandbox.close() }
