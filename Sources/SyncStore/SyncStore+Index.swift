@@ -195,18 +195,27 @@ extension SyncStore {
             return true
         }
         if let open { try open.delete(db) }
-        row.setGhost(data, version: version)
+        // A removal made here goes to the version the server has, as an edit does.
+        try sendAgain(
+            &row, over: data, version: version, reason: "the server had lost changes to this note (restored from a backup?); sent again",
+            bucket: bucket, outcome: &outcome, db)
+        return true
+    }
+
+    /// Our value (or removal), which the server lost, goes to it again over what it holds:
+    /// `ghost` at `version` (nil: nothing, so it is created anew). The file stays as it is.
+    static func sendAgain(
+        _ row: inout EntityRow, over ghost: JSONObject, version: Int?, reason: String, bucket: BucketRow,
+        outcome: inout RemoteOutcome, _ db: Database
+    ) throws {
+        row.setGhost(ghost, version: version)
         row.needsReload = false
         row.reloadVersion = nil
-        // A removal made here goes to the version the server has, as an edit does.
         let ready = try reconcileQueue(&row, bucket: bucket.name, db)
-        if ready != nil && row.state != EntityState.invalid.description {
-            row.reason = "the server had lost changes to this note (restored from a backup?); sent again"
-        }
+        if ready != nil && row.state != EntityState.invalid.description { row.reason = reason }
         try row.update(db)
         if let ready { outcome.ready(ready) }
-        outcome.lostOnServer.append(key)
-        return true
+        outcome.lostOnServer.append(row.key)
     }
 
     /// The server lists an entity whose value is ours at a newer version with other data: newer

@@ -275,17 +275,10 @@ extension SyncStore {
                 return
             }
             // Another history: the server lost our value; it is sent again over the listed version.
-            row.needsReload = false
-            row.reloadVersion = nil
-            row.setGhost(listedData, version: listedVersion)
-            if let next = try reconcileQueue(&row, bucket: bucket.name, db) {
-                outcome.ready(next)
-                if row.state != EntityState.invalid.description {
-                    row.reason = "the server had lost changes to this note (restored from a backup?); sent again"
-                }
-            }
-            try row.update(db)
-            outcome.lostOnServer.append(key)
+            try sendAgain(
+                &row, over: listedData, version: listedVersion,
+                reason: "the server had lost changes to this note (restored from a backup?); sent again", bucket: bucket,
+                outcome: &outcome, db)
             return
         }
         if row.awaitsVerification(in: bucket), row.reloadVersion == version {
@@ -301,15 +294,9 @@ extension SyncStore {
             }
             // It never had it: the server lost the entity (restored from a backup older than
             // it), and it is created there again from our value.
-            row.setGhost([:], version: nil)
-            if let next = try reconcileQueue(&row, bucket: bucket.name, db) {
-                outcome.ready(next)
-                if row.state != EntityState.invalid.description {
-                    row.reason = "the server had lost this note (restored from a backup?); sent again"
-                }
-            }
-            try row.update(db)
-            outcome.lostOnServer.append(key)
+            try sendAgain(
+                &row, over: [:], version: nil, reason: "the server had lost this note (restored from a backup?); sent again",
+                bucket: bucket, outcome: &outcome, db)
             return
         }
         guard let data else {

@@ -29,14 +29,7 @@ import Testing
         let progress = LoadProgress()
         let writers = (0..<4).map { LoadWriter(name: "w\($0)", port: $0 % 2 == 0 ? nodeA.port : nodeB.port, token: token, progress: progress) }
         let deadline = ContinuousClock.now + .seconds(150)
-        let results = Task {
-            try await withThrowingTaskGroup(of: LoadWriter.Result.self) { group in
-                for writer in writers { group.addTask { try await writer.run(until: deadline) } }
-                var results: [LoadWriter.Result] = []
-                for try await result in group { results.append(result) }
-                return results
-            }
-        }
+        let results = LoadWriter.runAll(writers, until: deadline)
         defer { progress.finish() }
         try await progress.wait(untilEachOf: writers.map(\.name), hasAcknowledged: 5, before: deadline)
 
@@ -60,11 +53,7 @@ import Testing
             try await progress.wait(
                 untilEachOf: writers.map(\.name), hasAcknowledged: 5, after: restarted, before: min(deadline, ContinuousClock.now + .seconds(60)))
         } catch {
-            // What the nodes said, for whoever finds out why one did not come back.
-            let said = [("A", nodeA), ("B", nodeB)].map { name, node in
-                "node \(name):\n" + node.log().split(separator: "\n").filter { $0.contains(" warning ") || $0.contains(" error ") }.suffix(20).joined(separator: "\n")
-            }
-            throw TestFailure("\(error)\n\(said.joined(separator: "\n"))")
+            throw TestFailure("\(error)\n\(Self.warnings(of: [("A", nodeA), ("B", nodeB)], last: 20))")
         }
         progress.finish()
         let outcomes = try await results.value
@@ -135,14 +124,7 @@ import Testing
         let progress = LoadProgress()
         let writers = (0..<10).map { LoadWriter(name: "w\($0)", port: $0 % 2 == 0 ? nodeA.port : nodeB.port, token: token, progress: progress) }
         let deadline = ContinuousClock.now + .seconds(outages * (outageSeconds + gapSeconds) + 240)
-        let results = Task {
-            try await withThrowingTaskGroup(of: LoadWriter.Result.self) { group in
-                for writer in writers { group.addTask { try await writer.run(until: deadline) } }
-                var results: [LoadWriter.Result] = []
-                for try await result in group { results.append(result) }
-                return results
-            }
-        }
+        let results = LoadWriter.runAll(writers, until: deadline)
         defer { progress.finish() }
         try await progress.wait(untilEachOf: writers.map(\.name), hasAcknowledged: 3, before: deadline)
         var returns: [ContinuousClock.Instant] = []
@@ -170,13 +152,10 @@ import Testing
                 }
             }
         }
-        let said = [("A", nodeA), ("B", nodeB)].map { name, node in
-            "node \(name):\n" + node.log().split(separator: "\n").filter { $0.contains(" warning ") || $0.contains(" error ") }.suffix(12).joined(separator: "\n")
-        }
         print("PostgreSQL outages: the longest wait for an acknowledgement was \(slowest.map { "\($0.wait), \($0.writer) \($0.detail)" } ?? "none")")
         #expect(
             (slowest?.wait ?? .zero) < .seconds(10),
-            "\(slowest.map { "\($0.writer) waited \($0.wait) \($0.detail)" } ?? ""): \(outcomes)\n\(said.joined(separator: "\n"))")
+            "\(slowest.map { "\($0.writer) waited \($0.wait) \($0.detail)" } ?? ""): \(outcomes)\n\(Self.warnings(of: [("A", nodeA), ("B", nodeB)], last: 12))")
         await cluster.dropDatabase(database)
     }
 
@@ -214,13 +193,16 @@ import Testing
         serve.standardOutput = output
         serve.standardError = output
         try serve.run()
-        while serve.isRunning, ContinuousClock.now - started < .seconds(60) { try await Task.sleep(for: .milliseconds(50)) }
+        // Its own time is about 5 s; a busy machine running the other tests of this suite beside
+        // it once took 32. It must end on its own, not be stopped.
+        while serve.isRunning, ContinuousClock.now - started < .seconds(120) { try await Task.sleep(for: .milliseconds(50)) }
+        let endedOnItsOwn = !serve.isRunning
         if serve.isRunning { serve.terminate() }
         serve.waitUntilExit()
         #expect(serve.terminationStatus != 0)
         let log = (try? String(contentsOfFile: logs.path + "/serve.log", encoding: .utf8)) ?? ""
         #expect(log.contains("Error: database: postgres://postgres@127.0.0.1:1/nothing (waited 1.0 seconds): database unavailable"), "\(log)")
-        #expect(ContinuousClock.now - started < .seconds(30))
+        #expect(endedOnItsOwn, "still running after \(ContinuousClock.now - started)")
     }
 
     // MARK: - Helpers
@@ -232,6 +214,14 @@ import Testing
             cluster.location(database: database), passwordIterations: testPasswordIterations, logger: logger)
         defer { accounts.close() }
         return try await accounts.createUser(username: "alice@example.com", password: "secret").accessToken
+    }
+
+    /// Each node's last warning and error lines, for whoever finds out why one did not come back.
+    static func warnings(of nodes: [(String, ServeBinary)], last count: Int) -> String {
+        nodes.map { name, node in
+            "node \(name):\n" + node.log().split(separator: "\n").filter { $0.contains(" warning ") || $0.contains(" error ") }
+                .suffix(count).joined(separator: "\n")
+        }.joined(separator: "\n")
     }
 
     /// One `POST /1/test-app/authorize/` on a plain TCP connection; the whole answer.
@@ -305,6 +295,18 @@ struct LoadWriter: Sendable {
     let port: Int
     let token: String
     let progress: LoadProgress
+
+    /// Every writer running until `deadline` (or its progress is finished), in one task.
+    static func runAll(_ writers: [LoadWriter], until deadline: ContinuousClock.Instant) -> Task<[Result], any Error> {
+        Task {
+            try await withThrowingTaskGroup(of: Result.self) { group in
+                for writer in writers { group.addTask { try await writer.run(until: deadline) } }
+                var results: [Result] = []
+                for try await result in group { results.append(result) }
+                return results
+            }
+        }
+    }
 
     func run(until deadline: ContinuousClock.Instant) async throws -> Result {
         var result = Result(name: name, changes: 0, acknowledged: [:], reconnects: 0)
