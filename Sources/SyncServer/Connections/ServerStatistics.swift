@@ -33,10 +33,10 @@ public final class ServerStatistics: Sendable {
     public init() {
         // Every series exists from the start, at 0, so a scrape sees the counters move from there.
         for kind in WebSocketProtocol.allCases { _ = webSocketGauge(kind) }
-        _ = registry.makeGauge(name: "bucketfs_connections", labels: [("state", "open")], help: Help.connections)
-        _ = registry.makeCounter(name: "bucketfs_changes_accepted_total", help: Help.accepted)
-        _ = registry.makeValueHistogram(name: "bucketfs_commit_batch_changes", buckets: Self.batchBuckets, help: Help.batch)
-        _ = registry.makeDurationHistogram(name: "bucketfs_change_commit_seconds", buckets: Self.latencyBuckets, help: Help.latency)
+        _ = registry.makeGauge(descriptor: Self.named("bucketfs_connections", Help.connections), labels: [("state", "open")])
+        _ = registry.makeCounter(descriptor: Self.named("bucketfs_changes_accepted_total", Help.accepted))
+        _ = registry.makeValueHistogram(descriptor: Self.named("bucketfs_commit_batch_changes", Help.batch), buckets: Self.batchBuckets)
+        _ = registry.makeDurationHistogram(descriptor: Self.named("bucketfs_change_commit_seconds", Help.latency), buckets: Self.latencyBuckets)
     }
 
     /// Accepted connections (HTTP or WebSocket) whose handling has not ended.
@@ -59,10 +59,10 @@ public final class ServerStatistics: Sendable {
     /// The metrics in Prometheus text format (version 0.0.4), process figures read now.
     public func prometheusText() -> String {
         if let resident = ProcessFigures.residentBytes() {
-            registry.makeGauge(name: "process_resident_memory_bytes", help: Help.resident).set(Double(resident))
+            registry.makeGauge(descriptor: Self.named("process_resident_memory_bytes", Help.resident)).set(Double(resident))
         }
         if let open = ProcessFigures.openDescriptors() {
-            registry.makeGauge(name: "process_open_fds", help: Help.descriptors).set(Double(open))
+            registry.makeGauge(descriptor: Self.named("process_open_fds", Help.descriptors)).set(Double(open))
         }
         return registry.emitToString()
     }
@@ -77,7 +77,7 @@ public final class ServerStatistics: Sendable {
 
     /// Counts a close for `reason`; true the first time for that reason (the one to log).
     func countClose(reason: String) -> Bool {
-        registry.makeCounter(name: "bucketfs_http_closes_total", labels: [("reason", reason)], help: Help.closes).increment()
+        registry.makeCounter(descriptor: Self.named("bucketfs_http_closes_total", Help.closes), labels: [("reason", reason)]).increment()
         return counts.withLockedValue { counts in
             counts.closes[reason, default: 0] += 1
             return counts.closes[reason] == 1
@@ -86,12 +86,12 @@ public final class ServerStatistics: Sendable {
 
     func connectionOpened() {
         counts.withLockedValue { $0.connections += 1 }
-        registry.makeGauge(name: "bucketfs_connections", labels: [("state", "open")], help: Help.connections).increment()
+        registry.makeGauge(descriptor: Self.named("bucketfs_connections", Help.connections), labels: [("state", "open")]).increment()
     }
 
     func connectionClosed() {
         counts.withLockedValue { $0.connections -= 1 }
-        registry.makeGauge(name: "bucketfs_connections", labels: [("state", "open")], help: Help.connections).decrement()
+        registry.makeGauge(descriptor: Self.named("bucketfs_connections", Help.connections), labels: [("state", "open")]).decrement()
     }
 
     func webSocketOpened(_ kind: WebSocketProtocol) {
@@ -106,37 +106,42 @@ public final class ServerStatistics: Sendable {
 
     /// A change committed (Simperium), `latency` after it was submitted.
     func changeAccepted(latency: Duration) {
-        registry.makeCounter(name: "bucketfs_changes_accepted_total", help: Help.accepted).increment()
+        registry.makeCounter(descriptor: Self.named("bucketfs_changes_accepted_total", Help.accepted)).increment()
         changeCommitted(latency: latency)
     }
 
     /// A change answered with error `code` (Simperium), by the store after `latency` or before it.
     func changeRefused(code: Int, latency: Duration? = nil) {
-        registry.makeCounter(name: "bucketfs_changes_refused_total", labels: [("code", "\(code)")], help: Help.refused).increment()
+        registry.makeCounter(descriptor: Self.named("bucketfs_changes_refused_total", Help.refused), labels: [("code", "\(code)")]).increment()
         if let latency { changeCommitted(latency: latency) }
     }
 
     /// A commit of `changes` changes in one transaction (`CommitQueue`).
     func batchCommitted(changes: Int) {
-        registry.makeValueHistogram(name: "bucketfs_commit_batch_changes", buckets: Self.batchBuckets, help: Help.batch).record(Double(changes))
+        registry.makeValueHistogram(descriptor: Self.named("bucketfs_commit_batch_changes", Help.batch), buckets: Self.batchBuckets).record(Double(changes))
     }
 
     /// A 429 answered by `api` ("auth", "telepat").
     func tooManyRequests(api: String) {
-        registry.makeCounter(name: "bucketfs_http_too_many_requests_total", labels: [("api", api)], help: Help.tooMany).increment()
+        registry.makeCounter(descriptor: Self.named("bucketfs_http_too_many_requests_total", Help.tooMany), labels: [("api", api)]).increment()
     }
 
     /// The database did not answer `operation` ("change", "auth", "readiness").
     func databaseUnavailable(operation: String) {
-        registry.makeCounter(name: "bucketfs_database_unavailable_total", labels: [("operation", operation)], help: Help.unavailable).increment()
+        registry.makeCounter(descriptor: Self.named("bucketfs_database_unavailable_total", Help.unavailable), labels: [("operation", operation)]).increment()
     }
 
     private func changeCommitted(latency: Duration) {
-        registry.makeDurationHistogram(name: "bucketfs_change_commit_seconds", buckets: Self.latencyBuckets, help: Help.latency).record(latency)
+        registry.makeDurationHistogram(descriptor: Self.named("bucketfs_change_commit_seconds", Help.latency), buckets: Self.latencyBuckets).record(latency)
     }
 
     private func webSocketGauge(_ kind: WebSocketProtocol) -> Gauge {
-        registry.makeGauge(name: "bucketfs_websockets", labels: [("protocol", kind.rawValue)], help: Help.webSockets)
+        registry.makeGauge(descriptor: Self.named("bucketfs_websockets", Help.webSockets), labels: [("protocol", kind.rawValue)])
+    }
+
+    /// A metric's full name (no unit part: the names say theirs) and its help text.
+    private static func named(_ name: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
     }
 
     private static let batchBuckets: [Double] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]
