@@ -4,6 +4,7 @@ import HummingbirdTLS
 import HummingbirdWebSocket
 import Logging
 import NIOSSL
+import ServiceLifecycle
 
 /// Builds the sync server (auth API + streaming WebSocket) over the SQLite `store`; `bucketfs
 /// serve` and the tests share it. Throws when the TLS certificate or key cannot be loaded.
@@ -22,10 +23,14 @@ func buildServerApplication(
     logger: Logger
 ) throws -> some ApplicationProtocol {
     let hub = SubscriptionHub(maxHeldBytes: configuration.maxCatchUpBytes)
+    let statistics = configuration.statistics
+    store.commitQueue.observeBatches { statistics.batchCommitted(changes: $0) }
     store.deliverForeignChanges { bucketID, change in hub.publish(bucketID: bucketID, change: change) }
     let router = Router(context: ServerRequestContext.self)
     let throttle = LoginThrottle(perUser: configuration.loginLimitPerUser, perAddress: configuration.loginLimitPerAddress)
     AuthRoutes(configuration: configuration, store: store, logger: logger, throttle: throttle).register(on: router)
+    let shutdown = ShutdownState()
+    HealthRoutes(store: store, shutdown: shutdown, statistics: configuration.statistics).register(on: router)
 
     let endpoint = StreamingEndpoint(configuration: configuration, store: store, hub: hub, logger: logger)
     let webSocketRouter = Router(context: ServerRequestContext.self)
@@ -82,19 +87,42 @@ func buildServerApplication(
         let guarded = GuardedChildChannel(
             base: http, requestTimeout: configuration.requestTimeout, shutdownGrace: configuration.shutdownGrace,
             statistics: configuration.statistics,
-            cap: cap
+            cap: cap, shutdown: shutdown
         )
         guard let tlsConfiguration else { return guarded }
         return try TLSChannel(guarded, tlsConfiguration: tlsConfiguration)
     }
     let onServerRunning = configuration.onServerRunning
+    var services: [any Service] = []
+    if let metrics = configuration.metrics { services.append(metricsApplication(metrics, statistics: statistics, logger: logger)) }
     return Application(
         router: router,
         server: server,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "bucketfs"),
+        services: services,
         onServerRunning: { channel in
             await onServerRunning?(channel.localAddress?.port ?? configuration.port)
         },
+        logger: logger
+    )
+}
+
+/// `GET /metrics` on a listener of its own, run beside the server (and stopped with it).
+private func metricsApplication(
+    _ listener: ServerConfiguration.MetricsListener, statistics: ServerStatistics, logger: Logger
+) -> some Service {
+    let router = Router()
+    router.get("/metrics") { _, _ in
+        Response(
+            status: .ok,
+            headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(string: statistics.prometheusText())))
+    }
+    let onRunning = listener.onRunning
+    return Application(
+        router: router,
+        configuration: .init(address: .hostname(listener.host, port: listener.port), serverName: "bucketfs-metrics"),
+        onServerRunning: { channel in await onRunning?(channel.localAddress?.port ?? listener.port) },
         logger: logger
     )
 }

@@ -61,8 +61,25 @@ public struct ServerConfiguration: Sendable {
     public var telepat: TelepatSettings?
     /// The Apptimist App-Server to answer for (`bucketfs serve --apptimist SERVICE`); nil: none.
     public var apptimist: ApptimistSettings?
+    /// Where `/metrics` is served (`bucketfs serve --metrics-port`); nil: nowhere.
+    public var metrics: MetricsListener?
     /// Test hook: when it returns a code, the change is answered with that error and not applied.
     public var forcedChangeError: (@Sendable (ChangeRequest) -> Int?)?
+
+    /// A listener of its own for `GET /metrics` (Prometheus text), apart from the public port,
+    /// so what the server counts is not published to its clients.
+    public struct MetricsListener: Sendable {
+        public var host: String
+        /// 0 picks a free port (read it back through `onRunning`).
+        public var port: Int
+        public var onRunning: (@Sendable (_ port: Int) async -> Void)?
+
+        public init(host: String = "127.0.0.1", port: Int, onRunning: (@Sendable (_ port: Int) async -> Void)? = nil) {
+            self.host = host
+            self.port = port
+            self.onRunning = onRunning
+        }
+    }
 
     /// Paths of a PEM certificate chain and its private key.
     public struct TLSFiles: Sendable, Hashable {

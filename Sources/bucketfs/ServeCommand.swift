@@ -12,7 +12,9 @@ struct Serve: AsyncParsableCommand {
             Clients connect to ws://HOST:PORT/sock/1/APP_ID/websocket and get tokens from \
             POST http://HOST:PORT/1/APP_ID/authorize/ (or /create/). All state lives in one SQLite \
             file in --data, or in a PostgreSQL database (--database, or BUCKETFS_DATABASE_URL) that \
-            several nodes may share; stop with SIGINT or SIGTERM.
+            several nodes may share; stop with SIGINT or SIGTERM. GET /healthz answers while the \
+            process runs, GET /readyz only while its store answers (for a load balancer's check); \
+            --metrics-port serves Prometheus metrics apart from the public port.
             """
     )
 
@@ -73,6 +75,14 @@ struct Serve: AsyncParsableCommand {
         help: "Also answer the Apptimist App-Server protocol as this service, on ws://HOST:PORT/SERVICE (README \"Apptimist server\").")
     var apptimist: String?
 
+    @Option(
+        name: .customLong("metrics-port"),
+        help: "Serve Prometheus metrics at http://METRICS-ADDRESS:PORT/metrics, on a listener of its own (0 picks a free port). Default: no metrics.")
+    var metricsPort: Int?
+
+    @Option(name: .customLong("metrics-address"), help: "Interface of the --metrics-port listener.")
+    var metricsAddress: String = "127.0.0.1"
+
     @Option(name: .customLong("shutdown-grace"), help: "Seconds connections get to close after SIGTERM/SIGINT before they are closed hard.")
     var shutdownGrace: Double = 5
 
@@ -94,6 +104,7 @@ struct Serve: AsyncParsableCommand {
             do { _ = try PostgresLocation(url: databaseURL) } catch { throw ValidationError("\(error)") }
         }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
+        if let metricsPort, !(0...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be between 0 and 65535") }
         guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
         guard (1...Frame.defaultMaxClientBytes).contains(maxDocumentSize) else {
             throw ValidationError(
@@ -149,6 +160,12 @@ struct Serve: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data(line.utf8))
             }
         )
+        if let metricsPort {
+            let metricsHost = metricsAddress
+            configuration.metrics = ServerConfiguration.MetricsListener(host: metricsHost, port: metricsPort) { port in
+                FileHandle.standardOutput.write(Data("bucketfs metrics on http://\(metricsHost):\(port)/metrics\n".utf8))
+            }
+        }
         configuration.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
         configuration.shutdownGrace = .milliseconds(Int64(shutdownGrace * 1000))
         if let telepat {

@@ -78,6 +78,40 @@ import Testing
         }
     }
 
+    /// Issue 38: the example checks `GET /readyz`, so a node whose database is gone leaves the
+    /// rotation while its process still runs, and comes back with its database. Node A has a
+    /// cluster of its own (stopped here), node B the shared one.
+    @Test func haproxyTakesANodeWhoseDatabaseIsGoneOutOfRotationAndBack() async throws {
+        try await withPostgresDatabase { shared, sharedDatabase in
+            let own = try await PostgresCluster.started()
+            defer { own.remove() }
+            let ownDatabase = try await own.createDatabase()
+            let directory = try TemporaryDirectory()
+            defer { directory.remove() }
+            for node in ["a", "b"] { try FileManager.default.createDirectory(atPath: directory.path + "/" + node, withIntermediateDirectories: true) }
+            let nodeA = try await ServeBinary(data: directory.path + "/a", database: own.url(database: ownDatabase))
+            defer { nodeA.stop() }
+            let nodeB = try await ServeBinary(data: directory.path + "/b", database: shared.url(database: sharedDatabase))
+            defer { nodeB.stop() }
+            let front = try PostgresCluster.freePort()
+            let haproxy = try await Haproxy(
+                example: Self.haproxyExample, directory: directory.path,
+                ports: ["127.0.0.1:8080": front, "127.0.0.1:8081": nodeA.port, "127.0.0.1:8082": nodeB.port])
+            defer { haproxy.stop() }
+
+            try own.stop(mode: "fast")
+            // Taken out by the HTTP check (layer 7: the node answers 503), not for a refused connection.
+            try await haproxy.waitForLine(containing: ["node1", "is DOWN", "Layer7"], within: .seconds(60))
+            #expect(!haproxy.log().contains("node2 is DOWN"))
+            // Every request now goes to node B: ten in a row are ready.
+            for _ in 0..<10 { #expect(try await httpGet(port: front, "/readyz").status == 200) }
+
+            try own.start()
+            try await haproxy.waitForLine(containing: ["node1", "is UP"], within: .seconds(120))
+            #expect(nodeA.process.isRunning)
+        }
+    }
+
     @Test func aBackupWithPgDumpRestoredIntoANewDatabaseServesTheSameEntitiesAndVersions() async throws {
         try await withPostgresDatabase { cluster, database in
             let url = cluster.url(database: database)
@@ -157,6 +191,7 @@ import Testing
 /// addresses replaced; stopped on `stop()`. Fails (does not skip) where haproxy is missing.
 final class Haproxy: @unchecked Sendable {
     let process = Process()
+    private(set) var logPath = ""
 
     init(example: String, directory: String, ports: [String: Int]) async throws {
         let binary = "/usr/sbin/haproxy"
@@ -173,7 +208,7 @@ final class Haproxy: @unchecked Sendable {
         let configuration = lines.joined(separator: "\n")
         let path = directory + "/haproxy.cfg"
         try configuration.write(toFile: path, atomically: true, encoding: .utf8)
-        let logPath = directory + "/haproxy.log"
+        logPath = directory + "/haproxy.log"
         FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.executableURL = URL(fileURLWithPath: binary)
@@ -191,6 +226,20 @@ final class Haproxy: @unchecked Sendable {
                 throw TestFailure("haproxy did not start: \((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "")")
             }
             try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    /// What haproxy said (in the foreground it reports each server going DOWN or UP).
+    func log() -> String {
+        (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+    }
+
+    /// Waits until haproxy's log has a line containing every one of `words`.
+    func waitForLine(containing words: [String], within limit: Duration) async throws {
+        let deadline = ContinuousClock.now + limit
+        while !log().split(separator: "\n").contains(where: { line in words.allSatisfy { line.contains($0) } }) {
+            guard ContinuousClock.now < deadline else { throw TestFailure("haproxy never said \(words) within \(limit):\n\(log())") }
+            try await Task.sleep(for: .milliseconds(100))
         }
     }
 

@@ -53,6 +53,19 @@ final class ServeBinary: @unchecked Sendable {
         return Int(log[range.upperBound...].prefix { $0.isNumber })
     }
 
+    /// The port of `/metrics` (started with `--metrics-port`), once the process has said it.
+    func metricsPort() async throws -> Int {
+        let deadline = ContinuousClock.now + hangGuard
+        while ContinuousClock.now < deadline, process.isRunning {
+            let log = self.log()
+            if let range = log.range(of: "metrics on http://127.0.0.1:"), let port = Int(log[range.upperBound...].prefix { $0.isNumber }) {
+                return port
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TestFailure("serve did not say its metrics port: \(self.log())")
+    }
+
     /// Sends `signal` and waits (bounded) for the exit; how long it took, nil if it did not exit.
     func signal(_ signal: Int32, within limit: Duration) async -> Duration? {
         let start = ContinuousClock.now

@@ -89,8 +89,8 @@ final class ApptimistConnection: Sendable {
             channel.close(promise: nil)
         }
         let configuration = service.configuration
-        configuration.statistics.webSocketOpened()
-        defer { configuration.statistics.webSocketClosed() }
+        configuration.statistics.webSocketOpened(.apptimist)
+        defer { configuration.statistics.webSocketClosed(.apptimist) }
         // LOGIN is this protocol's init: a connection that has not logged in within the init
         // timeout is closed, as a Simperium socket without `init` is.
         let initialization = NIOLockedValueBox(WebSocketWatchdog.InitState.waiting)

@@ -16,6 +16,7 @@ struct GuardedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
     let shutdownGrace: Duration
     let statistics: ServerStatistics
     let cap: ConnectionCap
+    let shutdown: ShutdownState
 
     /// A connection past the cap, closed at once.
     struct Refused: Error {}
@@ -25,7 +26,8 @@ struct GuardedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
         do {
             // Appended before the base's handlers: first in a plain pipeline, after TLS in a
             // TLS one (TLSChannel adds its handler, then sets its base up).
-            try channel.pipeline.syncOperations.addHandler(ConnectionActivity(requestTimeout: requestTimeout, logger: logger))
+            try channel.pipeline.syncOperations.addHandler(
+                ConnectionActivity(requestTimeout: requestTimeout, statistics: statistics, logger: logger))
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
         }
@@ -38,9 +40,16 @@ struct GuardedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
         statistics.connectionOpened()
         statistics.track(channel)
         defer { statistics.connectionClosed() }
+        // Nil only when the connection closed before its handling began (nothing to filter then).
+        let activity = try? await channel.eventLoop.submit {
+            try channel.pipeline.syncOperations.handler(type: ConnectionActivity.self)
+        }.get()
+        var handlingLogger = logger
+        if let activity { handlingLogger.handler = OwnCloseLogFilter(base: logger.handler, activity: activity) }
         await withGracefulShutdownHandler {
-            await base.handle(value: value, logger: logger)
+            await base.handle(value: value, logger: handlingLogger)
         } onGracefulShutdown: {
+            shutdown.begin()
             channel.eventLoop.scheduleTask(in: grace) {
                 if channel.isActive { logger.info("closing a connection still open after the shutdown grace period") }
                 channel.close(promise: nil)

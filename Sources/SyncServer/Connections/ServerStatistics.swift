@@ -1,24 +1,43 @@
+import Foundation
 import NIOConcurrencyHelpers
+import Prometheus
 
-/// Counts of what the server holds open, for logs, benchmarks and tests (a connection that
-/// should have been closed shows up here, whatever the peer does).
+/// Counts of what the server holds open and what it has done, for logs, benchmarks, tests and
+/// `/metrics` (a connection that should have been closed shows up here, whatever the peer does).
+/// Each server has its own, with its own Prometheus registry: tests run servers side by side.
 public final class ServerStatistics: Sendable {
     private struct Counts {
         var connections = 0
         var webSockets = 0
+        /// HTTP connections the server closed, by reason (`ConnectionActivity`).
+        var closes: [String: Int] = [:]
     }
 
     private let counts = NIOLockedValueBox(Counts())
     /// Every connection's channel, weakly: one still alive after its connection closed is a
     /// leak (issue 20: each WebSocket connection kept its channel and ~6 KiB for good).
     private let channels = NIOLockedValueBox([WeakChannel]())
+    /// What `/metrics` renders (`--metrics-port`, README "Health and metrics").
+    let registry = PrometheusCollectorRegistry()
 
     // Only read and written under the lock; the channels themselves are Sendable.
     private struct WeakChannel: @unchecked Sendable {
         weak var channel: AnyObject?
     }
 
-    public init() {}
+    /// The WebSocket protocols the server speaks, as `/metrics` labels them.
+    public enum WebSocketProtocol: String, Sendable, CaseIterable {
+        case simperium, telepat, apptimist
+    }
+
+    public init() {
+        // Every series exists from the start, at 0, so a scrape sees the counters move from there.
+        for kind in WebSocketProtocol.allCases { _ = webSocketGauge(kind) }
+        _ = registry.makeGauge(descriptor: Self.named("bucketfs_connections", Help.connections), labels: [("state", "open")])
+        _ = registry.makeCounter(descriptor: Self.named("bucketfs_changes_accepted_total", Help.accepted))
+        _ = registry.makeValueHistogram(descriptor: Self.named("bucketfs_commit_batch_changes", Help.batch), buckets: Self.batchBuckets)
+        _ = registry.makeDurationHistogram(descriptor: Self.named("bucketfs_change_commit_seconds", Help.latency), buckets: Self.latencyBuckets)
+    }
 
     /// Accepted connections (HTTP or WebSocket) whose handling has not ended.
     public var openConnections: Int { counts.withLockedValue { $0.connections } }
@@ -33,6 +52,21 @@ public final class ServerStatistics: Sendable {
         }
     }
 
+    /// HTTP connections closed by the server so far, by reason: a deadline ("no request",
+    /// "request not complete", "idle") or a refused head ("request line too long", "request head too large").
+    public var closesByReason: [String: Int] { counts.withLockedValue { $0.closes } }
+
+    /// The metrics in Prometheus text format (version 0.0.4), process figures read now.
+    public func prometheusText() -> String {
+        if let resident = ProcessFigures.residentBytes() {
+            registry.makeGauge(descriptor: Self.named("process_resident_memory_bytes", Help.resident)).set(Double(resident))
+        }
+        if let open = ProcessFigures.openDescriptors() {
+            registry.makeGauge(descriptor: Self.named("process_open_fds", Help.descriptors)).set(Double(open))
+        }
+        return registry.emitToString()
+    }
+
     func track(_ channel: AnyObject) {
         channels.withLockedValue { channels in
             // Pruned as it grows, so tracking costs a slot per live connection only.
@@ -41,8 +75,106 @@ public final class ServerStatistics: Sendable {
         }
     }
 
-    func connectionOpened() { counts.withLockedValue { $0.connections += 1 } }
-    func connectionClosed() { counts.withLockedValue { $0.connections -= 1 } }
-    func webSocketOpened() { counts.withLockedValue { $0.webSockets += 1 } }
-    func webSocketClosed() { counts.withLockedValue { $0.webSockets -= 1 } }
+    /// Counts a close for `reason`; true the first time for that reason (the one to log).
+    func countClose(reason: String) -> Bool {
+        registry.makeCounter(descriptor: Self.named("bucketfs_http_closes_total", Help.closes), labels: [("reason", reason)]).increment()
+        return counts.withLockedValue { counts in
+            counts.closes[reason, default: 0] += 1
+            return counts.closes[reason] == 1
+        }
+    }
+
+    func connectionOpened() {
+        counts.withLockedValue { $0.connections += 1 }
+        registry.makeGauge(descriptor: Self.named("bucketfs_connections", Help.connections), labels: [("state", "open")]).increment()
+    }
+
+    func connectionClosed() {
+        counts.withLockedValue { $0.connections -= 1 }
+        registry.makeGauge(descriptor: Self.named("bucketfs_connections", Help.connections), labels: [("state", "open")]).decrement()
+    }
+
+    func webSocketOpened(_ kind: WebSocketProtocol) {
+        counts.withLockedValue { $0.webSockets += 1 }
+        webSocketGauge(kind).increment()
+    }
+
+    func webSocketClosed(_ kind: WebSocketProtocol) {
+        counts.withLockedValue { $0.webSockets -= 1 }
+        webSocketGauge(kind).decrement()
+    }
+
+    /// A change committed (Simperium), `latency` after it was submitted.
+    func changeAccepted(latency: Duration) {
+        registry.makeCounter(descriptor: Self.named("bucketfs_changes_accepted_total", Help.accepted)).increment()
+        changeCommitted(latency: latency)
+    }
+
+    /// A change answered with error `code` (Simperium), by the store after `latency` or before it.
+    func changeRefused(code: Int, latency: Duration? = nil) {
+        registry.makeCounter(descriptor: Self.named("bucketfs_changes_refused_total", Help.refused), labels: [("code", "\(code)")]).increment()
+        if let latency { changeCommitted(latency: latency) }
+    }
+
+    /// A commit of `changes` changes in one transaction (`CommitQueue`).
+    func batchCommitted(changes: Int) {
+        registry.makeValueHistogram(descriptor: Self.named("bucketfs_commit_batch_changes", Help.batch), buckets: Self.batchBuckets).record(Double(changes))
+    }
+
+    /// A 429 answered by `api` ("auth", "telepat").
+    func tooManyRequests(api: String) {
+        registry.makeCounter(descriptor: Self.named("bucketfs_http_too_many_requests_total", Help.tooMany), labels: [("api", api)]).increment()
+    }
+
+    /// The database did not answer `operation` ("change", "auth", "readiness").
+    func databaseUnavailable(operation: String) {
+        registry.makeCounter(descriptor: Self.named("bucketfs_database_unavailable_total", Help.unavailable), labels: [("operation", operation)]).increment()
+    }
+
+    private func changeCommitted(latency: Duration) {
+        registry.makeDurationHistogram(descriptor: Self.named("bucketfs_change_commit_seconds", Help.latency), buckets: Self.latencyBuckets).record(latency)
+    }
+
+    private func webSocketGauge(_ kind: WebSocketProtocol) -> Gauge {
+        registry.makeGauge(descriptor: Self.named("bucketfs_websockets", Help.webSockets), labels: [("protocol", kind.rawValue)])
+    }
+
+    /// A metric's full name (no unit part: the names say theirs) and its help text.
+    private static func named(_ name: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
+    }
+
+    private static let batchBuckets: [Double] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]
+    private static let latencyBuckets: [Duration] = [
+        .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+        .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10),
+    ]
+
+    private enum Help {
+        static let connections = "Accepted connections (HTTP or WebSocket) not yet closed."
+        static let webSockets = "WebSocket connections open, by protocol."
+        static let accepted = "Simperium changes committed."
+        static let refused = "Simperium changes answered with an error, by error code."
+        static let batch = "Changes per commit transaction (group commit)."
+        static let latency = "Seconds from a change's submission to its commit or refusal."
+        static let closes = "HTTP connections closed by the server: a deadline or a refused request head, by reason."
+        static let tooMany = "Requests answered 429 Too Many Requests, by API."
+        static let unavailable = "Operations that found the database unavailable, by operation."
+        static let resident = "Resident memory of the server process, in bytes."
+        static let descriptors = "Open file descriptors of the server process."
+    }
+}
+
+/// Figures of the running process, from /proc (Linux); nil where there is none.
+enum ProcessFigures {
+    static func residentBytes() -> Int? {
+        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return nil }
+        let fields = statm.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
+        return pages * Int(getpagesize())
+    }
+
+    static func openDescriptors() -> Int? {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")).map(\.count)
+    }
 }

@@ -87,6 +87,7 @@ struct AuthRoutes: Sendable {
         let guessedUser = action == .authorize ? username : nil
         if let wait = throttle.admit(username: guessedUser, address: address) {
             logger.notice("login attempts throttled", metadata: ["user": "\(username)", "address": "\(address ?? "?")"])
+            configuration.statistics.tooManyRequests(api: "auth")
             throw Refusal(status: .tooManyRequests, message: "Too many attempts; try again later", retryAfter: wait)
         }
         do {
@@ -111,10 +112,12 @@ struct AuthRoutes: Sendable {
             // Not the client's fault and not for ever: come back later (PostgreSQL restarting).
             case .databaseUnavailable(let reason):
                 logger.warning("auth API: database unavailable", metadata: ["error": "\(reason)"])
+                configuration.statistics.databaseUnavailable(operation: "auth")
                 throw Refusal(status: .serviceUnavailable, message: "Database unavailable; try again later", retryAfter: .seconds(5))
             default: throw error
             }
         } catch is HashingQueue.Busy {
+            configuration.statistics.tooManyRequests(api: "auth")
             throw Refusal(status: .tooManyRequests, message: "Server busy; try again later", retryAfter: .seconds(1))
         }
     }

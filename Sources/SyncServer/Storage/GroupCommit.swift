@@ -70,6 +70,12 @@ struct PendingChange: Sendable {
 /// hundred changes per second, while one per batch scales with the number of changes in flight.
 final class CommitQueue: Sendable {
     private let items = NIOLockedValueBox<[CommitQueueItem]>([])
+    /// Told the number of changes of each batch taken (`/metrics`).
+    private let batchObserver = NIOLockedValueBox<(@Sendable (_ changes: Int) -> Void)?>(nil)
+
+    func observeBatches(_ observer: @escaping @Sendable (_ changes: Int) -> Void) {
+        batchObserver.withLockedValue { $0 = observer }
+    }
 
     /// The most changes one transaction takes; the rest wait for the next access (also queued).
     static let maxBatch = 1_000
@@ -79,6 +85,13 @@ final class CommitQueue: Sendable {
     }
 
     func takeBatch() -> [CommitQueueItem] {
+        let batch = takeItems()
+        let changes = batch.count(where: \.isChange)
+        if changes > 0, let observer = batchObserver.withLockedValue({ $0 }) { observer(changes) }
+        return batch
+    }
+
+    private func takeItems() -> [CommitQueueItem] {
         items.withLockedValue { items in
             if items.count <= Self.maxBatch {
                 defer { items.removeAll(keepingCapacity: true) }

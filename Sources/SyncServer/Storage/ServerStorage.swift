@@ -28,6 +28,12 @@ public protocol ServerAccounts: Sendable {
 ///   (a catch-up and the broadcasts around it neither overlap nor leave a gap;
 ///   `SubscriptionHub` relies on this to drop exactly the broadcasts a catch-up carries).
 protocol ServerStorage: ServerAccounts {
+    /// Changes waiting for the next group commit.
+    var commitQueue: CommitQueue { get }
+
+    /// Reads something cheap (`SELECT 1`); throws when the store cannot answer (`/readyz`).
+    func checkReadable() async throws
+
     /// The user owning `token`, or nil when no such token exists.
     func user(forToken token: String) async throws -> AuthenticatedUser?
 

@@ -52,5 +52,9 @@ public final class ServerStore: Sendable {
 
 /// One node owns the file: every change is its own, so there are no foreign changes to deliver.
 extension ServerStore: ServerStorage {
+    func checkReadable() async throws {
+        _ = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT 1") }
+    }
+
     func deliverForeignChanges(to publish: @escaping @Sendable (_ bucketID: Int64, _ change: StoredChange) -> Void) {}
 }

@@ -46,8 +46,8 @@ struct StreamingEndpoint: Sendable {
             outbox.abandon()
             Task { try? await outbound.close(.unexpectedServerError, reason: Self.unavailableReason) }
         }
-        configuration.statistics.webSocketOpened()
-        defer { configuration.statistics.webSocketClosed() }
+        configuration.statistics.webSocketOpened(.simperium)
+        defer { configuration.statistics.webSocketClosed(.simperium) }
         let initialization = NIOLockedValueBox(WebSocketWatchdog.InitState.waiting)
         let watchdog = try await WebSocketWatchdog.watch(channel, initialization: initialization, configuration: configuration, logger: logger)
         defer {

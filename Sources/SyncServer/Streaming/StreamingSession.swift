@@ -302,6 +302,7 @@ final class StreamingSession {
             case .invalid(var rejection, let error):
                 rejection.clientID = rejection.clientID ?? authorized.clientID
                 logger.debug("change refused", metadata: ["code": "\(rejection.code)", "reason": "\(error)"])
+                configuration.statistics.changeRefused(code: rejection.code)
                 await replyInLine(ServerMessage.channel(channel, .changes([.rejected(rejection)])).render())
             }
         }
@@ -313,6 +314,7 @@ final class StreamingSession {
     private func apply(_ change: ChangeRequest, channel: Int, authorized: AuthorizedChannel) async {
         let clientID = change.clientID ?? authorized.clientID
         if let forced = configuration.forcedChangeError?(change) {
+            configuration.statistics.changeRefused(code: forced)
             await replyInLine(Self.rejectionFrame(change, clientID: clientID, code: forced, channel: channel))
             return
         }
@@ -327,12 +329,16 @@ final class StreamingSession {
         let logger = self.logger
         let onUnavailable = self.onUnavailable
         let bucketID = authorized.bucket.id
+        let statistics = configuration.statistics
         await inFlight.acquire()
+        let submitted = ContinuousClock.now
         store.submit(change, clientID: clientID, bucket: authorized.bucket, limits: limits) { result in
             switch result {
             case .success(.accepted(let stored)):
+                statistics.changeAccepted(latency: ContinuousClock.now - submitted)
                 hub.publish(bucketID: bucketID, change: stored)
             case .success(.refused(let code)):
+                statistics.changeRefused(code: code.rawValue, latency: ContinuousClock.now - submitted)
                 outbox.enqueue(Self.rejectionFrame(change, clientID: clientID, code: code.rawValue, channel: channel))
             case .failure(let error) where Self.isUnavailable(error):
                 // No answer for the change, only the connection closed (1011): every client sends
@@ -341,9 +347,11 @@ final class StreamingSession {
                 // later changes to the entity are answered 405). The commit may have gone in; the
                 // resend is then answered as a duplicate (409), which every client takes as done.
                 logger.warning("change not committed: database unavailable", metadata: ["key": "\(change.id)", "error": "\(error)"])
+                statistics.databaseUnavailable(operation: "change")
                 onUnavailable()
             case .failure(let error):
                 logger.error("change failed", metadata: ["key": "\(change.id)", "error": "\(error)"])
+                statistics.changeRefused(code: ChangeErrorCode.internalError.rawValue, latency: ContinuousClock.now - submitted)
                 outbox.enqueue(Self.rejectionFrame(change, clientID: clientID, code: ChangeErrorCode.internalError.rawValue, channel: channel))
             }
             inFlight.release()

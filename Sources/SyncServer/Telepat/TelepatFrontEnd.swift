@@ -222,6 +222,7 @@ final class TelepatFrontEnd: Sendable {
             default: throw error
             }
         } catch is HashingQueue.Busy {
+            configuration.statistics.tooManyRequests(api: "telepat")
             throw TelepatErrorResponse(.tooManyRequests, "Server busy; try again later")
         }
         guard let user = try await store.user(forToken: credentials.accessToken) else {

@@ -33,8 +33,8 @@ struct TelepatSocket: Sendable {
     func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, context: WebSocketRouterContext<ServerRequestContext>) async throws {
         let channel = context.requestContext.channel
         let logger = frontEnd.logger
-        frontEnd.configuration.statistics.webSocketOpened()
-        defer { frontEnd.configuration.statistics.webSocketClosed() }
+        frontEnd.configuration.statistics.webSocketOpened(.telepat)
+        defer { frontEnd.configuration.statistics.webSocketClosed(.telepat) }
         let activity = try? await channel.pipeline.handler(type: ConnectionActivity.self).get()
         activity?.enterWebSocket(on: channel.eventLoop)
         let closeChannel: @Sendable () -> Void = { channel.close(promise: nil) }

@@ -122,6 +122,11 @@ public final class PostgresServerStore: Sendable {
         ]
     }
 
+    /// A `SELECT 1` on a pooled connection (`/readyz`).
+    func checkReadable() async throws {
+        _ = try await client.one("SELECT 1", as: Int32.self, "checking readiness", logger: logger)
+    }
+
     /// Stops following changes and closes the database connections.
     public func close() {
         wakeWriter.finish()
