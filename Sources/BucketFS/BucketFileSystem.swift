@@ -413,7 +413,7 @@ public final class BucketFileSystem: Sendable {
     /// The lines of /proc/self/mountinfo, each split into its fields (field 2 the device, 4 the
     /// mount point); empty when it cannot be read.
     private static func mountInfo() -> [[Substring]] {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
+        guard let text = ProcFile.text("/proc/self/mountinfo") else { return [] }
         return text.split(separator: "\n").map { $0.split(separator: " ") }
     }
 

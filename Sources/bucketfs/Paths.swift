@@ -1,4 +1,5 @@
 import Foundation
+import BucketFS
 
 /// Where bucketfs keeps its files, following the XDG base directory rules.
 enum Paths {
@@ -52,7 +53,7 @@ enum Paths {
 
 /// Whether `path` is a mount point right now, from /proc/self/mountinfo (fields are octal-escaped).
 func isMounted(_ path: String) -> Bool {
-    guard let table = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return false }
+    guard let table = ProcFile.text("/proc/self/mounts") else { return false }
     let escaped = path.replacingOccurrences(of: "\\", with: "\\134").replacingOccurrences(of: " ", with: "\\040")
         .replacingOccurrences(of: "\t", with: "\\011").replacingOccurrences(of: "\n", with: "\\012")
     return table.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first == Substring(escaped) }

@@ -21,7 +21,7 @@ struct PermissionTests {
 
     /// The mount's options as /proc/self/mounts lists them.
     static func mountOptions(of mountPoint: String) -> [String]? {
-        guard let table = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return nil }
+        guard let table = ProcFile.text("/proc/self/mounts") else { return nil }
         for line in table.split(separator: "\n") {
             let fields = line.split(separator: " ")
             if fields.count > 3, fields[1] == mountPoint { return fields[3].split(separator: ",").map(String.init) }

@@ -33,7 +33,7 @@ struct UnmountTests {
         // The copy exists once the shell runs in the new namespace.
         let ready = output.fileHandleForReading.availableData
         #expect(String(decoding: ready, as: UTF8.self).hasPrefix("ready"))
-        let copies = try String(contentsOfFile: "/proc/\(holder.processIdentifier)/mountinfo", encoding: .utf8)
+        let copies = try #require(ProcFile.text("/proc/\(holder.processIdentifier)/mountinfo"))
         #expect(copies.contains(mount.mountPoint), "the other namespace holds no copy of the mount")
 
         // "At once": the loop ends without waiting for the copy to go, which would take the

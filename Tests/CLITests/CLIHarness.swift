@@ -1,3 +1,4 @@
+import BucketFS
 import Foundation
 import Testing
 
@@ -197,6 +198,6 @@ func eventually(timeout: Double = Patience.seconds, _ condition: () throws -> Bo
 }
 
 func isMounted(_ path: String) -> Bool {
-    let table = (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? ""
+    let table = ProcFile.text("/proc/self/mounts") ?? ""
     return table.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == path }
 }

@@ -1,3 +1,4 @@
+import BucketFS
 import Foundation
 import Testing
 
@@ -59,6 +60,30 @@ struct DailyUseTests {
         let after = try statusJSON(cli, mountpoint)
         #expect(after["running"] as? Bool == false)
         #expect((after["attention"] as? [[String: Any]])?.count == 1)
+    }
+
+    /// A mount table longer than a page (a machine with containers, snaps, other mounts): the
+    /// new mount is listed past the first 4 KiB of /proc/self/mounts, which a plain read of that
+    /// file stops at. `mount` must still find it (it waited 60 s and failed), and so must
+    /// `status` and `unmount`.
+    @Test func aMountListedPastTheFirstPageOfTheMountTableIsFound() throws {
+        let cli = try CLIHarness()
+        let (server, port, token) = try cli.serverWithUser(data: try cli.directory("server"))
+        defer { cli.stop(server) }
+        var padding: [String] = []
+        defer {
+            for directory in padding { _ = try? cli.run(["/bin/umount", directory], timeout: 30) }
+        }
+        while (ProcFile.text("/proc/self/mounts") ?? "").utf8.count < 8192 {
+            let directory = try cli.directory("padding-mount-with-a-long-name-\(padding.count)")
+            let mounted = try cli.run(["/bin/mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", directory], timeout: 30)
+            try #require(mounted.status == 0, "mount -t tmpfs: \(mounted.stderr)")
+            padding.append(directory)
+        }
+        let mountpoint = try cli.directory("listed-last")
+        try cli.mount(mountpoint, port: port, token: token)
+        #expect(try statusJSON(cli, mountpoint)["running"] as? Bool == true)
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
     }
 
     /// `bucketfs mount DIR && bucketfs status DIR`: the record is there when the mount shows,

@@ -1,3 +1,4 @@
+import BucketFS
 import Foundation
 import Testing
 
@@ -20,7 +21,7 @@ struct UnmountCommandTests {
             ["/usr/bin/unshare", "-m", "--propagation", "private", "sh", "-c", "echo ready; exec sleep 600"])
         defer { cli.stop(holder) }
         try eventually { text(of: output).hasPrefix("ready") }
-        let copies = try String(contentsOfFile: "/proc/\(holder.processIdentifier)/mountinfo", encoding: .utf8)
+        let copies = try #require(ProcFile.text("/proc/\(holder.processIdentifier)/mountinfo"))
         #expect(copies.contains(mountpoint), "the other namespace holds no copy of the mount")
 
         // At once: unmount waits at most its --timeout for the mount process to end, 120 s, far

@@ -1,3 +1,4 @@
+import BucketFS
 import Foundation
 import PostgresTestSupport
 import Testing
@@ -196,7 +197,7 @@ struct SandboxError: Error, CustomStringConvertible {
 enum Mounts {
     /// Whether `path` is a mount point now (/proc/self/mounts; our temp paths need no unescaping).
     static func isMounted(_ path: String) -> Bool {
-        guard let table = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return false }
+        guard let table = ProcFile.text("/proc/self/mounts") else { return false }
         return table.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == path }
     }
 }
