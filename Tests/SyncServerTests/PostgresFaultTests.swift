@@ -12,18 +12,9 @@ import Testing
 /// one would fail the tests running beside it.
 @Suite struct PostgresFaultTests {
     @Test func postgresStoppedAndStartedUnderLoadLosesNoAcknowledgedChange() async throws {
-        let cluster = try await PostgresCluster.started()
-        defer { cluster.remove() }
-        let database = try await cluster.createDatabase()
-        let url = cluster.url(database: database)
-        let token = try await Self.makeUser(cluster, database: database)
-        let logs = try TemporaryDirectory()
-        defer { logs.remove() }
-        for node in ["a", "b"] { try FileManager.default.createDirectory(atPath: logs.path + "/" + node, withIntermediateDirectories: true) }
-        let nodeA = try await ServeBinary(data: logs.path + "/a", database: url)
-        defer { nodeA.stop() }
-        let nodeB = try await ServeBinary(data: logs.path + "/b", database: url)
-        defer { nodeB.stop() }
+        let nodes = try await TwoNodes.started()
+        defer { nodes.remove() }
+        let (cluster, database, token, nodeA, nodeB) = (nodes.cluster, nodes.database, nodes.token, nodes.a, nodes.b)
 
         // Four writers, two per node, each saving its own entity change after change.
         let progress = LoadProgress()
@@ -108,18 +99,9 @@ import Testing
         let outages = environment["BUCKETFS_PG_OUTAGES"].flatMap { Int($0) } ?? 2
         let outageSeconds = environment["BUCKETFS_PG_OUTAGE_SECONDS"].flatMap { Int($0) } ?? 6
         let gapSeconds = environment["BUCKETFS_PG_OUTAGE_GAP_SECONDS"].flatMap { Int($0) } ?? 8
-        let cluster = try await PostgresCluster.started()
-        defer { cluster.remove() }
-        let database = try await cluster.createDatabase()
-        let url = cluster.url(database: database)
-        let token = try await Self.makeUser(cluster, database: database)
-        let logs = try TemporaryDirectory()
-        defer { logs.remove() }
-        for node in ["a", "b"] { try FileManager.default.createDirectory(atPath: logs.path + "/" + node, withIntermediateDirectories: true) }
-        let nodeA = try await ServeBinary(data: logs.path + "/a", database: url)
-        defer { nodeA.stop() }
-        let nodeB = try await ServeBinary(data: logs.path + "/b", database: url)
-        defer { nodeB.stop() }
+        let nodes = try await TwoNodes.started()
+        defer { nodes.remove() }
+        let (cluster, database, token, nodeA, nodeB) = (nodes.cluster, nodes.database, nodes.token, nodes.a, nodes.b)
 
         let progress = LoadProgress()
         let writers = (0..<10).map { LoadWriter(name: "w\($0)", port: $0 % 2 == 0 ? nodeA.port : nodeB.port, token: token, progress: progress) }
@@ -207,7 +189,7 @@ import Testing
 
     // MARK: - Helpers
 
-    private static func makeUser(_ cluster: PostgresCluster, database: String) async throws -> String {
+    static func makeUser(_ cluster: PostgresCluster, database: String) async throws -> String {
         var logger = Logger(label: "test-postgres")
         logger.logLevel = .warning
         let accounts = try await PostgresServerStore.open(
@@ -240,6 +222,48 @@ import Testing
         while true {
             if case .channel(0, .index(let page)) = try await socket.receiveMessage() { return page }
         }
+    }
+}
+
+/// A PostgreSQL cluster of its own (stopping the shared one would fail the tests beside), a
+/// database with a user, and two `bucketfs serve --database` nodes on it.
+struct TwoNodes {
+    let cluster: PostgresCluster
+    let database: String
+    /// The user's Simperium token.
+    let token: String
+    let logs: TemporaryDirectory
+    let a: ServeBinary
+    let b: ServeBinary
+
+    static func started() async throws -> TwoNodes {
+        let cluster = try await PostgresCluster.started()
+        var logs: TemporaryDirectory?
+        var nodes: [ServeBinary] = []
+        do {
+            let database = try await cluster.createDatabase()
+            let token = try await PostgresFaultTests.makeUser(cluster, database: database)
+            let directory = try TemporaryDirectory()
+            logs = directory
+            for node in ["a", "b"] {
+                try FileManager.default.createDirectory(atPath: directory.path + "/" + node, withIntermediateDirectories: true)
+                nodes.append(try await ServeBinary(data: directory.path + "/" + node, database: cluster.url(database: database)))
+            }
+            return TwoNodes(cluster: cluster, database: database, token: token, logs: directory, a: nodes[0], b: nodes[1])
+        } catch {
+            for node in nodes { node.stop() }
+            logs?.remove()
+            cluster.remove()
+            throw error
+        }
+    }
+
+    /// Stops the nodes and removes the cluster and the logs.
+    func remove() {
+        a.stop()
+        b.stop()
+        logs.remove()
+        cluster.remove()
     }
 }
 
