@@ -123,11 +123,7 @@ extension SyncStore {
             }
             try adopt(
                 newGhost, version: endVersion, oldGhost: oldGhost, remoteDiff: diff, row: &target, bucket: bucket, now: now,
-                clientID: change.clientID, outcome: &outcome, db)
-            if ours {
-                target.authored = true
-                try target.updateSyncState(db)
-            }
+                clientID: change.clientID, ours: ours, outcome: &outcome, db)
         }
     }
 
@@ -200,13 +196,15 @@ extension SyncStore {
     /// The server's version is now `newGhost`; rebase the local edit over it and show the result.
     static func adopt(
         _ newGhost: JSONObject, version: Int, oldGhost: JSONObject, remoteDiff: JSONObject?, row: inout EntityRow,
-        bucket: BucketRow, now: Int64, clientID: String? = nil, outcome: inout RemoteOutcome, _ db: Database
+        bucket: BucketRow, now: Int64, clientID: String? = nil, ours: Bool = false, outcome: inout RemoteOutcome, _ db: Database
     ) throws {
         let isNew = row.content == nil && !row.deletedPending
         row.needsReload = false
         row.reloadVersion = nil
         row.setGhost(newGhost, version: version)
-        row.authored = false
+        // A change of ours that came back as a remote one (`applyRemote`'s `ownClientID`) keeps
+        // the value ours; any other makes it someone else's.
+        row.authored = ours
         if row.deletedPending {
             // The local delete still wins; its change now refers to the new version.
             if let next = try reconcileQueue(&row, bucket: bucket.name, db) { outcome.ready(next) }
