@@ -242,10 +242,10 @@ struct RestoreTests {
                     token: token,
                     backUp: {
                         // As the README tells operators: pg_dump while the node runs.
-                        _ = try cluster.runTool("pg_dump", ["-h", "127.0.0.1", "-p", port, "-U", "postgres", "-Fc", "-f", dump, database])
+                        _ = try await cluster.runTool("pg_dump", ["-h", "127.0.0.1", "-p", port, "-U", "postgres", "-Fc", "-f", dump, database])
                     },
                     startRestored: {
-                        _ = try cluster.runTool(
+                        _ = try await cluster.runTool(
                             "pg_restore", ["-h", "127.0.0.1", "-p", port, "-U", "postgres", "--no-owner", "-d", restoredDatabase, dump])
                         let process = try sandbox.start(
                             ["serve", "--database", cluster.url(database: restoredDatabase), "--host", "127.0.0.1", "--port", "\(restoredPort)"],

@@ -96,32 +96,36 @@ public final class PostgresCluster: Sendable {
 
     /// Stops the cluster at once (a crash, as far as the nodes can tell) and starts it again.
     public func restart(downFor pause: Duration = .zero) async throws {
-        try stop(mode: "immediate")
+        try await stop(mode: "immediate")
         try await Task.sleep(for: pause)
-        try start()
+        try await start()
     }
 
-    /// `pg_ctl stop -m MODE` (fast: clients are disconnected, what committed is kept).
-    public func stop(mode: String = "fast") throws {
-        try runAsOwner(binDirectory + "/pg_ctl", ["-D", directory + "/data", "-m", mode, "-w", "stop"])
+    /// `pg_ctl stop -m MODE` (fast: clients are disconnected, what committed is kept). Off the
+    /// cooperative pool, as every wait for a tool here: pg_ctl waits seconds on a busy machine,
+    /// and the servers under test in this process need the pool's two threads meanwhile.
+    public func stop(mode: String = "fast") async throws {
+        try await offThePool { try self.runAsOwner(self.binDirectory + "/pg_ctl", ["-D", self.directory + "/data", "-m", mode, "-w", "stop"]) }
     }
 
-    public func start() throws {
-        try runAsOwner(binDirectory + "/pg_ctl", [
-            "-D", directory + "/data", "-l", directory + "/postgres.log", "-w", "-t", Self.startSeconds,
-            "-o", "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", "start",
-        ])
+    public func start() async throws {
+        try await offThePool {
+            try self.runAsOwner(self.binDirectory + "/pg_ctl", [
+                "-D", self.directory + "/data", "-l", self.directory + "/postgres.log", "-w", "-t", Self.startSeconds,
+                "-o", "-p \(self.port) -k \(self.directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", "start",
+            ])
+        }
     }
 
     /// Stops a cluster of `started()` and removes its directory.
     public func remove() {
-        try? stop(mode: "immediate")
+        try? runAsOwner(binDirectory + "/pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"])
         try? FileManager.default.removeItem(atPath: directory)
     }
 
     /// A PostgreSQL tool of this cluster's version (pg_dump, psql), run as the cluster's owner.
-    public func runTool(_ name: String, _ arguments: [String]) throws -> String {
-        try runAsOwner(binDirectory + "/" + name, arguments)
+    public func runTool(_ name: String, _ arguments: [String]) async throws -> String {
+        try await offThePool { try self.runAsOwner(self.binDirectory + "/" + name, arguments) }
     }
 
     @discardableResult

@@ -29,7 +29,7 @@ struct AcknowledgementPathTests {
             for round in 1...5 {
                 let value: JSONObject = ["title": .string("round \(round)"), "body": .string(String(repeating: "x", count: round * 40))]
                 _ = try await a.client.save(bucket: "notes", key: "k", value: value)
-                #expect(await a.client.waitUntilAcknowledged(bucket: "notes", key: "k", timeout: .seconds(20)) == .synced)
+                #expect(await a.client.waitUntilAcknowledged(bucket: "notes", key: "k", timeout: .seconds(60)) == .synced)
                 #expect(try a.store.entity(bucket: "notes", key: "k")?.version == round)
                 #expect(try a.store.entity(bucket: "notes", key: "k")?.ghost == value)
             }

@@ -13,7 +13,7 @@ struct ConvergenceTests {
             let events = b.client.remoteEvents()
             let saved = try await a.client.save(bucket: "notes", key: "hello", value: ["title": "from a"])
             #expect(saved.entity.state == .pending)
-            #expect(await a.client.waitUntilAcknowledged(bucket: "notes", key: "hello", timeout: .seconds(10)) == .synced)
+            #expect(await a.client.waitUntilAcknowledged(bucket: "notes", key: "hello", timeout: .seconds(60)) == .synced)
             #expect(try await eventually { try b.value("hello") == ["title": "from a"] })
             var iterator = events.makeAsyncIterator()
             let event = await iterator.next()
@@ -242,7 +242,7 @@ struct ConvergenceTests {
             _ = try await b.client.save(bucket: "notes", key: "n", value: ["n": 2])
             #expect(try await eventually { try a.value("n") == ["n": 2] })
             #expect(try a.client.store.bucket(named: "todo") == nil)
-            #expect(await a.client.waitUntilIdle(timeout: .seconds(10)))
+            #expect(await a.client.waitUntilIdle(timeout: .seconds(60)))
             // Made again, it loads what the server holds.
             try await a.client.addBucket("todo")
             #expect(try await eventually { try a.value("later", bucket: "todo") == ["n": 1] })

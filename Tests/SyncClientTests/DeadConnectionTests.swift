@@ -29,7 +29,7 @@ struct DeadConnectionTests {
             logger: logger)
         let serverTask = Task { try await app.run() }
         defer { serverTask.cancel() }
-        let port = try await withTimeout(.seconds(10)) { () async -> Int in
+        let port = try await withTimeout(.seconds(60)) { () async -> Int in
             for await port in portStream { return port }
             return 0
         }

@@ -78,7 +78,7 @@ actor TestServer {
         configure(&configuration)
         let app = try backend.buildApplication(configuration: configuration, logger: logger)
         task = Task { try await app.run() }
-        let bound = try await withTimeout(.seconds(10)) { () async -> Int? in
+        let bound = try await withTimeout(.seconds(60)) { () async -> Int? in
             for await port in portStream { return port }
             return nil
         }

@@ -593,7 +593,11 @@ func eventually(_ condition: () async throws -> Bool) async throws {
 struct ApptimistServeBinaryTests {
     /// Runs `bucketfs ARGUMENTS`; its exit status and standard output (standard error appended
     /// to the failure message when it fails).
-    static func bucketfs(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    static func bucketfs(_ arguments: [String]) async throws -> (status: Int32, output: String) {
+        try await offThePool { try runBucketfs(arguments) }
+    }
+
+    private static func runBucketfs(_ arguments: [String]) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ServeBinary.binary)
         process.arguments = arguments
@@ -613,17 +617,17 @@ struct ApptimistServeBinaryTests {
         defer { directory.remove() }
         let data = directory.path + "/data"
         let aliceFile = directory.path + "/alice.identity"
-        let keygen = try Self.bucketfs(["apptimist", "keygen", aliceFile])
+        let keygen = try await Self.bucketfs(["apptimist", "keygen", aliceFile])
         #expect(keygen.status == 0, "\(keygen.output)")
         let alice = ApptimistServerTests.User(identity: try ApptimistIdentity(file: aliceFile))
         #expect(keygen.output.contains("public key \(alice.key)"))
         #expect(try FileManager.default.attributesOfItem(atPath: aliceFile)[.posixPermissions] as? Int == 0o600)
-        #expect(try Self.bucketfs(["apptimist", "keygen", aliceFile]).status != 0, "an identity file is never replaced")
-        #expect(try Self.bucketfs(["apptimist", "user", "add", "alice", "--data", data, "--identity", aliceFile]).status == 0)
-        #expect(try Self.bucketfs(["apptimist", "user", "add", "alice", "--data", data, "--identity", aliceFile]).status != 0, "the key has an account")
-        let token = try Self.bucketfs(["apptimist", "invite", "--data", data]).output.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try await Self.bucketfs(["apptimist", "keygen", aliceFile]).status != 0, "an identity file is never replaced")
+        #expect(try await Self.bucketfs(["apptimist", "user", "add", "alice", "--data", data, "--identity", aliceFile]).status == 0)
+        #expect(try await Self.bucketfs(["apptimist", "user", "add", "alice", "--data", data, "--identity", aliceFile]).status != 0, "the key has an account")
+        let token = try await Self.bucketfs(["apptimist", "invite", "--data", data]).output.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(token.count == 32)
-        let keyDocument = try Self.bucketfs(["apptimist", "service-key", "--data", data, "--service", "notes"]).output
+        let keyDocument = try await Self.bucketfs(["apptimist", "service-key", "--data", data, "--service", "notes"]).output
         let serviceKey = try ApptimistServiceKey(json: Data(keyDocument.utf8))
 
         let server = try await ServeBinary(data: data, extraArguments: ["--apptimist", "notes"])
@@ -653,11 +657,11 @@ struct ApptimistServeBinaryTests {
         return ApptimistHex.encode(try ApptimistServiceKey(json: data).publicKey)
     }
 
-    @Test func serveRefusesABadServiceName() throws {
+    @Test func serveRefusesABadServiceName() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         for name in ["sock", "a/b", ""] {
-            #expect(try Self.bucketfs(["serve", "--data", directory.path, "--apptimist", name, "--port", "0"]).status != 0)
+            #expect(try await Self.bucketfs(["serve", "--data", directory.path, "--apptimist", name, "--port", "0"]).status != 0)
         }
     }
 }

@@ -24,7 +24,7 @@ import Testing
         defer { progress.finish() }
         try await progress.wait(untilEachOf: writers.map(\.name), hasAcknowledged: 5, before: deadline)
 
-        try cluster.stop(mode: "fast")
+        try await cluster.stop(mode: "fast")
         // While it is down: the auth API answers at once that it cannot, instead of hanging.
         let asked = ContinuousClock.now
         let answer = try await Self.authorizeOverHTTP(port: nodeA.port, username: "alice@example.com", password: "secret")
@@ -37,7 +37,7 @@ import Testing
         // 2 s ended before any change gave up on a quick machine.
         let givingUp = ContinuousClock.now + .seconds(60)
         while progress.closedUnavailable == 0, ContinuousClock.now < givingUp { try await Task.sleep(for: .milliseconds(100)) }
-        try cluster.start()
+        try await cluster.start()
         let restarted = progress.acknowledged
         // Writing goes on after PostgreSQL is back, on both nodes.
         do {
@@ -111,9 +111,9 @@ import Testing
         try await progress.wait(untilEachOf: writers.map(\.name), hasAcknowledged: 3, before: deadline)
         var returns: [ContinuousClock.Instant] = []
         for _ in 0..<outages {
-            try cluster.stop(mode: "fast")
+            try await cluster.stop(mode: "fast")
             try await Task.sleep(for: .seconds(outageSeconds))
-            try cluster.start()
+            try await cluster.start()
             returns.append(.now)
             try await Task.sleep(for: .seconds(gapSeconds))
         }
@@ -148,11 +148,11 @@ import Testing
         let token = try await Self.makeUser(cluster, database: database)
         let logs = try TemporaryDirectory()
         defer { logs.remove() }
-        try cluster.stop(mode: "fast")
+        try await cluster.stop(mode: "fast")
         let url = cluster.url(database: database)
         async let starting = ServeBinary(data: logs.path, database: url)
         try await Task.sleep(for: .seconds(2))
-        try cluster.start()
+        try await cluster.start()
         let node = try await starting
         defer { node.stop() }
         let socket = try await TestSocket.connect(port: node.port, appID: "test-app")

@@ -19,9 +19,9 @@ import Testing
             let directory = try TemporaryDirectory()
             defer { directory.remove() }
             // Accounts as an operator makes them: on the command line, against the database.
-            let added = try Self.bucketfs(["user", "add", "--database", url, "--password", "secret", "alice@example.com"])
+            let added = try await Self.bucketfs(["user", "add", "--database", url, "--password", "secret", "alice@example.com"])
             let token = try #require(added.split(separator: "\n").last.map(String.init))
-            let issued = try Self.bucketfs(["user", "token", "--database", url, "alice@example.com"])
+            let issued = try await Self.bucketfs(["user", "token", "--database", url, "alice@example.com"])
             let second = try #require(issued.split(separator: "\n").last.map(String.init))
             #expect(token != second)
 
@@ -99,14 +99,14 @@ import Testing
                 ports: ["127.0.0.1:8080": front, "127.0.0.1:8081": nodeA.port, "127.0.0.1:8082": nodeB.port])
             defer { haproxy.stop() }
 
-            try own.stop(mode: "fast")
+            try await own.stop(mode: "fast")
             // Taken out by the HTTP check (layer 7: the node answers 503), not for a refused connection.
             try await haproxy.waitForLine(containing: ["node1", "is DOWN", "Layer7"], within: .seconds(60))
             #expect(!haproxy.log().contains("node2 is DOWN"))
             // Every request now goes to node B: ten in a row are ready.
             for _ in 0..<10 { #expect(try await httpGet(port: front, "/readyz").status == 200) }
 
-            try own.start()
+            try await own.start()
             try await haproxy.waitForLine(containing: ["node1", "is UP"], within: .seconds(120))
             #expect(nodeA.process.isRunning)
         }
@@ -117,7 +117,7 @@ import Testing
             let url = cluster.url(database: database)
             let directory = try TemporaryDirectory()
             defer { directory.remove() }
-            let added = try Self.bucketfs(["user", "add", "--database", url, "--password", "secret", "alice@example.com"])
+            let added = try await Self.bucketfs(["user", "add", "--database", url, "--password", "secret", "alice@example.com"])
             let token = try #require(added.split(separator: "\n").last.map(String.init))
             try FileManager.default.createDirectory(atPath: directory.path + "/a", withIntermediateDirectories: true)
             let node = try await ServeBinary(data: directory.path + "/a", database: url)
@@ -139,10 +139,10 @@ import Testing
             // pg_dump (custom format) as the operator would, restored into a new database.
             let dump = cluster.directory + "/backup-\(UUID().uuidString).dump"
             let port = "\(cluster.port)"
-            _ = try cluster.runTool("pg_dump", ["-h", "127.0.0.1", "-p", port, "-U", "postgres", "-Fc", "-f", dump, database])
+            _ = try await cluster.runTool("pg_dump", ["-h", "127.0.0.1", "-p", port, "-U", "postgres", "-Fc", "-f", dump, database])
             let restored = try await cluster.createDatabase()
             defer { Task { await cluster.dropDatabase(restored) } }
-            _ = try cluster.runTool("pg_restore", ["-h", "127.0.0.1", "-p", port, "-U", "postgres", "--no-owner", "-d", restored, dump])
+            _ = try await cluster.runTool("pg_restore", ["-h", "127.0.0.1", "-p", port, "-U", "postgres", "--no-owner", "-d", restored, dump])
             try? FileManager.default.removeItem(atPath: dump)
 
             try FileManager.default.createDirectory(atPath: directory.path + "/b", withIntermediateDirectories: true)
@@ -168,7 +168,11 @@ import Testing
     }
 
     /// Runs the `bucketfs` binary to its end; its standard output (it must exit 0).
-    static func bucketfs(_ arguments: [String]) throws -> String {
+    static func bucketfs(_ arguments: [String]) async throws -> String {
+        try await offThePool { try runBucketfs(arguments) }
+    }
+
+    private static func runBucketfs(_ arguments: [String]) throws -> String {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let outputPath = directory.path + "/out"

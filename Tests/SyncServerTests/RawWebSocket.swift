@@ -70,30 +70,50 @@ final class RawWebSocket: @unchecked Sendable {
     }
 
     /// Reads the server's (unmasked) frames until a close frame; its status code, or nil if
-    /// the connection ends first.
+    /// the connection ends first (or `hangGuard` passes).
     func receiveCloseCode() async -> UInt16? {
-        await offThePool { self.blockingReceiveCloseCode() }
+        await offThePool {
+            let deadline = ContinuousClock.now + hangGuard
+            while let (opcode, payload) = self.blockingReceiveFrame(until: deadline) {
+                if opcode == 0x8 { return payload.count >= 2 ? UInt16(payload[0]) << 8 | UInt16(payload[1]) : nil }
+            }
+            return nil
+        }
     }
 
-    private func blockingReceiveCloseCode() -> UInt16? {
+    /// The next text frame's text, skipping other frames; nil if the connection ends first (or
+    /// `hangGuard` passes).
+    func receiveText() async -> String? {
+        await offThePool {
+            let deadline = ContinuousClock.now + hangGuard
+            while let (opcode, payload) = self.blockingReceiveFrame(until: deadline) {
+                if opcode == 0x8 { return nil }
+                if opcode == 0x1 { return String(decoding: payload, as: UTF8.self) }
+            }
+            return nil
+        }
+    }
+
+    /// One whole frame (its opcode and payload); nil once the connection ends or `deadline`
+    /// passes (the socket's 10 s receive timeout only paces the wait).
+    private func blockingReceiveFrame(until deadline: ContinuousClock.Instant) -> (opcode: UInt8, payload: [UInt8])? {
         func read(_ count: Int) -> [UInt8]? {
             var bytes = [UInt8](repeating: 0, count: count)
             var offset = 0
             while offset < count {
                 let got = bytes[offset...].withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, count - offset, 0) }
+                if got < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR, ContinuousClock.now < deadline { continue }
                 guard got > 0 else { return nil }
                 offset += got
             }
             return bytes
         }
-        while let head = read(2) {
-            var length = Int(head[1] & 0x7F)
-            if length == 126 { guard let extended = read(2) else { return nil }; length = Int(extended[0]) << 8 | Int(extended[1]) }
-            if length == 127 { guard let extended = read(8) else { return nil }; length = extended.reduce(0) { $0 << 8 | Int($1) } }
-            guard let payload = read(length) else { return nil }
-            if head[0] & 0x0F == 0x8 { return payload.count >= 2 ? UInt16(payload[0]) << 8 | UInt16(payload[1]) : nil }
-        }
-        return nil
+        guard let head = read(2) else { return nil }
+        var length = Int(head[1] & 0x7F)
+        if length == 126 { guard let extended = read(2) else { return nil }; length = Int(extended[0]) << 8 | Int(extended[1]) }
+        if length == 127 { guard let extended = read(8) else { return nil }; length = extended.reduce(0) { $0 << 8 | Int($1) } }
+        guard let payload = read(length) else { return nil }
+        return (head[0] & 0x0F, payload)
     }
 
     /// Reads until the server closes the connection; true on EOF/reset, false when `limit`

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOSSL
+import PostgresTestSupport
 @testable import SyncServer
 import Testing
 
@@ -10,7 +11,12 @@ struct TLSTests {
     private static let openssl = "/usr/bin/openssl"
 
     /// Makes a self-signed certificate for localhost (SNI cannot carry an IP address) with the openssl tool.
-    private func makeCertificate(in directory: TemporaryDirectory) throws -> (cert: String, key: String) {
+    /// Off the cooperative pool: RSA key generation takes seconds of CPU on a busy machine.
+    private func makeCertificate(in directory: TemporaryDirectory) async throws -> (cert: String, key: String) {
+        try await offThePool { try Self.makeCertificateBlocking(in: directory) }
+    }
+
+    private static func makeCertificateBlocking(in directory: TemporaryDirectory) throws -> (cert: String, key: String) {
         let cert = directory.path + "/cert.pem"
         let key = directory.path + "/key.pem"
         let process = Process()
@@ -31,7 +37,7 @@ struct TLSTests {
     func serverSpeaksTLS() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let (cert, key) = try makeCertificate(in: directory)
+        let (cert, key) = try await makeCertificate(in: directory)
         let store = try ServerStore(directory: directory.path + "/data", passwordIterations: testPasswordIterations)
         let token = try await store.createUser(username: "tls-user", password: "pw").accessToken
         let portBox = PortBox()

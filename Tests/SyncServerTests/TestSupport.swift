@@ -257,7 +257,7 @@ actor TestSocket {
     func receive(timeout: Duration = messageTimeout) async throws -> String {
         let deadline = ContinuousClock.now + timeout
         while received.isEmpty {
-            if ended { throw TestFailure("connection ended while waiting (close: \(String(describing: closeFrame)))") }
+            if ended { throw TestFailure("connection ended while waiting (close: \(String(describing: closeFrame)), error: \(String(describing: endError)))") }
             if ContinuousClock.now > deadline { throw TestFailure("no message within \(timeout)") }
             try await Task.sleep(for: .milliseconds(2))
         }
