@@ -62,6 +62,41 @@ struct LoginThrottleTests {
         }
     }
 
+    /// Issue 38: a guesser hammering a name does not lock its owner out. The owner's address
+    /// (it has logged in as them before) keeps its own allowance; the guesser's, and any new
+    /// one, share the braked per-user bucket; wrong passwords from the owner's address spend
+    /// only that address's allowance.
+    @Test func theOwnerLogsInFromTheirUsualAddressWhileAGuesserHammersTheName() async throws {
+        try await withServer(configure: {
+            $0.loginLimitPerUser = LoginLimit(burst: 3, refill: .seconds(600))
+            $0.loginLimitPerAddress = LoginLimit(burst: 1000, refill: .seconds(1))
+        }) { server in
+            _ = try await makeUser(server, "alice@example.com")
+            func login(_ password: String, from address: String) async throws -> Int {
+                try await httpRequest(
+                    port: server.port, "POST", "/1/test-app/authorize/",
+                    extraHeader: "Content-Type: application/json\r\nX-Simperium-API-Key: key",
+                    body: #"{"username":"alice@example.com","password":"\#(password)"}"#, from: address
+                ).status
+            }
+            let owner = "127.0.0.2", guesser = "127.0.0.3", newcomer = "127.0.0.4"
+            #expect(try await login("secret-alice@example.com", from: owner) == 200)
+
+            var guesses: [Int] = []
+            for index in 0..<10 { guesses.append(try await login("guess-\(index)", from: guesser)) }
+            #expect(guesses == [401, 401, 401] + Array(repeating: 429, count: 7), "\(guesses)")
+            // The shared bucket is empty: the right password from an unknown address waits too.
+            #expect(try await login("secret-alice@example.com", from: newcomer) == 429)
+            // The owner's address is not braked by the guesser...
+            for _ in 0..<5 { #expect(try await login("secret-alice@example.com", from: owner) == 200) }
+            // ...and its own wrong passwords spend only its own allowance.
+            var typos: [Int] = []
+            for index in 0..<4 { typos.append(try await login("typo-\(index)", from: owner)) }
+            #expect(typos == [401, 401, 401, 429], "\(typos)")
+            #expect(try await login("guess-more", from: guesser) == 429)
+        }
+    }
+
     @Test func guessingManyUsersFromOneAddressIsRefused() async throws {
         try await withServer(configure: {
             $0.loginLimitPerUser = LoginLimit(burst: 100, refill: .seconds(60))

@@ -138,10 +138,19 @@ struct OperationsEndpointsTests {
 
 /// One `GET` on a connection of its own (`Connection: close`): the status and the body.
 func httpGet(port: Int, _ path: String, extraHeader: String? = nil) async throws -> (status: Int, body: String) {
-    let connection = try await RawTCP.open(port: port)
-    let header = extraHeader.map { $0 + "\r\n" } ?? ""
-    connection.send(Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(header)Connection: close\r\n\r\n".utf8))
-    guard let answer = await connection.readUntilClosed(within: hangGuard) else { throw TestFailure("no answer to GET \(path)") }
+    try await httpRequest(port: port, "GET", path, extraHeader: extraHeader)
+}
+
+/// One request on a connection of its own (`Connection: close`), from the loopback address
+/// `source` when given: the status and the body.
+func httpRequest(
+    port: Int, _ method: String, _ path: String, extraHeader: String? = nil, body: String? = nil, from source: String? = nil
+) async throws -> (status: Int, body: String) {
+    let connection = try await RawTCP.open(port: port, from: source)
+    var header = extraHeader.map { $0 + "\r\n" } ?? ""
+    if let body { header += "Content-Length: \(body.utf8.count)\r\n" }
+    connection.send(Array("\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(header)Connection: close\r\n\r\n\(body ?? "")".utf8))
+    guard let answer = await connection.readUntilClosed(within: hangGuard) else { throw TestFailure("no answer to \(method) \(path)") }
     guard answer.hasPrefix("HTTP/1.1 "), let status = Int(answer.dropFirst(9).prefix(3)) else { throw TestFailure("not an HTTP answer: \(answer)") }
     let body = answer.range(of: "\r\n\r\n").map { String(answer[$0.upperBound...]) } ?? ""
     return (status, body)

@@ -9,12 +9,14 @@ import Glibc
 final class RawTCP: @unchecked Sendable {
     private let descriptor: Int32
 
-    static func open(port: Int) async throws -> RawTCP {
-        try await offThePool { try RawTCP(port: port) }
+    /// - Parameter source: the loopback address it comes from (any 127.x.y.z), to play
+    ///   another client's address.
+    static func open(port: Int, from source: String? = nil) async throws -> RawTCP {
+        try await offThePool { try RawTCP(port: port, from: source) }
     }
 
-    private init(port: Int) throws {
-        descriptor = try connectedLoopbackSocket(port: port) { descriptor in
+    private init(port: Int, from source: String?) throws {
+        descriptor = try connectedLoopbackSocket(port: port, from: source) { descriptor in
             var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
             setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         }
@@ -59,11 +61,24 @@ final class RawTCP: @unchecked Sendable {
     }
 }
 
-/// A blocking TCP socket connected to 127.0.0.1:`port`, `configure`d before it connects.
-func connectedLoopbackSocket(port: Int, configure: (Int32) -> Void) throws -> Int32 {
+/// A blocking TCP socket connected to 127.0.0.1:`port` (from `source` when given),
+/// `configure`d before it connects.
+func connectedLoopbackSocket(port: Int, from source: String? = nil, configure: (Int32) -> Void) throws -> Int32 {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard descriptor >= 0 else { throw TestFailure("socket() failed") }
     configure(descriptor)
+    if let source {
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_addr.s_addr = inet_addr(source)
+        let bound = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else {
+            close(descriptor)
+            throw TestFailure("bind(\(source)) failed")
+        }
+    }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = in_port_t(UInt16(port).bigEndian)

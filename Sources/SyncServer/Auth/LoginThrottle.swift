@@ -17,6 +17,12 @@ public struct LoginLimit: Sendable, Hashable {
 /// every `refill`; a login attempt (and every account creation, per address) takes one, given
 /// back when the password is right. An empty bucket is answered 429 with Retry-After before
 /// any hashing.
+///
+/// The per-user bucket brakes the guessing, not the owner (issue 38: ten wrong passwords
+/// locked the user out from everywhere, and one guess every few seconds kept them out): an
+/// address that has logged in as a user keeps an allowance of its own for that user (as large
+/// as the per-user one), and the shared per-user bucket counts only the other addresses. The
+/// per-address limit holds for everyone.
 final class LoginThrottle: Sendable {
     private struct Bucket {
         var tokens: Double
@@ -25,10 +31,15 @@ final class LoginThrottle: Sendable {
 
     /// Buckets kept at most; past it the full (refilled) ones are dropped first.
     static let maxBuckets = 100_000
+    /// (user, address) pairs remembered as having logged in, at most; past it they are
+    /// forgotten, and an owner's next login from their address makes theirs known again.
+    static let maxKnownAddresses = 100_000
 
     private let perUser: LoginLimit
     private let perAddress: LoginLimit
     private let buckets = NIOLockedValueBox([String: Bucket]())
+    /// `user + "\n" + address` of each address that has logged in as that user.
+    private let knownAddresses = NIOLockedValueBox(Set<String>())
     private let clock = ContinuousClock()
 
     init(perUser: LoginLimit, perAddress: LoginLimit) {
@@ -53,21 +64,34 @@ final class LoginThrottle: Sendable {
         }
     }
 
-    /// Gives back what `admit` took (a correct password costs nothing).
-    func refund(username: String?, address: String?) {
+    /// The password was right: gives back what `admit` took (a correct password costs
+    /// nothing), and `address` keeps an allowance of its own for `username` from now on.
+    func succeeded(username: String, address: String?) {
         let now = clock.now
+        let keys = keys(username: username, address: address)
         buckets.withLockedValue { buckets in
-            for (key, limit) in keys(username: username, address: address) {
+            for (key, limit) in keys {
                 var bucket = Self.refilled(buckets[key], limit: limit, now: now)
                 bucket.tokens = min(Double(limit.burst), bucket.tokens + 1)
                 buckets[key] = bucket
             }
         }
+        guard let address else { return }
+        knownAddresses.withLockedValue { known in
+            if known.count >= Self.maxKnownAddresses { known.removeAll() }
+            known.insert(username + "\n" + address)
+        }
     }
 
     private func keys(username: String?, address: String?) -> [(String, LoginLimit)] {
         var keys: [(String, LoginLimit)] = []
-        if let username { keys.append(("u:" + username, perUser)) }
+        if let username {
+            if let address, knownAddresses.withLockedValue({ $0.contains(username + "\n" + address) }) {
+                keys.append(("k:" + username + "\n" + address, perUser))
+            } else {
+                keys.append(("u:" + username, perUser))
+            }
+        }
         if let address { keys.append(("a:" + address, perAddress)) }
         return keys
     }
@@ -80,7 +104,7 @@ final class LoginThrottle: Sendable {
 
     private static func prune(_ buckets: inout [String: Bucket], now: ContinuousClock.Instant, limits: (LoginLimit, LoginLimit)) {
         buckets = buckets.filter { key, bucket in
-            let limit = key.hasPrefix("u:") ? limits.0 : limits.1
+            let limit = key.hasPrefix("a:") ? limits.1 : limits.0
             return refilled(bucket, limit: limit, now: now).tokens < Double(limit.burst)
         }
         // Still full of live buckets (a flood of addresses): forget them rather than grow.

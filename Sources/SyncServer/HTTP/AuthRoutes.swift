@@ -98,7 +98,7 @@ struct AuthRoutes: Sendable {
                 return credentials
             case .authorize:
                 let credentials = try await store.authorize(username: username, password: password)
-                throttle.refund(username: username, address: address)
+                throttle.succeeded(username: username, address: address)
                 return credentials
             }
         } catch let error as SyncServerError {
