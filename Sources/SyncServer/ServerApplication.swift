@@ -79,7 +79,7 @@ func buildServerApplication(
     )
     let webSocketResponder = webSocketRouter.buildResponder()
     let tlsConfiguration = try configuration.tls.map(makeTLSConfiguration)
-    let cap = ConnectionCap(limit: configuration.maxConnections ?? DescriptorLimit.connectionCap)
+    let cap = ConnectionCap(limit: configuration.maxConnections ?? DescriptorLimit.connectionCap, statistics: configuration.statistics)
     let server = HTTPServerBuilder { responder in
         let http = HTTP1WebSocketUpgradeChannel(
             responder: responder, webSocketResponder: webSocketResponder, configuration: .init(ws: webSocketConfiguration)

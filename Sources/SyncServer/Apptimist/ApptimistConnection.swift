@@ -123,9 +123,13 @@ final class ApptimistConnection: Sendable {
                     verdict = .close(.unacceptableData, "Apptimist PDUs are binary messages")
                     break
                 }
-                initialization.withLockedValue { if $0 == .waiting { $0 = .handling } }
+                let wasDone = initialization.withLockedValue { state in
+                    if state == .waiting { state = .handling }
+                    return state == .done
+                }
                 verdict = await connection.receive(Array(buffer.readableBytesView))
                 initialization.withLockedValue { $0 = connection.user == nil ? .waiting : .done }
+                if !wasDone, connection.user != nil { ConnectionActivity.loggedIn(channel) }
                 if verdict != .keepOpen { break }
             }
             connection.stopDelivering()

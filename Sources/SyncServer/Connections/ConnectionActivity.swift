@@ -46,10 +46,22 @@ final class ConnectionActivity: ChannelDuplexHandler, @unchecked Sendable {
     /// Set once a 101 went out: the connection carries WebSocket frames from then on.
     private var upgraded = false
 
-    init(requestTimeout: Duration, statistics: ServerStatistics, logger: Logger) {
+    /// Tells the connection cap this connection has logged in.
+    private let onLoggedIn: @Sendable () -> Void
+
+    init(requestTimeout: Duration, statistics: ServerStatistics, logger: Logger, onLoggedIn: @escaping @Sendable () -> Void = {}) {
         self.requestTimeout = TimeAmount(requestTimeout)
         self.statistics = statistics
         self.logger = logger
+        self.onLoggedIn = onLoggedIn
+    }
+
+    /// `channel` has logged in (a Simperium `init`, an Apptimist LOGIN, a Telepat device bound,
+    /// a poll of a Telepat session): it keeps its place when the connection cap is reached.
+    static func loggedIn(_ channel: any Channel) {
+        channel.eventLoop.execute {
+            (try? channel.pipeline.syncOperations.handler(type: ConnectionActivity.self))?.onLoggedIn()
+        }
     }
 
     /// When bytes last arrived from the peer (any thread).

@@ -27,7 +27,9 @@ struct GuardedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
             // Appended before the base's handlers: first in a plain pipeline, after TLS in a
             // TLS one (TLSChannel adds its handler, then sets its base up).
             try channel.pipeline.syncOperations.addHandler(
-                ConnectionActivity(requestTimeout: requestTimeout, statistics: statistics, logger: logger))
+                ConnectionActivity(requestTimeout: requestTimeout, statistics: statistics, logger: logger) { [cap, id = ObjectIdentifier(channel)] in
+                    cap.loggedIn(id)
+                })
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
         }

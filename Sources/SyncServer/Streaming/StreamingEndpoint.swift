@@ -76,7 +76,10 @@ struct StreamingEndpoint: Sendable {
                 case .unavailable(let reason): (closeReason, closeCode) = (reason, .unexpectedServerError)
                 }
                 if closeReason != nil { break }
-                if isInit { initialization.withLockedValue { $0 = session.isInitialized ? .done : .waiting } }
+                if isInit {
+                    initialization.withLockedValue { $0 = session.isInitialized ? .done : .waiting }
+                    if session.isInitialized { ConnectionActivity.loggedIn(channel) }
+                }
             }
             // Answer the changes already received, then no more broadcasts for this
             // connection; let what is queued reach the client.

@@ -82,6 +82,9 @@ final class TelepatSession: Sendable {
 
     var transport: Transport { state.withLockedValue { $0.transport } }
 
+    /// Whether a device is bound (the session's log-in, as far as the connection cap goes).
+    var isBound: Bool { state.withLockedValue { $0.device != nil } }
+
     /// The client was heard from (any packet or request of the session).
     func heard() {
         state.withLockedValue { $0.lastHeard = .now }

@@ -61,6 +61,7 @@ struct TelepatSocket: Sendable {
             group.addTask {
                 while let frame = await outbox.next() { try await outbound.writeTextMessage(frame) }
             }
+            var loggedIn = false
             reading: while let message = try await messages.next() {
                 session.heard()
                 guard case .text(let text) = message else { break }
@@ -72,6 +73,10 @@ struct TelepatSocket: Sendable {
                     break
                 }
                 session.receive(packet)
+                if !loggedIn, session.isBound {
+                    loggedIn = true
+                    ConnectionActivity.loggedIn(channel)
+                }
                 if case .close = packet { break reading }
             }
             outbox.finish()
