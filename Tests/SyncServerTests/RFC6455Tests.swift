@@ -29,6 +29,25 @@ struct RFC6455Tests {
         }
     }
 
+    /// Issue 38: a single frame past the server's limit (4 MiB) is answered with a 1009 close
+    /// the client can read, not a reset that destroys it: the server ends its side and drops
+    /// what the client is still sending before it closes the connection.
+    @Test(arguments: [true, false])
+    func aFrameOverTheLimitIsClosedWith1009NotReset(initialised: Bool) async throws {
+        try await withServer { server in
+            let token = try await makeUser(server)
+            let socket = try await RawWebSocket.open(port: server.port, path: path)
+            if initialised {
+                try socket.sendText(#"0:init:{"clientid":"big","token":"\#(token)","name":"notes"}"#)
+                #expect(await socket.receiveText()?.hasPrefix("0:auth:") == true)
+            }
+            let payload = Array("0:c:".utf8) + Array(repeating: UInt8(ascii: "x"), count: 5 << 20)
+            // The server stops reading partway: the rest of the write may fail.
+            try? socket.sendFrame(payload)
+            #expect(await socket.receiveCloseCode() == 1009)
+        }
+    }
+
     @Test func aValueTooDeepToSendBackIsRefusedWith400() async throws {
         try await withServer { server in
             let token = try await makeUser(server)
