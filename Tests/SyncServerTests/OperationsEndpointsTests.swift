@@ -109,6 +109,25 @@ struct OperationsEndpointsTests {
         }
     }
 
+    /// Issue 38: SIGTERM closes idle HTTP keep-alive connections (and ones that never sent a
+    /// request) at once, instead of waiting the whole grace period for them; a connected
+    /// WebSocket client is still given its close.
+    @Test func sigtermClosesIdleKeepAliveConnectionsAtOnce() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        // A grace and deadlines longer than the hang guard: an exit within the guard waited for
+        // neither.
+        let node = try await ServeBinary(data: directory.path, extraArguments: ["--shutdown-grace", "600", "--request-timeout", "600"])
+        defer { node.stop() }
+        let keptAlive = try await RawTCP.open(port: node.port)
+        keptAlive.send(Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+        #expect(await keptAlive.readUntilClosed(within: hangGuard, orContaining: #""status":"ok""#)?.hasPrefix("HTTP/1.1 200") == true)
+        let silent = try await RawTCP.open(port: node.port)
+        #expect(await node.signal(SIGTERM, within: hangGuard) != nil, "\(node.log())")
+        #expect(await keptAlive.readUntilClosed(within: hangGuard) != nil)
+        #expect(await silent.readUntilClosed(within: hangGuard) != nil)
+    }
+
     @Test func aFloodOfStuckConnectionsLogsNoErrorPerConnection() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

@@ -126,6 +126,18 @@ final class ConnectionActivity: ChannelDuplexHandler, @unchecked Sendable {
         eventLoop.execute { self.statusLineOverride = "HTTP/1.1 404 Not Found\r\n" }
     }
 
+    /// A graceful shutdown began: closes the connection now if it waits for a request (none
+    /// sent yet, or none since the last answer), rather than after the shutdown grace (issue
+    /// 38). One with a request under way, or a WebSocket, is left to finish.
+    func shutdownBegan(_ channel: any Channel) {
+        channel.eventLoop.execute {
+            guard self.state == .idle, !self.upgraded else { return }
+            self.timer?.cancel()
+            self.timer = nil
+            channel.close(promise: nil)
+        }
+    }
+
     /// The connection became a WebSocket: its watchdog keeps the deadlines from now on.
     func enterWebSocket(on eventLoop: any EventLoop) {
         eventLoop.execute {

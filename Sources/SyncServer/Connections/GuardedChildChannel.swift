@@ -52,6 +52,7 @@ struct GuardedChildChannel<Base: ServerChildChannel>: ServerChildChannel {
             await base.handle(value: value, logger: handlingLogger)
         } onGracefulShutdown: {
             shutdown.begin()
+            activity?.shutdownBegan(channel)
             channel.eventLoop.scheduleTask(in: grace) {
                 if channel.isActive { logger.info("closing a connection still open after the shutdown grace period") }
                 channel.close(promise: nil)
