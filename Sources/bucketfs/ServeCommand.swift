@@ -89,6 +89,11 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
+    @Option(
+        name: .customLong("log-format"),
+        help: "text (one line per record, for people) or json (one JSON object per line, for log shippers: time, level, label, message, source and the record's metadata).")
+    var logFormat: String = "text"
+
     func validate() throws {
         switch (data, databaseURL) {
         case (nil, nil): throw ValidationError("give --data DIR or --database postgres://USER@HOST:PORT/DATABASE")
@@ -113,6 +118,7 @@ struct Serve: AsyncParsableCommand {
         guard requestTimeout > 0, requestTimeout <= 3600 else { throw ValidationError("--request-timeout must be between 0 and 3600 seconds") }
         guard shutdownGrace >= 0, shutdownGrace <= 3600 else { throw ValidationError("--shutdown-grace must be between 0 and 3600 seconds") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
+        guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format is text or json, not \(logFormat)") }
         if let apiKey, apiKey.isEmpty { throw ValidationError("--api-key must not be empty") }
         if let apptimist {
             guard ApptimistSettings.isValidName(apptimist) else {
@@ -122,6 +128,7 @@ struct Serve: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if logFormat == "json" { LoggingSystem.bootstrap { JSONLogHandler(label: $0) } }
         var logger = Logger(label: "bucketfs.server")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         // Use every descriptor allowed; connections are capped below the limit (issue 20).

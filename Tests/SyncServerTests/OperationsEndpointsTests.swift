@@ -128,6 +128,31 @@ struct OperationsEndpointsTests {
         #expect(await silent.readUntilClosed(within: hangGuard) != nil)
     }
 
+    /// Issue 38: `--log-format json` writes every log record as one JSON object per line, with
+    /// the record's metadata as fields (the standard output's announcements aside).
+    @Test func jsonLogsAreOneObjectPerLineWithTheirMetadata() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let node = try await ServeBinary(data: directory.path, extraArguments: ["--log-format", "json", "--request-timeout", "1"])
+        defer { node.stop() }
+        // Records with metadata: the descriptor limit at start, a connection closed at its deadline.
+        let idle = try await RawTCP.open(port: node.port)
+        #expect(await idle.readUntilClosed(within: hangGuard) != nil)
+        #expect(await node.signal(SIGTERM, within: hangGuard) != nil)
+        let lines = node.log().split(separator: "\n").filter { !$0.hasPrefix("bucketfs server listening") }
+        #expect(lines.count >= 3, "\(lines)")
+        var fields: Set<String> = []
+        for line in lines {
+            guard case .object(let record)? = try? JSONValue(parsing: Array(line.utf8)) else {
+                Issue.record("not a JSON object: \(line)")
+                continue
+            }
+            for key in ["time", "level", "label", "message", "source"] { #expect(record[JSONKey(key)]?.stringValue != nil, "\(key) in \(line)") }
+            fields.formUnion(record.keys.map(\.string))
+        }
+        #expect(fields.contains("reason") && fields.contains("limit"), "\(fields)")
+    }
+
     @Test func aFloodOfStuckConnectionsLogsNoErrorPerConnection() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
