@@ -479,13 +479,21 @@ struct ApptimistServerTests {
     }
 
     @Test func aWriteWhoseDataDoesNotOpenIsRefusedAndStoresNothing() async throws {
-        try await withServer(configure: Self.configure) { server in
+        let statistics = ServerStatistics()
+        try await withServer(configure: {
+            Self.configure(&$0)
+            $0.statistics = statistics
+        }) { server in
             let alice = try await Self.addUser(server, "alice")
             let peer = try await Self.loggedIn(server.port, alice)
             defer { Task { await peer.close() } }
             #expect(Self.code(try await Self.file(peer, "write", "kept", text: "good")) == 0)
             #expect(Self.code(try await Self.file(peer, "write", "kept", text: "evil", badBox: true)) == 22)
             #expect(try await Self.file(peer, "read", "kept")["text"]?.stringValue == "good")
+            // Counted in the metrics as Apptimist changes (issue 38); the read is not a change.
+            let metrics = statistics.prometheusText()
+            #expect(metrics.contains(#"bucketfs_changes_accepted_total{protocol="apptimist"} 1"#), "\(metrics)")
+            #expect(metrics.contains(#"bucketfs_changes_refused_total{protocol="apptimist",code="22"} 1"#))
         }
     }
 

@@ -82,7 +82,7 @@ struct OperationsEndpointsTests {
             let port = try await waitFor { metricsPort.withLockedValue { $0 } }
             let before = try await httpGet(port: port, "/metrics")
             #expect(before.status == 200)
-            #expect(sample(before.body, "bucketfs_changes_accepted_total") == 0)
+            #expect(sample(before.body, #"bucketfs_changes_accepted_total{protocol="simperium"}"#) == 0)
 
             let token = try await makeUser(server)
             let socket = try await server.socket()
@@ -93,8 +93,8 @@ struct OperationsEndpointsTests {
             #expect(refused.contains("404"), "\(refused)")
 
             let during = try await httpGet(port: port, "/metrics").body
-            #expect(sample(during, "bucketfs_changes_accepted_total") == 3, "\(during)")
-            #expect(sample(during, #"bucketfs_changes_refused_total{code="404"}"#) == 1)
+            #expect(sample(during, #"bucketfs_changes_accepted_total{protocol="simperium"}"#) == 3, "\(during)")
+            #expect(sample(during, #"bucketfs_changes_refused_total{protocol="simperium",code="404"}"#) == 1)
             #expect(sample(during, #"bucketfs_websockets{protocol="simperium"}"#) == 1)
             #expect(try #require(sample(during, "bucketfs_commit_batch_changes_count")) >= 1)
             #expect(sample(during, "bucketfs_change_commit_seconds_count") == 4)

@@ -86,7 +86,11 @@ struct TelepatSDKTests {
     @Test func aPollingSessionUpgradesToAWebSocketAsSocketIOClient1Does() async throws {
         // A long ping interval: this client polls by hand, and on a loaded machine the gap
         // between two of its polls once passed a short one's silence (the session was closed).
-        try await withServer(store: .sqlite, configure: { TelepatTests.configure(&$0, pingInterval: .seconds(60)) }) { server in
+        let statistics = ServerStatistics()
+        try await withServer(store: .sqlite, configure: {
+            TelepatTests.configure(&$0, pingInterval: .seconds(60))
+            $0.statistics = statistics
+        }) { server in
             _ = try await makeUser(server, "ann")
             let http = HTTP(port: server.port)
             let poller = HTTP(port: server.port)
@@ -153,6 +157,8 @@ struct TelepatSDKTests {
             let (unknown, _, error) = try await poller.request(.get, "/socket.io/?EIO=3&transport=polling&b64=1&sid=nope")
             let errorJSON = try JSONValue(parsing: error)
             #expect(unknown == 400 && errorJSON == .object(["code": .integer(1), "message": "Session ID unknown"]))
+            // Both creates are counted in the metrics as Telepat changes (issue 38).
+            #expect(statistics.prometheusText().contains(#"bucketfs_changes_accepted_total{protocol="telepat"} 2"#))
         }
     }
 

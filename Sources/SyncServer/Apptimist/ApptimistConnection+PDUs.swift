@@ -215,6 +215,12 @@ extension ApptimistConnection {
         send(pdu(answer), data: sealForUser(Array(why.utf8)))
     }
 
+    /// `refuse` for a WRITE or REMOVE, counted as a refused change.
+    private func refuseChange(_ pdu: (ApptimistFileFields) -> ApptimistPDU, _ fields: ApptimistFileFields, _ error: FileError, _ why: String) {
+        service.configuration.statistics.changeRefused(via: .apptimist, code: Int(error.rawValue))
+        refuse(pdu, fields, error, why)
+    }
+
     /// Ends this connection's lock on the file (its WRITE or REMOVE).
     private func releaseLock(_ fields: ApptimistFileFields) async throws {
         try await service.storage.releaseLock(owner: fields.publicKey, name: fields.filename, holder: lockHolder)
@@ -259,12 +265,14 @@ extension ApptimistConnection {
     }
 
     private func write(_ fields: ApptimistFileFields, data: ApptimistSealedData, user: ApptimistAccount) async throws {
-        if let (error, why) = try await mayChange(fields, user: user) { return refuse({ .write($0) }, fields, error, why) }
+        if let (error, why) = try await mayChange(fields, user: user) { return refuseChange({ .write($0) }, fields, error, why) }
         guard !data.isEmpty, let contents = openFromUser(data) else {
-            return refuse({ .write($0) }, fields, .invalid, "the data does not open (sealed for another key or nonce, or corrupted)")
+            return refuseChange({ .write($0) }, fields, .invalid, "the data does not open (sealed for another key or nonce, or corrupted)")
         }
         let notice = try await service.fileNotice(owner: fields.publicKey, name: fields.filename, contents: contents)
+        let submitted = ContinuousClock.now
         try await service.storage.writeFile(owner: fields.publicKey, name: fields.filename, contents: contents, notice: notice)
+        service.configuration.statistics.changeAccepted(via: .apptimist, latency: ContinuousClock.now - submitted)
         try await releaseLock(fields)
         var answer = fields
         answer.error = 0
@@ -274,11 +282,13 @@ extension ApptimistConnection {
     }
 
     private func remove(_ fields: ApptimistFileFields, user: ApptimistAccount) async throws {
-        if let (error, why) = try await mayChange(fields, user: user) { return refuse({ .remove($0) }, fields, error, why) }
+        if let (error, why) = try await mayChange(fields, user: user) { return refuseChange({ .remove($0) }, fields, error, why) }
         let notice = try await service.fileNotice(owner: fields.publicKey, name: fields.filename, contents: nil)
+        let submitted = ContinuousClock.now
         guard try await service.storage.removeFile(owner: fields.publicKey, name: fields.filename, notice: notice) else {
-            return refuse({ .remove($0) }, fields, .notFound, "no such file")
+            return refuseChange({ .remove($0) }, fields, .notFound, "no such file")
         }
+        service.configuration.statistics.changeAccepted(via: .apptimist, latency: ContinuousClock.now - submitted)
         try await releaseLock(fields)
         var answer = fields
         answer.error = 0

@@ -34,7 +34,9 @@ public final class ServerStatistics: Sendable {
         // Every series exists from the start, at 0, so a scrape sees the counters move from there.
         for kind in WebSocketProtocol.allCases { _ = webSocketGauge(kind) }
         _ = registry.makeGauge(descriptor: Self.named("bucketfs_connections", Help.connections), labels: [("state", "open")])
-        _ = registry.makeCounter(descriptor: Self.named("bucketfs_changes_accepted_total", Help.accepted))
+        for kind in WebSocketProtocol.allCases {
+            _ = registry.makeCounter(descriptor: Self.named("bucketfs_changes_accepted_total", Help.accepted), labels: [("protocol", kind.rawValue)])
+        }
         _ = registry.makeValueHistogram(descriptor: Self.named("bucketfs_commit_batch_changes", Help.batch), buckets: Self.batchBuckets)
         _ = registry.makeDurationHistogram(descriptor: Self.named("bucketfs_change_commit_seconds", Help.latency), buckets: Self.latencyBuckets)
     }
@@ -104,15 +106,19 @@ public final class ServerStatistics: Sendable {
         webSocketGauge(kind).decrement()
     }
 
-    /// A change committed (Simperium), `latency` after it was submitted.
-    func changeAccepted(latency: Duration) {
-        registry.makeCounter(descriptor: Self.named("bucketfs_changes_accepted_total", Help.accepted)).increment()
+    /// A change committed, made `via` a protocol (a Simperium change, a Telepat create, update or
+    /// delete, an Apptimist WRITE or REMOVE), `latency` after it was submitted.
+    func changeAccepted(via kind: WebSocketProtocol, latency: Duration) {
+        registry.makeCounter(descriptor: Self.named("bucketfs_changes_accepted_total", Help.accepted), labels: [("protocol", kind.rawValue)]).increment()
         changeCommitted(latency: latency)
     }
 
-    /// A change answered with error `code` (Simperium), by the store after `latency` or before it.
-    func changeRefused(code: Int, latency: Duration? = nil) {
-        registry.makeCounter(descriptor: Self.named("bucketfs_changes_refused_total", Help.refused), labels: [("code", "\(code)")]).increment()
+    /// A change answered with error `code` (the protocol's own), by the store after `latency`
+    /// or before it.
+    func changeRefused(via kind: WebSocketProtocol, code: Int, latency: Duration? = nil) {
+        registry.makeCounter(
+            descriptor: Self.named("bucketfs_changes_refused_total", Help.refused), labels: [("protocol", kind.rawValue), ("code", "\(code)")]
+        ).increment()
         if let latency { changeCommitted(latency: latency) }
     }
 

@@ -302,7 +302,7 @@ final class StreamingSession {
             case .invalid(var rejection, let error):
                 rejection.clientID = rejection.clientID ?? authorized.clientID
                 logger.debug("change refused", metadata: ["code": "\(rejection.code)", "reason": "\(error)"])
-                configuration.statistics.changeRefused(code: rejection.code)
+                configuration.statistics.changeRefused(via: .simperium, code: rejection.code)
                 await replyInLine(ServerMessage.channel(channel, .changes([.rejected(rejection)])).render())
             }
         }
@@ -314,7 +314,7 @@ final class StreamingSession {
     private func apply(_ change: ChangeRequest, channel: Int, authorized: AuthorizedChannel) async {
         let clientID = change.clientID ?? authorized.clientID
         if let forced = configuration.forcedChangeError?(change) {
-            configuration.statistics.changeRefused(code: forced)
+            configuration.statistics.changeRefused(via: .simperium, code: forced)
             await replyInLine(Self.rejectionFrame(change, clientID: clientID, code: forced, channel: channel))
             return
         }
@@ -335,10 +335,10 @@ final class StreamingSession {
         store.submit(change, clientID: clientID, bucket: authorized.bucket, limits: limits) { result in
             switch result {
             case .success(.accepted(let stored)):
-                statistics.changeAccepted(latency: ContinuousClock.now - submitted)
+                statistics.changeAccepted(via: .simperium, latency: ContinuousClock.now - submitted)
                 hub.publish(bucketID: bucketID, change: stored)
             case .success(.refused(let code)):
-                statistics.changeRefused(code: code.rawValue, latency: ContinuousClock.now - submitted)
+                statistics.changeRefused(via: .simperium, code: code.rawValue, latency: ContinuousClock.now - submitted)
                 outbox.enqueue(Self.rejectionFrame(change, clientID: clientID, code: code.rawValue, channel: channel))
             case .failure(let error) where Self.isUnavailable(error):
                 // No answer for the change, only the connection closed (1011): every client sends
@@ -351,7 +351,7 @@ final class StreamingSession {
                 onUnavailable()
             case .failure(let error):
                 logger.error("change failed", metadata: ["key": "\(change.id)", "error": "\(error)"])
-                statistics.changeRefused(code: ChangeErrorCode.internalError.rawValue, latency: ContinuousClock.now - submitted)
+                statistics.changeRefused(via: .simperium, code: ChangeErrorCode.internalError.rawValue, latency: ContinuousClock.now - submitted)
                 outbox.enqueue(Self.rejectionFrame(change, clientID: clientID, code: ChangeErrorCode.internalError.rawValue, channel: channel))
             }
             inFlight.release()

@@ -404,11 +404,16 @@ final class TelepatFrontEnd: Sendable {
         )
         let hub = self.hub
         let clientID = "telepat-" + (caller.device ?? "api")
+        let submitted = ContinuousClock.now
         let verdict = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ChangeVerdict<StoredChange>, any Error>) in
             store.submit(change, clientID: clientID, bucket: bucket, limits: limits) { result in
                 if case .success(.accepted(let stored)) = result { hub.publish(bucketID: bucket.id, change: stored) }
                 continuation.resume(with: result)
             }
+        }
+        switch verdict {
+        case .accepted: configuration.statistics.changeAccepted(via: .telepat, latency: ContinuousClock.now - submitted)
+        case .refused(let code): configuration.statistics.changeRefused(via: .telepat, code: code.rawValue, latency: ContinuousClock.now - submitted)
         }
         switch verdict {
         case .accepted, .refused(.emptyChange): return
