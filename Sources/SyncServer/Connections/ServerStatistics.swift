@@ -159,8 +159,8 @@ public final class ServerStatistics: Sendable {
     private enum Help {
         static let connections = "Accepted connections (HTTP or WebSocket) not yet closed."
         static let webSockets = "WebSocket connections open, by protocol."
-        static let accepted = "Simperium changes committed."
-        static let refused = "Simperium changes answered with an error, by error code."
+        static let accepted = "Changes committed, by protocol."
+        static let refused = "Changes answered with an error, by protocol and the protocol's error code."
         static let batch = "Changes per commit transaction (group commit)."
         static let latency = "Seconds from a change's submission to its commit or refusal."
         static let closes = "HTTP connections closed by the server: a deadline or a refused request head, by reason."
