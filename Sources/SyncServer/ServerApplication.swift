@@ -25,6 +25,7 @@ func buildServerApplication(
     let hub = SubscriptionHub(maxHeldBytes: configuration.maxCatchUpBytes)
     let statistics = configuration.statistics
     store.commitQueue.observeBatches { statistics.batchCommitted(changes: $0) }
+    store.observeDatabase { statistics.database($0) }
     store.deliverForeignChanges { bucketID, change in hub.publish(bucketID: bucketID, change: change) }
     let router = Router(context: ServerRequestContext.self)
     let throttle = LoginThrottle(perUser: configuration.loginLimitPerUser, perAddress: configuration.loginLimitPerAddress)

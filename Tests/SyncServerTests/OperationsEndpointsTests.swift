@@ -46,6 +46,11 @@ struct OperationsEndpointsTests {
 
         try await cluster.start()
         _ = try await probe(port: node.port, "/readyz", until: { $0.status == 200 }, within: .seconds(90))
+        // The LISTEN connection was lost with the database (and is made again); statements
+        // waited for pooled connections.
+        let after = try await httpGet(port: try await node.metricsPort(), "/metrics").body
+        #expect(try #require(sample(after, "bucketfs_postgres_listen_lost_total"), "\(after)") >= 1)
+        #expect(try #require(sample(after, "bucketfs_database_connection_wait_seconds_count")) >= 1)
     }
 
     @Test func anOversizedHeaderOrURLIsAnsweredAtOnce() async throws {

@@ -132,6 +132,17 @@ public final class ServerStatistics: Sendable {
         registry.makeCounter(descriptor: Self.named("bucketfs_http_too_many_requests_total", Help.tooMany), labels: [("api", api)]).increment()
     }
 
+    /// What the database connection did (PostgreSQL).
+    func database(_ event: DatabaseEvent) {
+        switch event {
+        case .listenLost:
+            registry.makeCounter(descriptor: Self.named("bucketfs_postgres_listen_lost_total", Help.listenLost)).increment()
+        case .connectionWait(let waited):
+            registry.makeDurationHistogram(descriptor: Self.named("bucketfs_database_connection_wait_seconds", Help.connectionWait), buckets: Self.latencyBuckets)
+                .record(waited)
+        }
+    }
+
     /// The database did not answer `operation` ("change", "auth", "readiness").
     func databaseUnavailable(operation: String) {
         registry.makeCounter(descriptor: Self.named("bucketfs_database_unavailable_total", Help.unavailable), labels: [("operation", operation)]).increment()
@@ -166,6 +177,8 @@ public final class ServerStatistics: Sendable {
         static let closes = "HTTP connections closed by the server: a deadline or a refused request head, by reason."
         static let tooMany = "Requests answered 429 Too Many Requests, by API."
         static let unavailable = "Operations that found the database unavailable, by operation."
+        static let listenLost = "Times the PostgreSQL LISTEN connection (other nodes' commits) was lost and made again."
+        static let connectionWait = "Seconds a statement waited for a pooled PostgreSQL connection."
         static let resident = "Resident memory of the server process, in bytes."
         static let descriptors = "Open file descriptors of the server process."
     }

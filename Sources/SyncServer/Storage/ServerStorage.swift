@@ -83,4 +83,16 @@ protocol ServerStorage: ServerAccounts {
     /// Hands the changes other nodes commit to `publish` (see the ordering contract). A store
     /// that only one node uses never calls it.
     func deliverForeignChanges(to publish: @escaping @Sendable (_ bucketID: Int64, _ change: StoredChange) -> Void)
+
+    /// Hands what the database connection does to `observer` (the metrics); a store without a
+    /// database server (SQLite) has nothing to tell.
+    func observeDatabase(_ observer: @escaping @Sendable (DatabaseEvent) -> Void)
+}
+
+/// What a store's database connection does, for the metrics (issue 38).
+enum DatabaseEvent: Sendable {
+    /// The LISTEN connection for other nodes' commits was lost (it is made again).
+    case listenLost
+    /// A statement got a pooled connection after waiting this long.
+    case connectionWait(Duration)
 }

@@ -57,4 +57,6 @@ extension ServerStore: ServerStorage {
     }
 
     func deliverForeignChanges(to publish: @escaping @Sendable (_ bucketID: Int64, _ change: StoredChange) -> Void) {}
+
+    func observeDatabase(_ observer: @escaping @Sendable (DatabaseEvent) -> Void) {}
 }

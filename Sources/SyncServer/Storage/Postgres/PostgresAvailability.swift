@@ -31,6 +31,17 @@ enum PostgresAvailability {
     /// When each client (by identity) last saw the database drop or refuse a connection.
     private static let lastConnectionFailure = NIOLockedValueBox<[ObjectIdentifier: ContinuousClock.Instant]>([:])
 
+    /// Where each client's `DatabaseEvent`s go (the server's metrics), by client.
+    private static let observers = NIOLockedValueBox<[ObjectIdentifier: @Sendable (DatabaseEvent) -> Void]>([:])
+
+    static func setObserver(_ observer: @escaping @Sendable (DatabaseEvent) -> Void, for client: PostgresClient) {
+        observers.withLockedValue { $0[ObjectIdentifier(client)] = observer }
+    }
+
+    static func report(_ event: DatabaseEvent, for client: PostgresClient) {
+        observers.withLockedValue { $0[ObjectIdentifier(client)] }?(event)
+    }
+
     /// `client` saw the database drop a connection or refuse one (not a busy pool).
     static func noteConnectionFailure(_ client: PostgresClient) {
         lastConnectionFailure.withLockedValue { $0[ObjectIdentifier(client)] = .now }
@@ -135,6 +146,7 @@ extension PostgresClient {
         _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let lease = ConnectionLease<T>()
+        let asked = ContinuousClock.now
         do {
             return try await withCheckedThrowingContinuation { continuation in
                 lease.waiting(continuation)
@@ -144,6 +156,7 @@ extension PostgresClient {
                             // Given up on already: never start the body late (a batch of
                             // changes committed after its clients were told it failed).
                             guard lease.leased(connection) else { throw PostgresAvailability.ConnectionWaitExpired() }
+                            PostgresAvailability.report(.connectionWait(ContinuousClock.now - asked), for: self)
                             // A connection the database closed (stopped, restarted) can still be
                             // handed out; a statement on it may never be answered.
                             guard !connection.isClosed else { throw PostgresAvailability.ConnectionClosedAtLease() }

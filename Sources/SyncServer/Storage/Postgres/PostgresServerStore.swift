@@ -155,6 +155,7 @@ public final class PostgresServerStore: Sendable {
             } catch {
                 if Task.isCancelled { return }
                 PostgresAvailability.noteConnectionFailure(client)
+                PostgresAvailability.report(.listenLost, for: client)
                 if delay == .milliseconds(200) {
                     logger.warning("LISTEN connection lost; reconnecting", metadata: ["error": "\(PostgresAvailability.reason(error))"])
                 }
@@ -335,6 +336,10 @@ extension PostgresServerStore: ServerStorage, GroupCommitting {
 
     func deliverForeignChanges(to publish: @escaping @Sendable (_ bucketID: Int64, _ change: StoredChange) -> Void) {
         delivery.setForeignHandler(publish)
+    }
+
+    func observeDatabase(_ observer: @escaping @Sendable (DatabaseEvent) -> Void) {
+        PostgresAvailability.setObserver(observer, for: client)
     }
 
     // MARK: Queries
