@@ -175,7 +175,7 @@ let package = Package(
         .testTarget(name: "TelepatClientTests", dependencies: ["TelepatClient", "TelepatProtocol", "SyncStore", "JSONDiff"]),
         .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "SyncStore", "JSONDiff"]),
         // Drives the real `bucketfs` binary; depending on it makes `swift build --build-tests` build it.
-        .testTarget(name: "CLITests", dependencies: ["bucketfs"]),
+        .testTarget(name: "CLITests", dependencies: ["bucketfs", "SyncStore"]),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["bucketfs", "PostgresTestSupport", .product(name: "PropertyBased", package: "swift-property-based")]),

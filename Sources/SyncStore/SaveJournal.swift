@@ -120,7 +120,24 @@ public final class SaveJournal: Sendable {
         Self.decode(try readAll())
     }
 
+    /// The edits the journal at `path` holds, oldest first, read without opening it for
+    /// writing (another process's: `bucketfs sync` and `status` beside a running mount); none
+    /// when there is no journal.
+    public static func recorded(atPath path: String) throws(StoreError) -> [JournaledEdit] {
+        let descriptor = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return [] }
+            throw StoreError.system("cannot open the save journal \(path)")
+        }
+        defer { Glibc.close(descriptor) }
+        return decode(try readAll(descriptor, path: path))
+    }
+
     private func readAll() throws(StoreError) -> [UInt8] {
+        try Self.readAll(descriptor, path: path)
+    }
+
+    private static func readAll(_ descriptor: Int32, path: String) throws(StoreError) -> [UInt8] {
         var contents: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         var offset = 0

@@ -85,8 +85,15 @@ struct MountReport: Codable {
         store = record.store
         connection = running ? record.connection : .init(state: "not mounted")
         do {
+            // Saves the mount has journaled and not yet moved into its store (it does within
+            // milliseconds, but a command run right after a save can be quicker): not on the
+            // server either. The journal is read first, so an edit moved meanwhile shows in the
+            // store's figures read after it.
+            let journaled = try SaveJournal.recorded(atPath: SaveJournal.path(besideStore: record.store))
             let store = try SyncStore(path: record.store)
             defer { try? store.close() }
+            let applied = try store.appliedJournalSequence()
+            let notInStore = journaled.filter { $0.sequence > applied }.count
             var localOnly: [Attention] = []
             var names = EntityNames(store: store)
             for bucket in try store.buckets() {
@@ -102,7 +109,7 @@ struct MountReport: Codable {
                 buckets.append(Bucket(name: bucket.name, entities: entities, cv: bucket.cv, serverLoss: try store.serverLoss(bucket: bucket.name)))
             }
             let stats = try store.stats()
-            pendingSaves = stats.queuedChanges + stats.sentChanges
+            pendingSaves = stats.queuedChanges + stats.sentChanges + notInStore
             let unsynced = try store.unsyncedEntities()
             pendingFiles = unsynced.filter(\.awaitsServer).map { entity in
                 let title = names.title(bucket: entity.bucket, value: entity.value ?? entity.ghost).map { " \"\($0)\"" } ?? ""

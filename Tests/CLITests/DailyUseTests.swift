@@ -1,5 +1,6 @@
 import BucketFS
 import Foundation
+import SyncStore
 import Testing
 
 /// Issue 6: status, watch, mount at login (fstab helper, systemd unit), login, clear failures.
@@ -157,6 +158,39 @@ struct DailyUseTests {
         #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
         let unmounted = try cli.bucketfs(["sync", mountpoint, "--timeout", "0"])
         #expect(unmounted.status == 0, "nothing pending in the stopped mount's store: \(unmounted.stdout)")
+        cli.stop(server)
+    }
+
+    /// `sync` and `status` count a save the mount has journaled and not yet moved into its
+    /// store as pending (the model test ran `sync` right after a save, on a loaded machine, and
+    /// was told the file it had just fixed was still invalid: `sync` read the store alone).
+    @Test func aSaveStillInTheJournalIsPendingUntilTheStoreHasIt() throws {
+        let cli = try CLIHarness()
+        let data = try cli.directory("server")
+        let (server, port, token) = try cli.serverWithUser(data: data)
+        let mountpoint = try cli.directory("m")
+        try cli.mount(mountpoint, port: port, token: token)
+        try Data("{\"a\": 1}\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/first.json"))
+        #expect(try cli.bucketfs(["sync", mountpoint]).status == 0)
+        let store = try #require(try statusJSON(cli, mountpoint)["store"] as? String)
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
+
+        // What a crash right after a save leaves: the save in the journal, not in the store.
+        let applied = try SyncStore(path: store).appliedJournalSequence()
+        try SaveJournal(path: SaveJournal.path(besideStore: store)).append(JournaledEdit(
+            sequence: applied + 1, bucket: "notes", key: "first", edit: .save(Array("{\"a\": 2}\n".utf8)),
+            time: Int64(Date().timeIntervalSince1970 * 1e9)))
+        #expect(try statusJSON(cli, mountpoint)["pendingSaves"] as? Int == 1)
+        let stopped = try cli.bucketfs(["sync", mountpoint, "--timeout", "0"])
+        #expect(stopped.status == 1 && stopped.stdout.contains("pending: not mounted"), "\(stopped.stdout)")
+
+        // Mounted again, the journal goes into the store and to the server.
+        try cli.mount(mountpoint, port: port, token: token)
+        let back = try cli.bucketfs(["sync", mountpoint, "--timeout", "90"], timeout: 120)
+        #expect(back.status == 0, "\(back.stdout)")
+        #expect(try String(contentsOfFile: mountpoint + "/notes/first.json", encoding: .utf8).contains("2"))
+        #expect(try statusJSON(cli, mountpoint)["pendingSaves"] as? Int == 0)
+        #expect(try cli.bucketfs(["unmount", mountpoint]).status == 0)
         cli.stop(server)
     }
 
