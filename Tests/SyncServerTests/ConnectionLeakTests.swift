@@ -4,7 +4,9 @@ import Testing
 
 /// Issue 20: every WebSocket connection kept ~6 KiB for good (its channel outlived it). The
 /// server's weak registry of channels must empty once the connections are gone.
-@Suite(.timeLimit(.minutes(2)))
+// A hang guard: 300 connections one after another took past 2 minutes on a machine loaded
+// with the model test and two CPU hogs beside this group.
+@Suite(.timeLimit(.minutes(5)))
 struct ConnectionLeakTests {
     @Test func channelsOfClosedConnectionsAreFreed() async throws {
         let statistics = ServerStatistics()
@@ -15,7 +17,7 @@ struct ConnectionLeakTests {
                 if index.isMultiple(of: 2) { _ = try await socket.authorize(token: token, clientID: "c\(index)") }
                 await socket.close()
             }
-            let deadline = ContinuousClock.now + .seconds(20)
+            let deadline = ContinuousClock.now + hangGuard
             // Both: the server may not have seen the last close yet, and the open connection it
             // still counts then keeps its channel too.
             while statistics.liveChannels > statistics.openConnections || statistics.openWebSockets > 0,
