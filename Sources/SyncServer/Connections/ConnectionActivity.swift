@@ -45,6 +45,8 @@ final class ConnectionActivity: ChannelDuplexHandler, @unchecked Sendable {
     private var head = HeadScan()
     /// Set once a 101 went out: the connection carries WebSocket frames from then on.
     private var upgraded = false
+    /// Set at the first byte of the first request.
+    private var requested = false
 
     /// Tells the connection cap this connection has logged in.
     private let onLoggedIn: @Sendable () -> Void
@@ -56,8 +58,9 @@ final class ConnectionActivity: ChannelDuplexHandler, @unchecked Sendable {
         self.onLoggedIn = onLoggedIn
     }
 
-    /// `channel` has logged in (a Simperium `init`, an Apptimist LOGIN, a Telepat device bound,
-    /// a poll of a Telepat session): it keeps its place when the connection cap is reached.
+    /// `channel` has logged in (a Simperium `init`, an Apptimist LOGIN, a Telepat device bound
+    /// on a WebSocket): it keeps its place when the connection cap is reached. (A Telepat long
+    /// poll is a plain request: closed for room, its client polls again.)
     static func loggedIn(_ channel: any Channel) {
         channel.eventLoop.execute {
             (try? channel.pipeline.syncOperations.handler(type: ConnectionActivity.self))?.onLoggedIn()
@@ -86,6 +89,7 @@ final class ConnectionActivity: ChannelDuplexHandler, @unchecked Sendable {
         if state == .idle {
             // The deadline of a request runs from its first byte: trickling it does not extend it.
             state = .inRequest
+            requested = true
             head = HeadScan()
             arm(context, reason: "request not complete")
         }
@@ -110,9 +114,18 @@ final class ConnectionActivity: ChannelDuplexHandler, @unchecked Sendable {
             upgraded = true
         }
         if state == .inRequest {
-            // Answered (or answering): the connection may idle as long before the next request.
-            state = .idle
-            arm(context, reason: "idle")
+            if upgraded {
+                // No HTTP deadline from here: the WebSocket's own (its watchdog, or a Telepat
+                // session's silence) take over once its handler runs. An idle deadline armed
+                // here closed a socket whose handler a loaded machine started late.
+                state = .webSocket
+                timer?.cancel()
+                timer = nil
+            } else {
+                // Answered (or answering): the connection may idle as long before the next request.
+                state = .idle
+                arm(context, reason: "idle")
+            }
         }
         context.write(data, promise: promise)
     }
@@ -126,12 +139,13 @@ final class ConnectionActivity: ChannelDuplexHandler, @unchecked Sendable {
         eventLoop.execute { self.statusLineOverride = "HTTP/1.1 404 Not Found\r\n" }
     }
 
-    /// A graceful shutdown began: closes the connection now if it waits for a request (none
-    /// sent yet, or none since the last answer), rather than after the shutdown grace (issue
-    /// 38). One with a request under way, or a WebSocket, is left to finish.
+    /// A graceful shutdown began: closes the connection now if it never sent a request, rather
+    /// than after the shutdown grace (issue 38). Hummingbird closes a keep-alive connection
+    /// between two requests itself, and knows when an answer's body is all written (this
+    /// handler sees its head only); a request under way, or a WebSocket, is left to finish.
     func shutdownBegan(_ channel: any Channel) {
         channel.eventLoop.execute {
-            guard self.state == .idle, !self.upgraded else { return }
+            guard self.state == .idle, !self.requested, !self.upgraded else { return }
             self.timer?.cancel()
             self.timer = nil
             channel.close(promise: nil)
