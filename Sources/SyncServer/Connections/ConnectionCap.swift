@@ -55,7 +55,7 @@ final class ConnectionCap: Sendable {
                 return .admitted
             }
             if state.notLoggedIn > 0,
-               let (oldestID, oldest) = state.open.filter({ !$0.value.loggedIn }).min(by: { $0.value.accepted < $1.value.accepted }) {
+               let (oldestID, oldest) = state.open.lazy.filter({ !$0.value.loggedIn }).min(by: { $0.value.accepted < $1.value.accepted }) {
                 // The new one takes its place in the count (notLoggedIn unchanged).
                 state.open[oldestID] = nil
                 state.open[id] = Entry(channel: channel, accepted: now)
