@@ -105,7 +105,7 @@ let package = Package(
         ),
         .target(
             name: "BucketFS",
-            dependencies: ["CFuse", "SyncStore", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CFuse", "JSONDiff", "SyncStore", .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "bucketfs",

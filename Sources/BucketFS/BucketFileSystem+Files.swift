@@ -302,6 +302,7 @@ extension BucketFileSystem {
             guard let node = state.table.node(ino), node.linked, case .file(let bucket, let item) = node.kind else {
                 state.openFiles[ino]?.dirty = false
                 state.unstoredEntities.remove(ino)
+                state.creationModes.removeValue(forKey: ino)
                 if let open = state.openFiles[ino], open.handles <= 0 { state.openFiles.removeValue(forKey: ino) }
                 return nil
             }
@@ -337,6 +338,7 @@ extension BucketFileSystem {
     ) throws(FSError) {
         var file = try backend.save(bucket: bucket, name: item, bytes: bytes, newID: newID)
         state.withLock { _ = $0.unstoredEntities.remove(ino) }
+        if let entry = try storeCreationMode(ino, bucket: bucket, item: item) { file = MountSavedFile(entry) }
         if let time { file = MountSavedFile(try backend.setModificationTime(bucket: bucket, name: item, to: time)) }
         saved(ino, generation: generation, entry: file)
     }
@@ -397,6 +399,7 @@ extension BucketFileSystem {
             return try saveIfDirty(ino)
         }
         var entry = try backend.commitLocalFile(bucket: target.bucket, name: target.name, content: staged.content, newID: ino)
+        entry = try storeCreationMode(ino, bucket: target.bucket, item: .localFile(name: target.name)) ?? entry
         if let time = staged.time {
             entry = try backend.setModificationTime(bucket: target.bucket, name: .localFile(name: target.name), to: time)
         }
@@ -404,6 +407,8 @@ extension BucketFileSystem {
         saved(ino, generation: staged.generation, entry: MountSavedFile(entry))
     }
 
+    /// `mode` is open's, the umask already taken from it (the kernel does, as the mount does not
+    /// ask for FUSE_CAP_DONT_MASK): `creat(path, 0600)` makes a private file under any umask.
     func create(_ request: FuseRequest, parent: UInt64, name: String, mode: mode_t, info: FileInfo) {
         makeFile(request, parent: parent, name: name, mode: mode | S_IFREG, info: info)
     }
@@ -411,7 +416,21 @@ extension BucketFileSystem {
     /// Regular files only; devices, fifos and sockets have no place in a bucket.
     func mknod(_ request: FuseRequest, parent: UInt64, name: String, mode: mode_t) {
         guard mode & S_IFMT == S_IFREG || mode & S_IFMT == 0 else { return fail(request, .notPermitted) }
-        makeFile(request, parent: parent, name: name, mode: S_IFREG, info: nil)
+        makeFile(request, parent: parent, name: name, mode: mode | S_IFREG, info: nil)
+    }
+
+    /// The permission bits a new file keeps, nil for the default (0644). Setuid, setgid and
+    /// sticky bits are dropped, as chmod refuses them.
+    private static func creationPermissions(_ mode: mode_t) -> mode_t? {
+        let permissions = mode & 0o777
+        return permissions == Attributes.fileMode & 0o777 ? nil : permissions
+    }
+
+    /// On `writeQueue`, after the save that first stored a file created in memory: the store
+    /// takes the mode it was created with. Returns the stored entry then.
+    private func storeCreationMode(_ ino: UInt64, bucket: String, item: MountItemName) throws(FSError) -> MountEntry? {
+        guard let permissions = state.withLock({ $0.creationModes.removeValue(forKey: ino) }) else { return nil }
+        return try backend.setAttributes(bucket: bucket, name: item, permissions: Int(permissions), atime: nil)
     }
 
     private func makeFile(_ request: FuseRequest, parent: UInt64, name: String, mode: mode_t, info: FileInfo?) {
@@ -434,16 +453,20 @@ extension BucketFileSystem {
                 let now = Attributes.now()
                 node = Node(
                     ino: try reservedID(), parent: parent, fileName: name, kind: .file(bucket: bucket, item: item),
-                    size: 0, mtime: now, ctime: now)
+                    size: 0, mtime: now, ctime: now, permissions: Self.creationPermissions(mode))
                 inMemoryOnly = true
             } else {
                 _ = try backend.save(bucket: bucket, name: item, bytes: [], newID: nil)
+                if let permissions = Self.creationPermissions(mode) {
+                    _ = try backend.setAttributes(bucket: bucket, name: item, permissions: Int(permissions), atime: nil)
+                }
                 guard let entry = try backend.entry(bucket: bucket, name: item) else { throw FSError.notFound }
                 node = self.node(for: entry, parent: parent)
                 inMemoryOnly = false
             }
             let handle = state.withLock { state -> UInt64? in
                 state.table.upsert(node)
+                if inMemoryOnly, let permissions = node.permissions { state.creationModes[node.ino] = permissions }
                 state.touchDirectory(parent)
                 if inMemoryOnly, !item.isLocalFile { state.unstoredEntities.insert(node.ino) }
                 guard info != nil else { return nil }

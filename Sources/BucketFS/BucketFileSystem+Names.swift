@@ -27,6 +27,7 @@ extension BucketFileSystem {
                     }
                     state.withLock { state in
                         state.unstoredEntities.remove(node.ino)
+                        state.creationModes.removeValue(forKey: node.ino)
                         state.table.unlink(parent: parent, name: name)
                         state.touchDirectory(parent)
                         state.closedFiles.remove(node.ino)

@@ -1,6 +1,7 @@
 import Glibc
 
-/// Read-only xattrs of entities: `user.bucketfs.key|version|state` (DESIGN.md). Other names are
+/// Read-only xattrs of entities: `user.bucketfs.key|version|state` (DESIGN.md); a local file's
+/// state is `local`. Other names are
 /// ENODATA; set/remove are ENOTSUP. Never ENOSYS: the kernel would stop asking for good.
 extension BucketFileSystem {
     static let keyAttribute = "user.bucketfs.key"
@@ -47,6 +48,8 @@ extension BucketFileSystem {
     /// The entity's xattrs, fresh from the store (the state changes when the server acknowledges).
     private func entityAttributes(_ ino: UInt64) throws(FSError) -> [(name: String, value: String)] {
         guard let node = state.withLock({ $0.table.node(ino) }) else { throw FSError.notFound }
+        // A file kept on this device only (a scratch file, `100%.json`) says so, as `bucketfs status` does.
+        if case .file(_, .localFile) = node.kind { return [(Self.stateAttribute, "local")] }
         guard case .file(let bucket, .entity(let key)) = node.kind else { return [] }
         guard let status = try backend.status(bucket: bucket, key: key) else { return [] }
         var result = [(name: Self.keyAttribute, value: status.key)]

@@ -1,3 +1,5 @@
+import JSONDiff
+
 /// Reversible mappings between store names and file names (DESIGN.md, "The file system
 /// contract", and README "What the files mean").
 ///
@@ -22,7 +24,7 @@ public enum FileNameCodec {
     /// The key or bucket name for a file name, or nil if the file name is not the canonical
     /// encoding of any name (so the mapping stays one-to-one both ways).
     public static func decode(_ fileName: String) -> String? {
-        guard !fileName.isEmpty, let name = decode(percentEscaped: Array(fileName.utf8)), encode(name) == fileName
+        guard !fileName.isEmpty, let name = decode(percentEscaped: Array(fileName.utf8)), exactlyEqual(encode(name), fileName)
         else { return nil }
         return name
     }
@@ -103,7 +105,7 @@ public enum FileNameCodec {
         guard fileName.hasSuffix(suffix), fileName.utf8.count > suffix.utf8.count else { return .localFile(name: fileName) }
         let stem = String(decoding: fileName.utf8.dropLast(suffix.utf8.count), as: UTF8.self)
         guard stem.utf8.contains(UInt8(ascii: "%")) else { return .entity(key: keyEscape(stem)) }
-        guard let key = decode(stem), self.stem(forKey: key) == stem else { return .localFile(name: fileName) }
+        guard let key = decode(stem), exactlyEqual(self.stem(forKey: key), stem) else { return .localFile(name: fileName) }
         return .entity(key: key)
     }
 

@@ -159,6 +159,9 @@ struct FileSystemState: Sendable {
     /// Entity files created in memory that have not reached the store yet (`makeFile`): their
     /// first save stores them under their number, and until then the store knows nothing of them.
     var unstoredEntities: Set<UInt64> = []
+    /// Files created in memory with a mode other than the default (open's mode under the
+    /// umask): the store takes it with their first save (`storeCreationMode`).
+    var creationModes: [UInt64: mode_t] = [:]
     /// Directory times since the mount started: a create, unlink or rename inside a bucket sets
     /// both (as on any file system: `make` and backup tools read them), utimens sets mtime
     /// (rsync -a, cp -a). The store keeps no directory times, so they last for the mount's life.

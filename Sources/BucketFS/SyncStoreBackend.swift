@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import JSONDiff
 import Logging
 import Synchronization
 import SyncStore
@@ -86,7 +87,13 @@ public final class SyncStoreBackend: MountBackend {
 
         struct FileKey: Hashable {
             let bucket: String
-            let key: String
+            /// By its bytes: two spellings of one text are two entities.
+            let key: JSONKey
+
+            init(bucket: String, key: String) {
+                self.bucket = bucket
+                self.key = JSONKey(key)
+            }
         }
 
         var isEmpty: Bool { start == edits.count }

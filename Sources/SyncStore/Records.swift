@@ -115,6 +115,22 @@ public enum EntryName: Hashable, Sendable {
     case entity(key: String)
     case localFile(name: String)
 
+    /// Names are equal by their bytes (as `JSONKey`s are): `café` composed and decomposed are
+    /// two files and two keys, where String's equality would take them for one.
+    public static func == (lhs: EntryName, rhs: EntryName) -> Bool {
+        switch (lhs, rhs) {
+        case (.entity(let a), .entity(let b)), (.localFile(let a), .localFile(let b)): return exactlyEqual(a, b)
+        default: return false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .entity(let key): hasher.combine(0); hasher.combine(JSONKey(key))
+        case .localFile(let name): hasher.combine(1); hasher.combine(JSONKey(name))
+        }
+    }
+
     public var isEntity: Bool {
         if case .entity = self { return true }
         return false
