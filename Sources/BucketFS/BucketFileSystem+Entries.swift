@@ -144,7 +144,7 @@ extension BucketFileSystem {
             case .failure(let error): throw error
             case .success(.done): return
             case .success(.closed): return try truncateClosed(ino, bucket: bucket, item: item, to: size)
-            case .success(.copyStored): try copyStoredContent(of: ino)
+            case .success(.copyStored): try copyStoredContent(of: ino, upTo: size)
             case .success(.spilled(let spill)):
                 let done = try spill.withLock { () throws(FSError) -> Bool in
                     try spill.resize(to: size)

@@ -186,10 +186,12 @@ extension BucketFileSystem {
 
     /// A large file opened clean reads from the store's chunks; before it changes (or loses
     /// its name, whose chunks then go) they are copied, a chunk at a time, to a temporary file.
-    func copyStoredContent(of ino: UInt64) throws(FSError) {
+    /// `limit`: a truncation's new size, past which nothing needs copying (`truncate -s 0` of a
+    /// GiB copies nothing).
+    func copyStoredContent(of ino: UInt64, upTo limit: Int = .max) throws(FSError) {
         guard let stored = state.withLock({ $0.openFiles[ino]?.stored }) else { return }
         let spill = try SpillFile(directory: backend.scratchDirectory)
-        let size = stored.content.size
+        let size = min(stored.content.size, limit)
         try spill.withLock { () throws(FSError) in
             var index = 0
             while index * backend.chunkSize < size {

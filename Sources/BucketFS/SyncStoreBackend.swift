@@ -261,6 +261,8 @@ public final class SyncStoreBackend: MountBackend {
         let resized = try changing { () throws(StoreError) in
             try store.resizeLocalFile(bucket: bucket, name: name, to: size, durability: .deferred)
         }
+        // A shrink hands the chunks past the end to the reclaimer rather than removing them.
+        reclaimUnusedChunks()
         return entry(bucket, resized)
     }
 

@@ -152,14 +152,19 @@ extension SyncStore {
         return (try? read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM local_garbage)") ?? false }) ?? false
     }
 
-    /// Removes the chunks no file refers to any more, 16 per transaction, so a removed gigabyte
-    /// never holds the store for long.
+    /// How many chunks one reclaiming transaction removes. Freeing a chunk reads each of its
+    /// overflow pages (256 per MiB) to follow the chain: one MiB per transaction keeps a create
+    /// or save that waits for the store's writer waiting milliseconds, never a removed gigabyte.
+    static let chunksPerReclaim = 1
+
+    /// Removes the chunks no file refers to any more, `chunksPerReclaim` per transaction, so a
+    /// removed gigabyte never holds the store for long.
     public func reclaimUnusedChunks() throws(StoreError) {
         while try write(.deferred, { db -> Bool in
             guard let id = try Int64.fetchOne(db, sql: "SELECT content_id FROM local_garbage LIMIT 1") else { return false }
             try db.execute(
-                sql: "DELETE FROM local_chunk WHERE id IN (SELECT id FROM local_chunk WHERE content_id = ? LIMIT 16)",
-                arguments: [id])
+                sql: "DELETE FROM local_chunk WHERE id IN (SELECT id FROM local_chunk WHERE content_id = ? LIMIT ?)",
+                arguments: [id, Self.chunksPerReclaim])
             if db.changesCount == 0 {
                 try db.execute(sql: "DELETE FROM local_garbage WHERE content_id = ?", arguments: [id])
             }
@@ -210,16 +215,35 @@ extension SyncStore {
                 row.content = Data()
                 row.contentID = id
             }
-            if let id = row.contentID {
+            if let id = row.contentID, size <= chunk {
+                // What is left fits in the row: the chunks go to the reclaimer whole (the
+                // trigger), so `truncate -s 0` of a GiB holds the store no longer than a save.
+                let head = size == 0 ? Data() : try Data.fetchOne(
+                    db, sql: "SELECT substr(data, 1, ?) FROM local_chunk WHERE content_id = ? AND seq = 0",
+                    arguments: [size, id]) ?? Data()
+                row.content = head + Data(count: size - head.count)
+                row.contentID = nil
+                row.size = nil
+            } else if let id = row.contentID,
+                case let kept = (size + chunk - 1) / chunk,
+                try Self.chunkCount(of: id, from: kept, db) > max(kept, Self.chunksPerReclaim)
+            {
+                // More goes than stays: the chunks that stay are copied to a content of their
+                // own and the old one goes to the reclaimer, so the work is the smaller part's
+                // (deleting a chunk reads it: SQLite walks its overflow pages to free them).
+                let copy = try Schema.allocateNodeID(db)
+                try db.execute(
+                    sql: "INSERT INTO local_chunk (content_id, seq, data) SELECT ?, seq, data FROM local_chunk WHERE content_id = ? AND seq < ?",
+                    arguments: [copy, id, kept])
+                try Self.trimLastChunk(of: copy, to: size, db)
+                row.contentID = copy
+                row.size = Int64(size)
+            } else if let id = row.contentID {
                 // What lay past the new end must not show again if the file grows later.
                 try db.execute(
                     sql: "DELETE FROM local_chunk WHERE content_id = ? AND seq >= ?",
                     arguments: [id, (size + chunk - 1) / chunk])
-                if size % chunk != 0 {
-                    try db.execute(
-                        sql: "UPDATE local_chunk SET data = substr(data, 1, ?) WHERE content_id = ? AND seq = ? AND length(data) > ?",
-                        arguments: [size % chunk, id, size / chunk, size % chunk])
-                }
+                try Self.trimLastChunk(of: id, to: size, db)
                 row.size = Int64(size)
             } else if size < row.content.count {
                 row.content = row.content.prefix(size)
@@ -231,5 +255,22 @@ extension SyncStore {
             try row.update(db)
             return row.directoryEntry
         }
+    }
+
+    /// How many chunks of content `id` lie at or past chunk number `seq` (from the index on
+    /// (content_id, seq): no chunk is read).
+    static func chunkCount(of id: Int64, from seq: Int, _ db: Database) throws -> Int {
+        try Int.fetchOne(
+            db.cachedStatement(sql: "SELECT count(*) FROM local_chunk WHERE content_id = ? AND seq >= ?"),
+            arguments: [id, seq]) ?? 0
+    }
+
+    /// Cuts the chunk that holds byte `size - 1` of content `id` at the content's new end.
+    static func trimLastChunk(of id: Int64, to size: Int, _ db: Database) throws {
+        let chunk = localChunkSize
+        guard size % chunk != 0 else { return }
+        try db.execute(
+            sql: "UPDATE local_chunk SET data = substr(data, 1, ?) WHERE content_id = ? AND seq = ? AND length(data) > ?",
+            arguments: [size % chunk, id, size / chunk, size % chunk])
     }
 }

@@ -76,6 +76,58 @@ struct LocalChunkTests {
         }
     }
 
+    /// `truncate -s` of a large closed file does the smaller part's work in its transaction: a
+    /// cut to a chunk or less keeps the bytes in the row, a cut that drops more than it keeps
+    /// copies what stays; either way the old chunks go to the reclaimer, and nothing past the
+    /// new end shows again when the file grows.
+    @Test func aLargeCutLeavesTheDroppedChunksToTheReclaimer() throws {
+        try withStore { store, _ in
+            var bytes = [UInt8](repeating: 0, count: 12 * Self.chunk + 99)
+            for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index * 7 + index / Self.chunk) }
+            func contentID() throws -> Int64? {
+                try store.read { db in try Int64.fetchOne(db, sql: "SELECT content_id FROM local_file WHERE name = 'f.tmp'") }
+            }
+            func garbage() throws -> [Int64] {
+                try store.read { db in try Int64.fetchAll(db, sql: "SELECT content_id FROM local_garbage") }
+            }
+            _ = try store.commitLocalContent(bucket: "notes", name: "f.tmp", content: try Self.stage(store, bytes))
+            let original = try #require(try contentID())
+
+            // Drops one chunk, keeps twelve: cut in place.
+            _ = try store.resizeLocalFile(bucket: "notes", name: "f.tmp", to: 11 * Self.chunk + 5)
+            #expect(try contentID() == original)
+            #expect(try garbage().isEmpty)
+            #expect(try store.localFile(bucket: "notes", name: "f.tmp")?.content == Array(bytes[..<(11 * Self.chunk + 5)]))
+
+            // Keeps two, drops ten: what stays is copied, the rest is garbage, still unread.
+            _ = try store.resizeLocalFile(bucket: "notes", name: "f.tmp", to: Self.chunk + 5)
+            let copy = try #require(try contentID())
+            #expect(copy != original)
+            #expect(try garbage() == [original])
+            #expect(try Self.chunkCount(store) == 12 + 2)
+            var expected = Array(bytes[..<(Self.chunk + 5)])
+            #expect(try store.localFile(bucket: "notes", name: "f.tmp")?.content == expected)
+            // Grown again: zeros past the cut, not the old bytes.
+            _ = try store.resizeLocalFile(bucket: "notes", name: "f.tmp", to: 3 * Self.chunk)
+            expected += [UInt8](repeating: 0, count: 3 * Self.chunk - expected.count)
+            #expect(try store.localFile(bucket: "notes", name: "f.tmp")?.content == expected)
+
+            // To a chunk or less: the bytes move into the row, grown and cut as a small file's.
+            _ = try store.resizeLocalFile(bucket: "notes", name: "f.tmp", to: 10)
+            #expect(try contentID() == nil)
+            #expect(try Set(garbage()) == [original, copy])
+            #expect(try store.localFileContent(bucket: "notes", name: "f.tmp") == .bytes(Array(bytes[..<10])))
+            _ = try store.resizeLocalFile(bucket: "notes", name: "f.tmp", to: 0)
+            #expect(try store.localFileContent(bucket: "notes", name: "f.tmp") == .bytes([]))
+
+            try store.reclaimUnusedChunks()
+            #expect(try Self.chunkCount(store) == 0)
+            #expect(try garbage().isEmpty)
+            // Freed pages are not zeroed through the WAL (Debian's SQLite would, by default).
+            #expect(try store.read { db in try Int.fetchOne(db, sql: "PRAGMA secure_delete") } == 2)
+        }
+    }
+
     @Test func aStagedSaveThatACrashInterruptedIsReclaimedAtTheNextMount() throws {
         try withStore { store, _ in
             let kept = try Self.stage(store, Self.sample())
