@@ -106,10 +106,17 @@ struct OperationsEndpointsTests {
             #expect(try #require(sample(during, #"bucketfs_connections{state="open"}"#)) >= 1)
             #expect(try #require(sample(during, "process_resident_memory_bytes")) > 1_000_000)
             #expect(try #require(sample(during, "process_open_fds")) > 3)
+            // Every frame the connection got waited in its queue and was counted (the auth reply,
+            // three acknowledgements, the refusal).
+            #expect(try #require(sample(during, #"bucketfs_outbound_wait_seconds_count{protocol="simperium"}"#)) >= 5)
             await socket.close()
             // The WebSocket gauge comes back down once the connection is gone.
             _ = try await waitFor {
                 sample(try await httpGet(port: port, "/metrics").body, #"bucketfs_websockets{protocol="simperium"}"#) == 0 ? true : nil
+            }
+            // Nothing stays queued for a connection that is gone.
+            _ = try await waitFor {
+                sample(try await httpGet(port: port, "/metrics").body, #"bucketfs_outbound_queued_bytes{protocol="simperium"}"#) == 0 ? true : nil
             }
         }
     }
@@ -232,7 +239,7 @@ private func waitFor<T>(_ value: () async throws -> T?) async throws -> T {
 }
 
 /// The value of the sample `series` (a name, with its labels as rendered) in Prometheus text.
-private func sample(_ text: String, _ series: String) -> Double? {
+func sample(_ text: String, _ series: String) -> Double? {
     for line in text.split(separator: "\n") where line.hasPrefix(series + " ") {
         return Double(line.dropFirst(series.count + 1).split(separator: " ").first ?? "")
     }

@@ -25,6 +25,35 @@ extension OutboxTests {
         #expect(keys == (0..<10).map { "k\($0)" })
     }
 
+    /// `/metrics` sees the bytes waiting for a connection (`bucketfs_outbound_queued_bytes`),
+    /// counted until the writer has written them, dropped when the connection goes, and how long
+    /// each frame waited (`bucketfs_outbound_wait_seconds`).
+    @Test func theOutboxReportsItsBytesAndWaits() async {
+        let statistics = ServerStatistics()
+        func queued() -> Double? { sample(statistics.prometheusText(), #"bucketfs_outbound_queued_bytes{protocol="telepat"}"#) }
+        func waited() -> Double? { sample(statistics.prometheusText(), #"bucketfs_outbound_wait_seconds_count{protocol="telepat"}"#) }
+        #expect(queued() == 0 && waited() == 0)
+        let outbox = Outbox(limit: 1 << 20, meter: OutboxMeter(statistics: statistics, kind: .telepat)) {}
+        for frame in ["12345", "123", "1234567"] { outbox.enqueue(frame) }
+        #expect(queued() == 15)
+        #expect(await outbox.next() == "12345")
+        // Handed to the writer, not yet written: still counted.
+        #expect(queued() == 15 && waited() == 1)
+        #expect(await outbox.next() == "123")
+        #expect(queued() == 10 && waited() == 2)
+        outbox.abandon()
+        #expect(queued() == 0)
+        // Another connection's outbox, gone with a frame in the writer's hands.
+        do {
+            let other = Outbox(limit: 1 << 20, meter: OutboxMeter(statistics: statistics, kind: .telepat)) {}
+            other.enqueue("abcd")
+            #expect(await other.next() == "abcd")
+            #expect(queued() == 4)
+        }
+        #expect(queued() == 0 && waited() == 3)
+        #expect(sample(statistics.prometheusText(), #"bucketfs_outbound_queued_bytes{protocol="simperium"}"#) == 0)
+    }
+
     @Test func nextMergedTakesEverythingQueuedAndEndsAfterFinish() async {
         let outbox = Outbox(limit: 1 << 20) {}
         for key in ["a", "b", "c"] { outbox.enqueue("0:c:[{\"id\":\"\(key)\"}]") }

@@ -46,7 +46,9 @@ final class ApptimistConnection: Sendable {
         self.logger = logger
         self.closeChannel = closeChannel
         lockHolder = service.nextLockHolder()
-        outbox = FrameOutbox(limit: service.configuration.maxOutboundBufferBytes) {
+        outbox = FrameOutbox(
+            limit: service.configuration.maxOutboundBufferBytes, meter: OutboxMeter(statistics: service.configuration.statistics, kind: .apptimist)
+        ) {
             logger.warning("closing an Apptimist connection whose client does not read (outbound buffer full)")
             closeChannel()
         }

@@ -39,6 +39,10 @@ public final class ServerStatistics: Sendable {
         }
         _ = registry.makeValueHistogram(descriptor: Self.named("bucketfs_commit_batch_changes", Help.batch), buckets: Self.batchBuckets)
         _ = registry.makeDurationHistogram(descriptor: Self.named("bucketfs_change_commit_seconds", Help.latency), buckets: Self.latencyBuckets)
+        for kind in WebSocketProtocol.allCases {
+            _ = outboundBytesGauge(kind)
+            _ = outboundWaitHistogram(kind)
+        }
     }
 
     /// Accepted connections (HTTP or WebSocket) whose handling has not ended.
@@ -122,6 +126,28 @@ public final class ServerStatistics: Sendable {
         if let latency { changeCommitted(latency: latency) }
     }
 
+    /// The bytes queued for `kind`'s connections (`FrameOutbox`) grew or shrank by `change`.
+    func outboundBytesChanged(_ kind: WebSocketProtocol, by change: Int) {
+        let gauge = outboundBytesGauge(kind)
+        if change > 0 { gauge.increment(by: Double(change)) } else { gauge.decrement(by: Double(-change)) }
+    }
+
+    /// Frames for `kind`'s connections left their outboxes for the socket after `waits`.
+    func outboundFramesWaited(_ kind: WebSocketProtocol, _ waits: [Duration]) {
+        let histogram = outboundWaitHistogram(kind)
+        for wait in waits { histogram.record(wait) }
+    }
+
+    private func outboundBytesGauge(_ kind: WebSocketProtocol) -> Gauge {
+        registry.makeGauge(descriptor: Self.named("bucketfs_outbound_queued_bytes", Help.outboundBytes), labels: [("protocol", kind.rawValue)])
+    }
+
+    private func outboundWaitHistogram(_ kind: WebSocketProtocol) -> DurationHistogram {
+        registry.makeDurationHistogram(
+            descriptor: Self.named("bucketfs_outbound_wait_seconds", Help.outboundWait), labels: [("protocol", kind.rawValue)],
+            buckets: Self.latencyBuckets)
+    }
+
     /// A commit of `changes` changes in one transaction (`CommitQueue`).
     func batchCommitted(changes: Int) {
         registry.makeValueHistogram(descriptor: Self.named("bucketfs_commit_batch_changes", Help.batch), buckets: Self.batchBuckets).record(Double(changes))
@@ -181,6 +207,8 @@ public final class ServerStatistics: Sendable {
         static let connectionWait = "Seconds a statement waited for a pooled PostgreSQL connection."
         static let resident = "Resident memory of the server process, in bytes."
         static let descriptors = "Open file descriptors of the server process."
+        static let outboundBytes = "Bytes queued for connections and not yet written to their sockets, by protocol."
+        static let outboundWait = "Seconds a frame (a broadcast change: the fan-out delay; or a reply) waited in its connection's queue for the socket, by protocol."
     }
 }
 

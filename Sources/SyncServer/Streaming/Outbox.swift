@@ -17,12 +17,26 @@ extension Array: OutboxFrame where Element == UInt8 {
 /// The text sockets' outbox.
 typealias Outbox = FrameOutbox<String>
 
+/// Where an outbox reports the bytes it holds and how long its frames wait for the socket
+/// (`bucketfs_outbound_queued_bytes`, `bucketfs_outbound_wait_seconds`: the fan-out delay of a
+/// broadcast change, per connection).
+struct OutboxMeter: Sendable {
+    let statistics: ServerStatistics
+    let kind: ServerStatistics.WebSocketProtocol
+}
+
 /// The frames waiting to be written to one connection. Enqueueing never waits: a broadcast must
 /// not block on a client that stops reading. When more than `limit` bytes are waiting, the
 /// outbox gives up, calls `onOverflow` (which closes the connection) and drops everything.
 final class FrameOutbox<Frame: OutboxFrame>: Sendable {
+    /// A frame and when it was queued.
+    private struct Queued {
+        let frame: Frame
+        let at: ContinuousClock.Instant
+    }
+
     private struct State {
-        var frames: [Frame] = []
+        var frames: [Queued] = []
         var head = 0
         var bytes = 0
         /// Bytes handed to the writer and not yet written: they count against the limit until
@@ -50,11 +64,38 @@ final class FrameOutbox<Frame: OutboxFrame>: Sendable {
 
     private let state = NIOLockedValueBox(State())
     private let limit: Int
+    private let meter: OutboxMeter?
     private let onOverflow: @Sendable () -> Void
 
-    init(limit: Int, onOverflow: @escaping @Sendable () -> Void) {
+    init(limit: Int, meter: OutboxMeter? = nil, onOverflow: @escaping @Sendable () -> Void) {
         self.limit = limit
+        self.meter = meter
         self.onOverflow = onOverflow
+    }
+
+    deinit {
+        // A connection that ended with frames queued or being written: they leave the gauge.
+        let left = state.withLockedValue { $0.bytes + $0.handedOut }
+        if let meter, left != 0 { meter.statistics.outboundBytesChanged(meter.kind, by: -left) }
+    }
+
+    /// Runs `body` under the lock, then reports how the bytes held changed and how long the
+    /// frames it handed out (`waited`, their queue times) were queued.
+    private func withState<T>(_ body: (inout State, _ waited: inout [ContinuousClock.Instant]) -> T) -> T {
+        var waited: [ContinuousClock.Instant] = []
+        let (result, change) = state.withLockedValue { state in
+            let before = state.bytes + state.handedOut
+            let result = body(&state, &waited)
+            return (result, state.bytes + state.handedOut - before)
+        }
+        if let meter {
+            if change != 0 { meter.statistics.outboundBytesChanged(meter.kind, by: change) }
+            if !waited.isEmpty {
+                let now = ContinuousClock.now
+                meter.statistics.outboundFramesWaited(meter.kind, waited.map { now - $0 })
+            }
+        }
+        return result
     }
 
     /// Whether the writer is waiting for a frame (for tests).
@@ -63,7 +104,8 @@ final class FrameOutbox<Frame: OutboxFrame>: Sendable {
     /// Queues a frame; false when the outbox is closed or just overflowed.
     @discardableResult
     func enqueue(_ frame: Frame) -> Bool {
-        let action: EnqueueAction = state.withLockedValue { state in
+        let now = ContinuousClock.now
+        let action: EnqueueAction = withState { state, waited in
             guard !state.finished, !state.abandoned else { return .rejected }
             let size = frame.outboxBytes
             if state.bytes + state.handedOut + size > limit {
@@ -72,9 +114,10 @@ final class FrameOutbox<Frame: OutboxFrame>: Sendable {
             if let waiter = state.waiter {
                 state.waiter = nil
                 state.handedOut = size
+                waited.append(now)
                 return .resume(waiter)
             }
-            state.frames.append(frame)
+            state.frames.append(Queued(frame: frame, at: now))
             state.bytes += size
             return .queued
         }
@@ -97,20 +140,21 @@ final class FrameOutbox<Frame: OutboxFrame>: Sendable {
     func next() async -> Frame? {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Frame?, Never>) in
-                let immediate: Frame?? = state.withLockedValue { state in
+                let immediate: Frame?? = withState { state, waited in
                     // Asking for more means what was handed out before has been written.
                     state.handedOut = 0
                     if state.abandoned { return .some(nil) }
                     if state.head < state.frames.count {
-                        let frame = state.frames[state.head]
+                        let queued = state.frames[state.head]
                         state.head += 1
-                        state.bytes -= frame.outboxBytes
-                        state.handedOut = frame.outboxBytes
+                        state.bytes -= queued.frame.outboxBytes
+                        state.handedOut = queued.frame.outboxBytes
+                        waited.append(queued.at)
                         if state.head == state.frames.count {
                             state.frames.removeAll(keepingCapacity: true)
                             state.head = 0
                         }
-                        return .some(frame)
+                        return .some(queued.frame)
                     }
                     if state.finished { return .some(nil) }
                     state.waiter = continuation
@@ -127,10 +171,11 @@ final class FrameOutbox<Frame: OutboxFrame>: Sendable {
     /// the limit, as a frame from `next()` does, until the writer asks again. A long-polling
     /// answer (Telepat's Engine.IO) carries the frame it waited for and these.
     func takeQueued(limit: Int) -> [Frame] {
-        state.withLockedValue { state in
+        withState { state, waited in
             guard !state.abandoned, limit > 0, state.head < state.frames.count else { return [] }
             let end = min(state.frames.count, state.head + limit)
-            let taken = Array(state.frames[state.head..<end])
+            let taken = state.frames[state.head..<end].map(\.frame)
+            waited += state.frames[state.head..<end].map(\.at)
             state.head = end
             let bytes = taken.reduce(0) { $0 + $1.outboxBytes }
             state.bytes -= bytes
@@ -145,7 +190,7 @@ final class FrameOutbox<Frame: OutboxFrame>: Sendable {
 
     /// Accepts no more frames; those queued are still handed out by `next()`.
     func finish() {
-        let waiter = state.withLockedValue { state -> CheckedContinuation<Frame?, Never>? in
+        let waiter = withState { state, _ -> CheckedContinuation<Frame?, Never>? in
             state.finished = true
             defer { state.waiter = nil }
             return state.waiter
@@ -155,7 +200,7 @@ final class FrameOutbox<Frame: OutboxFrame>: Sendable {
 
     /// Drops everything queued and accepts nothing more (the connection is gone).
     func abandon() {
-        let waiter = state.withLockedValue { $0.abandon() }
+        let waiter = withState { state, _ in state.abandon() }
         waiter?.resume(returning: nil)
     }
 }
@@ -167,9 +212,10 @@ extension FrameOutbox where Frame == String {
     /// many broadcasts instead of one each; nothing waits for a merge. Nil as for `next()`.
     func nextMerged(maxMergedBytes: Int) async -> [String]? {
         guard let first = await next() else { return nil }
-        let queued: [String] = state.withLockedValue { state in
+        let queued: [String] = withState { state, waited in
             guard !state.abandoned, state.head < state.frames.count else { return [] }
-            let rest = Array(state.frames[state.head...])
+            let rest = state.frames[state.head...].map(\.frame)
+            waited += state.frames[state.head...].map(\.at)
             state.frames.removeAll(keepingCapacity: true)
             state.head = 0
             state.handedOut += state.bytes

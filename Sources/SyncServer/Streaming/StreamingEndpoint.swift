@@ -31,7 +31,7 @@ struct StreamingEndpoint: Sendable {
         var connectionLogger = logger
         connectionLogger[metadataKey: "peer"] = "\(channel.remoteAddress?.description ?? "?")"
         let logger = connectionLogger
-        let outbox = Outbox(limit: configuration.maxOutboundBufferBytes) {
+        let outbox = Outbox(limit: configuration.maxOutboundBufferBytes, meter: OutboxMeter(statistics: configuration.statistics, kind: .simperium)) {
             logger.warning("closing a connection whose client does not read (outbound buffer full)")
             channel.close(promise: nil)
         }

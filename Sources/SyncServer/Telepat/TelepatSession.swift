@@ -47,7 +47,9 @@ final class TelepatSession: Sendable {
         // Weak: the outbox must not keep its session alive after it closed.
         let closing = NIOLockedValueBox(WeakSession())
         let logger = frontEnd.logger
-        outbox = Outbox(limit: frontEnd.configuration.maxOutboundBufferBytes) {
+        outbox = Outbox(
+            limit: frontEnd.configuration.maxOutboundBufferBytes, meter: OutboxMeter(statistics: frontEnd.configuration.statistics, kind: .telepat)
+        ) {
             logger.warning("closing a Telepat session whose client does not read (outbound buffer full)")
             closing.withLockedValue { $0.session }?.close()
         }
