@@ -36,7 +36,7 @@ func buildServerApplication(
     let endpoint = StreamingEndpoint(configuration: configuration, store: store, hub: hub, logger: logger)
     let webSocketRouter = Router(context: ServerRequestContext.self)
     if let settings = configuration.telepat {
-        let telepat = TelepatFrontEnd(settings: settings, configuration: configuration, store: store, hub: hub, logger: logger)
+        let telepat = TelepatFrontEnd(settings: settings, configuration: configuration, store: store, hub: hub, throttle: throttle, logger: logger)
         telepat.register(on: router)
         // One Engine.IO session per client, on long-polling, a WebSocket, or polling upgraded
         // to a WebSocket (socket.io-client 1.x, the Telepat SDK's, starts by polling).

@@ -97,6 +97,46 @@ struct LoginThrottleTests {
         }
     }
 
+    /// Telepat's login (`/user/login_password`, as the SDK calls it, and `login-password`) is
+    /// braked by the same throttle: guesses by either API count against one user, the answer is
+    /// Telepat's 429 shape with Retry-After, and the owner's usual address still gets in.
+    @Test func telepatLoginsShareTheThrottle() async throws {
+        try await withServer(configure: {
+            TelepatTests.configure(&$0)
+            $0.loginLimitPerUser = LoginLimit(burst: 3, refill: .seconds(600))
+            $0.loginLimitPerAddress = LoginLimit(burst: 1000, refill: .seconds(1))
+        }) { server in
+            _ = try await makeUser(server, "ann")
+            let headers = TelepatTests.headers.map { "\($0.key): \($0.value)" }.joined(separator: "\r\n")
+            func telepat(_ path: String, _ password: String, from address: String) async throws -> (status: Int, head: String, body: String) {
+                try await httpExchange(
+                    port: server.port, "POST", path, extraHeader: headers,
+                    body: #"{"username":"ann","password":"\#(password)"}"#, from: address)
+            }
+            func simperium(_ password: String, from address: String) async throws -> Int {
+                try await httpRequest(
+                    port: server.port, "POST", "/1/test-app/authorize/",
+                    extraHeader: "Content-Type: application/json\r\nX-Simperium-API-Key: key",
+                    body: #"{"username":"ann","password":"\#(password)"}"#, from: address
+                ).status
+            }
+            let owner = "127.0.0.2", guesser = "127.0.0.3"
+            #expect(try await telepat("/user/login_password", "secret-ann", from: owner).status == 200)
+            var guesses: [Int] = []
+            for index in 0..<2 { guesses.append(try await telepat("/user/login_password", "guess-\(index)", from: guesser).status) }
+            guesses.append(try await simperium("guess-2", from: guesser))
+            let refused = try await telepat("/user/login-password", "guess-3", from: guesser)
+            guesses.append(refused.status)
+            #expect(guesses == [401, 401, 401, 429], "\(guesses)")
+            #expect(refused.body.contains(#""code":"050""#), "\(refused.body)")
+            #expect(refused.head.lowercased().contains("\r\nretry-after: "), "\(refused.head)")
+            #expect(try await simperium("guess-4", from: guesser) == 429)
+            // The owner's usual address is not braked by the guesser, by either API.
+            #expect(try await telepat("/user/login_password", "secret-ann", from: owner).status == 200)
+            #expect(try await simperium("secret-ann", from: owner) == 200)
+        }
+    }
+
     @Test func guessingManyUsersFromOneAddressIsRefused() async throws {
         try await withServer(configure: {
             $0.loginLimitPerUser = LoginLimit(burst: 100, refill: .seconds(60))

@@ -202,14 +202,22 @@ func httpGet(port: Int, _ path: String, extraHeader: String? = nil) async throws
 func httpRequest(
     port: Int, _ method: String, _ path: String, extraHeader: String? = nil, body: String? = nil, from source: String? = nil
 ) async throws -> (status: Int, body: String) {
+    let answer = try await httpExchange(port: port, method, path, extraHeader: extraHeader, body: body, from: source)
+    return (answer.status, answer.body)
+}
+
+/// `httpRequest`, with the answer's head (status line and headers) too.
+func httpExchange(
+    port: Int, _ method: String, _ path: String, extraHeader: String? = nil, body: String? = nil, from source: String? = nil
+) async throws -> (status: Int, head: String, body: String) {
     let connection = try await RawTCP.open(port: port, from: source)
     var header = extraHeader.map { $0 + "\r\n" } ?? ""
     if let body { header += "Content-Length: \(body.utf8.count)\r\n" }
     connection.send(Array("\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(header)Connection: close\r\n\r\n\(body ?? "")".utf8))
     guard let answer = await connection.readUntilClosed(within: hangGuard) else { throw TestFailure("no answer to \(method) \(path)") }
     guard answer.hasPrefix("HTTP/1.1 "), let status = Int(answer.dropFirst(9).prefix(3)) else { throw TestFailure("not an HTTP answer: \(answer)") }
-    let body = answer.range(of: "\r\n\r\n").map { String(answer[$0.upperBound...]) } ?? ""
-    return (status, body)
+    guard let split = answer.range(of: "\r\n\r\n") else { return (status, answer, "") }
+    return (status, String(answer[..<split.lowerBound]), String(answer[split.upperBound...]))
 }
 
 /// Asks `path` every 200 ms until an answer satisfies `done`: that answer, and how long it took.

@@ -66,6 +66,13 @@ final class LoginThrottle: Sendable {
 
     /// The password was right: gives back what `admit` took (a correct password costs
     /// nothing), and `address` keeps an allowance of its own for `username` from now on.
+    /// A `Retry-After` value for `wait` (RFC 9110 §10.2.3): whole seconds, rounded up so the
+    /// client never comes back too early.
+    static func retryAfterValue(_ wait: Duration) -> String {
+        let seconds = Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up))
+        return "\(max(1, seconds))"
+    }
+
     func succeeded(username: String, address: String?) {
         let now = clock.now
         let keys = keys(username: username, address: address)

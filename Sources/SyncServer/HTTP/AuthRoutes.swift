@@ -49,11 +49,7 @@ struct AuthRoutes: Sendable {
             )
         } catch let refusal as Refusal {
             var response = Self.plainText(refusal.status, refusal.message)
-            if let wait = refusal.retryAfter {
-                // RFC 9110 §10.2.3: whole seconds, rounded up so the client never comes too early.
-                let seconds = Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18).rounded(.up))
-                response.headers[.retryAfter] = "\(max(1, seconds))"
-            }
+            if let wait = refusal.retryAfter { response.headers[.retryAfter] = LoginThrottle.retryAfterValue(wait) }
             return response
         } catch {
             logger.error("auth API failure", metadata: ["error": "\(error)"])

@@ -24,10 +24,16 @@ final class TelepatFrontEnd: Sendable {
     let notifier: TelepatNotifier
     let owners: TelepatOwners
     let revocations: TelepatRevocations
+    /// The auth API's: a guess counts against a user and an address whichever API it came by.
+    let throttle: LoginThrottle
     let logger: Logger
 
-    init(settings: TelepatSettings, configuration: ServerConfiguration, store: any ServerStorage, hub: SubscriptionHub, logger: Logger) {
+    init(
+        settings: TelepatSettings, configuration: ServerConfiguration, store: any ServerStorage, hub: SubscriptionHub,
+        throttle: LoginThrottle, logger: Logger
+    ) {
         self.settings = settings
+        self.throttle = throttle
         self.configuration = configuration
         self.store = store
         self.hub = hub
@@ -114,6 +120,8 @@ final class TelepatFrontEnd: Sendable {
     struct Caller: Sendable {
         var application: TelepatSettings.Application
         var device: String?
+        /// The peer's IP address (the login throttle's key).
+        var address: String?
         var token: TelepatToken?
         /// The JWT as sent (for a logout to revoke).
         var jwt: String?
@@ -131,7 +139,8 @@ final class TelepatFrontEnd: Sendable {
         handler: @Sendable (TelepatFrontEnd, Caller, [UInt8]) async throws -> TelepatResponse
     ) async -> Response {
         do {
-            let caller = try authenticate(request, access: access)
+            var caller = try authenticate(request, access: access)
+            caller.address = context.channel.remoteAddress?.ipAddress
             if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > configuration.maxFrameSize {
                 throw TelepatErrorResponse(.objectTooLarge, "Request body too large")
             }
@@ -142,6 +151,10 @@ final class TelepatFrontEnd: Sendable {
                 throw TelepatErrorResponse(.objectTooLarge, "Request body too large")
             }
             return Self.answer(try await handler(self, caller, Array(body.readableBytesView)))
+        } catch let throttled as Throttled {
+            var response = Self.answer(TelepatErrorResponse(.tooManyRequests, "Too many attempts; try again later"))
+            response.headers[.retryAfter] = LoginThrottle.retryAfterValue(throttled.wait)
+            return response
         } catch let error as TelepatErrorResponse {
             return Self.answer(error)
         } catch let error as TelepatProtocolError {
@@ -197,8 +210,23 @@ final class TelepatFrontEnd: Sendable {
         return TelepatResponse(content: .object(["identifier": .string(id)]))
     }
 
+    /// A login or registration refused by the login throttle, to come back after `wait`.
+    private struct Throttled: Error {
+        let wait: Duration
+    }
+
+    /// Admits a login for `username` (nil: a registration, counted per address only) from the
+    /// caller's address, or throws `Throttled`.
+    private func admit(_ caller: Caller, username: String?) throws {
+        guard let wait = throttle.admit(username: username, address: caller.address) else { return }
+        logger.notice("login attempts throttled", metadata: ["user": "\(username ?? "-")", "address": "\(caller.address ?? "?")", "protocol": "telepat"])
+        configuration.statistics.tooManyRequests(api: "telepat")
+        throw Throttled(wait: wait)
+    }
+
     private func registerUser(_ caller: Caller, _ body: [UInt8]) async throws -> TelepatResponse {
         let request = try UserCredentialsRequest(parsing: body)
+        try admit(caller, username: nil)
         do {
             _ = try await store.createUser(username: request.username, password: request.password)
         } catch let error as SyncServerError {
@@ -213,9 +241,11 @@ final class TelepatFrontEnd: Sendable {
 
     private func login(_ caller: Caller, _ body: [UInt8]) async throws -> TelepatResponse {
         let request = try UserCredentialsRequest(parsing: body)
+        try admit(caller, username: request.username)
         let credentials: UserCredentials
         do {
             credentials = try await store.authorize(username: request.username, password: request.password)
+            throttle.succeeded(username: request.username, address: caller.address)
         } catch let error as SyncServerError {
             switch error {
             case .unknownUser, .wrongPassword: throw TelepatErrorResponse(.wrongCredentials, "Invalid username or password")
@@ -413,6 +443,9 @@ final class TelepatFrontEnd: Sendable {
         }
         switch verdict {
         case .accepted: configuration.statistics.changeAccepted(via: .telepat, latency: ContinuousClock.now - submitted)
+        // A change that changes nothing is answered as done (Telepat has no error for it), so
+        // it is no refusal in the metrics either.
+        case .refused(.emptyChange): break
         case .refused(let code): configuration.statistics.changeRefused(via: .telepat, code: code.rawValue, latency: ContinuousClock.now - submitted)
         }
         switch verdict {
