@@ -81,6 +81,9 @@ struct SyncModelTests {
             return true
         }
         var message = "seed \(seed) (rerun: \(replay) scripts/sync-model): \(failure.message)"
+        // Printed now, not only recorded at the end: a shrink runs minutes of further tries, and
+        // what ends the process meanwhile (a crash, a time limit) must not take the failure with it.
+        print("SyncModelTests: seed \(seed) FAILED: \(message)")
         if configuration.shrinkSeconds > 0 {
             let shortest = try shrink(failure, steps: steps, indices: numbers, seconds: configuration.shrinkSeconds)
             message += "\n\nshortest sequence found failing the same way (\(shortest.indices.count) steps; rerun: "
