@@ -292,6 +292,7 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     public func save(bucket: String, name: MountItemName, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountSavedFile {
+        if case .entity = name { FreedMemory.afterWork(on: bytes.count) }
         if let time = try journal(.save(bytes), bucket: bucket, file: Self.storeName(name), newID: newID) {
             if case .localFile(let fileName) = name { warnIfNamedLikeAnEntity(fileName, in: bucket) }
             return MountSavedFile(size: bytes.count, mtime: time, ctime: time)
