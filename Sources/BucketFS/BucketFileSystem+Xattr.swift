@@ -1,8 +1,8 @@
 import Glibc
 
 /// Read-only xattrs of entities: `user.bucketfs.key|version|state` (DESIGN.md); a local file's
-/// state is `local`. Other names are
-/// ENODATA; set/remove are ENOTSUP. Never ENOSYS: the kernel would stop asking for good.
+/// state is `local`. Other names are ENODATA; set/remove are ENOTSUP. Never ENOSYS: the kernel
+/// would stop asking for good.
 extension BucketFileSystem {
     static let keyAttribute = "user.bucketfs.key"
     static let versionAttribute = "user.bucketfs.version"

@@ -130,8 +130,9 @@ struct InodeTable: Sendable {
         }
     }
 
-    /// The directory's names sorted by their bytes (`JSONKey`'s order), after `leading` (`.` and `..`): `ls` sorts 1,000,000 names that arrive in
-    /// order in a third of the time it takes for names in hash order. `previous`: the listing
+    /// The directory's names sorted by their bytes (`JSONKey`'s order), after `leading` (`.`
+    /// and `..`): `ls` sorts 1,000,000 names that arrive in order in a third of the time it
+    /// takes for names in hash order. `previous`: the listing
     /// last taken (sorted); only names added since are sorted, and merged into what it still holds.
     mutating func orderedListing(
         of directory: UInt64, after leading: [DirectoryItem], previous: ArraySlice<DirectoryItem>

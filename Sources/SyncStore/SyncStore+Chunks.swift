@@ -215,6 +215,8 @@ extension SyncStore {
                 row.content = Data()
                 row.contentID = id
             }
+            // Chunks 0..<kept hold the bytes below the new end.
+            let kept = (size + chunk - 1) / chunk
             if let id = row.contentID, size <= chunk {
                 // What is left fits in the row: the chunks go to the reclaimer whole (the
                 // trigger), so `truncate -s 0` of a GiB holds the store no longer than a save.
@@ -224,10 +226,7 @@ extension SyncStore {
                 row.content = head + Data(count: size - head.count)
                 row.contentID = nil
                 row.size = nil
-            } else if let id = row.contentID,
-                case let kept = (size + chunk - 1) / chunk,
-                try Self.chunkCount(of: id, from: kept, db) > max(kept, Self.chunksPerReclaim)
-            {
+            } else if let id = row.contentID, try Self.chunkCount(of: id, from: kept, db) > max(kept, Self.chunksPerReclaim) {
                 // More goes than stays: the chunks that stay are copied to a content of their
                 // own and the old one goes to the reclaimer, so the work is the smaller part's
                 // (deleting a chunk reads it: SQLite walks its overflow pages to free them).
@@ -242,7 +241,7 @@ extension SyncStore {
                 // What lay past the new end must not show again if the file grows later.
                 try db.execute(
                     sql: "DELETE FROM local_chunk WHERE content_id = ? AND seq >= ?",
-                    arguments: [id, (size + chunk - 1) / chunk])
+                    arguments: [id, kept])
                 try Self.trimLastChunk(of: id, to: size, db)
                 row.size = Int64(size)
             } else if size < row.content.count {

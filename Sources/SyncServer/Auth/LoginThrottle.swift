@@ -64,8 +64,6 @@ final class LoginThrottle: Sendable {
         }
     }
 
-    /// The password was right: gives back what `admit` took (a correct password costs
-    /// nothing), and `address` keeps an allowance of its own for `username` from now on.
     /// A `Retry-After` value for `wait` (RFC 9110 §10.2.3): whole seconds, rounded up so the
     /// client never comes back too early.
     static func retryAfterValue(_ wait: Duration) -> String {
@@ -73,6 +71,8 @@ final class LoginThrottle: Sendable {
         return "\(max(1, seconds))"
     }
 
+    /// The password was right: gives back what `admit` took (a correct password costs
+    /// nothing), and `address` keeps an allowance of its own for `username` from now on.
     func succeeded(username: String, address: String?) {
         let now = clock.now
         let keys = keys(username: username, address: address)
