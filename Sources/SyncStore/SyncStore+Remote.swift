@@ -373,7 +373,13 @@ extension SyncStore {
             }
             return
         }
-        if let open, open.state != "queued" { try open.delete(db) }
+        // A change already sent stays open: the server answers it after this removal (it answers
+        // in order), either applying it (a create makes the entity again, and its echo is ours)
+        // or refusing it (404: resent whole, a create). Forgotten here, a local removal before
+        // that answer would find an entity the server "never had" and tell it nothing, and the
+        // create's echo would bring the file back on every device. One the server has applied
+        // already (`applied`) is done: the removal came after it.
+        if let open, open.state == "applied" { try open.delete(db) }
         let invalid = row.holdsInvalidBytes
         row.setGhost([:], version: nil)
         row.needsReload = false

@@ -117,6 +117,69 @@ struct ApplyRemoteTests {
         }
     }
 
+    /// Removed on the server while a change of ours is in flight, then removed here before the
+    /// server answers that change (sync-model seed 2695662831): the server applies it after the
+    /// removal, a create making the note again, and the removal made here must follow it, not be
+    /// dropped as the removal of a note the server never had (the file came back everywhere).
+    @Test func aRemovalHereFollowsAChangeInFlightWhenTheServerRemovedTheNoteMeanwhile() throws {
+        try withStore { store, _ in
+            let create = try #require(try store.saveLocal(bucket: "notes", key: "k", bytes: bytes("{\"n\": 104}")).readyToSend)
+            try store.markSent([create])
+            // Another mount's create under the key merges in, and its removal follows, both
+            // before ours reaches the server.
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(
+                    key: "k", operation: .modify(diff: wireDiff([:], ["n": 101])), sourceVersion: nil, endVersion: 7, cv: "c7",
+                    clientID: "m1", ccids: ["m1-create"])])
+            let removed = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .remove, sourceVersion: 7, endVersion: 8, cv: "c8", clientID: "m1", ccids: ["m1-remove"])])
+            #expect(removed.events.isEmpty)  // the file stays: it holds our edit
+            _ = try store.deleteLocal(bucket: "notes", key: "k")
+            // The server applies our create after the removal: its echo.
+            let echo = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(
+                    key: "k", operation: .modify(diff: wireDiff([:], ["n": 104])), sourceVersion: nil, endVersion: 9, cv: "c9",
+                    clientID: "us", ccids: [create.ccid])])
+            #expect(echo.events.isEmpty)
+            #expect(echo.acknowledged == [create.ccid])
+            let removal = try #require(echo.readyToSend.first)
+            #expect(removal.operation == .remove)
+            #expect(removal.sourceVersion == 9)
+            #expect(try store.readEntity(bucket: "notes", key: "k") == nil)
+        }
+    }
+
+    /// The same with an edit in flight, which the server refuses after the removal (404): with
+    /// the file removed here too, nothing more goes; with the file kept, it is sent whole, as a
+    /// new note.
+    @Test func anEditInFlightRefusedAfterARemoteRemovalEndsAsTheFileDoes() throws {
+        for removedHere in [true, false] {
+            try withStore { store, _ in
+                _ = try seed(store, key: "k", version: 1, data: ["n": 1])
+                let edit = try #require(try store.saveLocal(bucket: "notes", key: "k", bytes: bytes("{\"n\": 2}")).readyToSend)
+                try store.markSent([edit])
+                _ = try store.applyRemote(
+                    bucket: "notes",
+                    changes: [RemoteChange(key: "k", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c2", clientID: "m1", ccids: ["m1-remove"])])
+                #expect(try store.outgoingChanges(bucket: "notes").map(\.ccid) == [edit.ccid])
+                if removedHere { _ = try store.deleteLocal(bucket: "notes", key: "k") }
+                let followUp = try store.reject(bucket: "notes", ccid: edit.ccid, code: 404)
+                if removedHere {
+                    #expect(followUp == .none)
+                    #expect(try store.readEntity(bucket: "notes", key: "k") == nil)
+                    #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+                } else {
+                    guard case .resend(let created) = followUp else { Issue.record("expected a resend, got \(followUp)"); return }
+                    #expect(created.sourceVersion == nil)
+                    #expect(created.fullData == ["n": 2])
+                }
+            }
+        }
+    }
+
     /// Removed elsewhere while this file holds invalid JSON (the user mid-edit): the bytes stay.
     @Test func aRemoteRemovalKeepsAFileHoldingInvalidJSON() throws {
         try withStore { store, _ in
