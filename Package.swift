@@ -36,6 +36,10 @@ let package = Package(
     ],
     targets: [
         .target(name: "DiffMatchPatch"),
+        // Child processes without Foundation's Process (ChildProcess.swift says why); CSpawn is
+        // the posix_spawn call with the glibc extensions Swift's Glibc module does not show.
+        .target(name: "CSpawn"),
+        .target(name: "ChildProcesses", dependencies: ["CSpawn"]),
         .target(name: "JSONDiff", dependencies: ["DiffMatchPatch"]),
         .target(name: "SyncProtocol", dependencies: ["JSONDiff"]),
         .target(name: "TelepatProtocol", dependencies: ["JSONDiff"]),
@@ -105,13 +109,13 @@ let package = Package(
         ),
         .target(
             name: "BucketFS",
-            dependencies: ["CFuse", "JSONDiff", "SyncStore", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CFuse", "JSONDiff", "SyncStore", "ChildProcesses", .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "bucketfs",
             dependencies: [
                 "JSONDiff", "SyncProtocol", "SyncServer", "SyncStore", "SyncEngine", "SyncClient", "TelepatClient", "BucketFS",
-                "DiffMatchPatch", "ApptimistCrypto", "ApptimistProtocol", "ApptimistClient",
+                "DiffMatchPatch", "ApptimistCrypto", "ApptimistProtocol", "ApptimistClient", "ChildProcesses",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -133,7 +137,7 @@ let package = Package(
         .target(
             name: "PostgresTestSupport",
             dependencies: [
-                "SyncServer",
+                "SyncServer", "ChildProcesses",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -143,6 +147,7 @@ let package = Package(
             name: "SyncServerTests",
             dependencies: [
                 "SyncServer", "SyncProtocol", "JSONDiff", "PostgresTestSupport", "TelepatProtocol", "ApptimistProtocol", "ApptimistCrypto",
+                "ChildProcesses",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
@@ -153,19 +158,20 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        .testTarget(name: "ChildProcessesTests", dependencies: ["ChildProcesses"]),
         .testTarget(name: "TelepatProtocolTests", dependencies: ["TelepatProtocol", "JSONDiff"]),
-        .testTarget(name: "ApptimistCryptoTests", dependencies: ["ApptimistCrypto", "ApptimistProtocol"]),
+        .testTarget(name: "ApptimistCryptoTests", dependencies: ["ApptimistCrypto", "ApptimistProtocol", "ChildProcesses"]),
         .testTarget(name: "ApptimistProtocolTests", dependencies: ["ApptimistProtocol"]),
         .testTarget(
             name: "ApptimistClientTests",
             dependencies: ["ApptimistClient", "ApptimistCrypto", "ApptimistProtocol", "SyncStore", "SyncEngine", "JSONDiff"]
         ),
-        .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "JSONDiff"]),
+        .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "JSONDiff", "ChildProcesses"]),
         .testTarget(
             name: "SyncClientTests",
             dependencies: [
                 "SyncClient", "SyncEngine", "SyncStore", "SyncServer", "SyncProtocol", "JSONDiff", "PostgresTestSupport",
-                "ApptimistClient", "ApptimistCrypto", "ApptimistProtocol",
+                "ApptimistClient", "ApptimistCrypto", "ApptimistProtocol", "ChildProcesses",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -173,12 +179,12 @@ let package = Package(
             ]
         ),
         .testTarget(name: "TelepatClientTests", dependencies: ["TelepatClient", "TelepatProtocol", "SyncStore", "JSONDiff"]),
-        .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "SyncStore", "JSONDiff"]),
+        .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "SyncStore", "JSONDiff", "ChildProcesses"]),
         // Drives the real `bucketfs` binary; depending on it makes `swift build --build-tests` build it.
-        .testTarget(name: "CLITests", dependencies: ["bucketfs", "SyncStore"]),
+        .testTarget(name: "CLITests", dependencies: ["bucketfs", "SyncStore", "ChildProcesses"]),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["bucketfs", "PostgresTestSupport", .product(name: "PropertyBased", package: "swift-property-based")]),
+            dependencies: ["bucketfs", "PostgresTestSupport", "ChildProcesses", .product(name: "PropertyBased", package: "swift-property-based")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,4 +1,5 @@
 import CFuse
+import ChildProcesses
 import Dispatch
 import Foundation
 import Glibc
@@ -385,7 +386,7 @@ public final class BucketFileSystem: Sendable {
     }
 
     private static func fusermount(_ arguments: [String]) -> Bool {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/fusermount3")
         process.arguments = arguments
         process.standardError = FileHandle.nullDevice

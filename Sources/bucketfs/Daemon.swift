@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 
 /// Runs `bucketfs mount ... --foreground` as a detached process and waits until the mount is up,
@@ -18,7 +19,7 @@ enum Daemon {
             // The background process has no terminal to ask on.
             environment["BUCKETFS_PASSWORD"] = try Credentials.readPassword(prompt: "Password: ")
         }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         // The child logs to standard error, which is the log file here.
         var arguments = BucketFSCommand.arguments

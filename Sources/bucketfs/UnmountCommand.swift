@@ -1,5 +1,6 @@
 import ArgumentParser
 import BucketFS
+import ChildProcesses
 import Foundation
 
 /// `bucketfs unmount`: unmount and wait until the mount process has stored pending saves and exited.
@@ -20,7 +21,7 @@ struct Unmount: AsyncParsableCommand {
         guard isMounted(mountpoint) else { throw CommandError("\(mountpoint) is not mounted") }
         // Read before the umount: the name is gone from mountinfo after it.
         let device = BucketFileSystem.fuseDevice(of: mountpoint)
-        let fusermount = Process()
+        let fusermount = ChildProcess()
         fusermount.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         fusermount.arguments = ["fusermount3", "-u", mountpoint]
         try fusermount.run()

@@ -1,4 +1,5 @@
 import ApptimistCrypto
+import ChildProcesses
 import Foundation
 import Testing
 
@@ -89,7 +90,7 @@ struct PyNaClInteropTests {
         try Data().write(to: output)
         try Data().write(to: errors)
 
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", script, "40"]
         process.standardInput = try FileHandle(forReadingFrom: input)

@@ -1,4 +1,5 @@
 import BucketFS
+import ChildProcesses
 import Foundation
 import SyncStore
 import Testing
@@ -23,8 +24,8 @@ struct LargeFileTests {
     }
 
     /// Starts a Python script in `dir` whose printed lines the test reads as they come.
-    static func startScript(_ script: String, in dir: String) throws -> (process: Process, output: FileHandle) {
-        let process = Process()
+    static func startScript(_ script: String, in dir: String) throws -> (process: ChildProcess, output: FileHandle) {
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         process.currentDirectoryURL = URL(fileURLWithPath: dir)
         process.arguments = ["-c", script]

@@ -1,4 +1,5 @@
 import BucketFS
+import ChildProcesses
 import Foundation
 import SyncStore
 import Testing
@@ -134,7 +135,7 @@ enum Tool {
     static func run(
         _ executable: String, _ arguments: [String], directory: String? = nil, timeout: Double = Patience.seconds
     ) throws -> Output {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }

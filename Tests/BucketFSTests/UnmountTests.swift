@@ -1,4 +1,5 @@
 import BucketFS
+import ChildProcesses
 import Foundation
 import SyncStore
 import Testing
@@ -18,7 +19,7 @@ struct UnmountTests {
         defer { mount.close() }
         try Tool.shell("printf '{\"kept\": true}' > a.json", in: mount.path("notes"))
 
-        let holder = Process()
+        let holder = ChildProcess()
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
         // It holds the copy for `holderSeconds` unless killed at the end of the test.
         holder.arguments = ["-m", "--propagation", "private", "sh", "-c", "echo ready; exec sleep \(Int(Self.holderSeconds))"]

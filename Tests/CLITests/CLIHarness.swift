@@ -1,4 +1,5 @@
 import BucketFS
+import ChildProcesses
 import Foundation
 import Testing
 
@@ -17,7 +18,7 @@ enum Patience {
 /// cleans up every mount and process it started, even when a test fails.
 final class CLIHarness: @unchecked Sendable {
     let root: URL
-    private var background: [Process] = []
+    private var background: [ChildProcess] = []
     private var mountpoints: [String] = []
     /// Set for every command run after (e.g. a small feed size for the mounts).
     var extraEnvironment: [String: String] = [:]
@@ -84,7 +85,7 @@ final class CLIHarness: @unchecked Sendable {
     }
 
     func run(_ command: [String], stdin: String? = nil, timeout: Double) throws -> Output {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())
         process.environment = environment
@@ -114,13 +115,13 @@ final class CLIHarness: @unchecked Sendable {
     }
 
     /// Starts `bucketfs ARGS` in the background; its output goes to the returned file.
-    func start(_ arguments: [String]) throws -> (Process, URL) {
+    func start(_ arguments: [String]) throws -> (ChildProcess, URL) {
         try startProcess([Self.binary] + arguments)
     }
 
     /// Starts any command in the background (killed at the end of the test if still running).
-    func startProcess(_ command: [String]) throws -> (Process, URL) {
-        let process = Process()
+    func startProcess(_ command: [String]) throws -> (ChildProcess, URL) {
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())
         process.environment = environment
@@ -136,7 +137,7 @@ final class CLIHarness: @unchecked Sendable {
     }
 
     /// A `bucketfs serve` on a free loopback port (with `options`); returns the process and the port.
-    func startServer(data: String, port: Int = 0, options: [String] = []) throws -> (Process, Int) {
+    func startServer(data: String, port: Int = 0, options: [String] = []) throws -> (ChildProcess, Int) {
         let (process, output) = try start(["serve", "--data", data, "--port", String(port), "--host", "127.0.0.1"] + options)
         var found: Int?
         try eventually {
@@ -150,7 +151,7 @@ final class CLIHarness: @unchecked Sendable {
     }
 
     /// A `bucketfs serve` with one user (alice@example.com); returns it, its port and a token.
-    func serverWithUser(data: String) throws -> (Process, Int, String) {
+    func serverWithUser(data: String) throws -> (ChildProcess, Int, String) {
         let token = try bucketfs(["user", "add", "--data", data, "alice@example.com"], stdin: "secret-password\n")
         #expect(token.status == 0, "user add failed: \(token.stderr)")
         let (server, port) = try startServer(data: data)
@@ -171,7 +172,7 @@ final class CLIHarness: @unchecked Sendable {
         #expect(result.stdout.contains("mounted at \(mountpoint)"))
     }
 
-    func stop(_ process: Process) {
+    func stop(_ process: ChildProcess) {
         guard process.isRunning else { return }
         kill(process.processIdentifier, SIGTERM)
         let deadline = Date().addingTimeInterval(20)

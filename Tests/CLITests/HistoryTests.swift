@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import Testing
 
@@ -13,7 +14,7 @@ struct HistoryTests: NoteFiles {
     private func versions(_ report: [String: Any]) -> [[String: Any]] { report["versions"] as? [[String: Any]] ?? [] }
 
     /// One note saved five times through mount A; B mounts the same bucket.
-    private func editedFiveTimes(_ cli: CLIHarness) throws -> (server: Process, port: Int, a: String, b: String, data: String) {
+    private func editedFiveTimes(_ cli: CLIHarness) throws -> (server: ChildProcess, port: Int, a: String, b: String, data: String) {
         let data = try cli.directory("server")
         let (server, port, token) = try cli.serverWithUser(data: data)
         let a = try cli.directory("a")

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import Glibc
 import Testing
@@ -27,7 +28,7 @@ struct HistoryViewTests: NoteFiles {
     private let texts = ["one", "one two", "one two three"]
 
     /// Mount A with `--history`, B without, both of one bucket; `doc` saved three times through A.
-    private func editedThreeTimes(_ cli: CLIHarness) throws -> (server: Process, port: Int, token: String, a: String, b: String, data: String) {
+    private func editedThreeTimes(_ cli: CLIHarness) throws -> (server: ChildProcess, port: Int, token: String, a: String, b: String, data: String) {
         let data = try cli.directory("server")
         let (server, port, token) = try cli.serverWithUser(data: data)
         let a = try cli.directory("a")

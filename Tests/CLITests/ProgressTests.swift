@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import Testing
 
@@ -12,7 +13,7 @@ struct ProgressTests {
         #expect(try cli.bucketfs(["unmount", seed]).status == 0)
     }
 
-    private func unmount(_ cli: CLIHarness, _ mountpoint: String, _ process: Process) throws {
+    private func unmount(_ cli: CLIHarness, _ mountpoint: String, _ process: ChildProcess) throws {
         #expect(try cli.run(["/usr/bin/env", "fusermount3", "-u", mountpoint], timeout: 30).status == 0)
         try eventually { !process.isRunning }
     }

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import PostgresTestSupport
 import Testing
@@ -106,7 +107,7 @@ struct ApptimistMountEndToEndTests {
     /// The independent client kept running, one command at a time (to hold a lock while the
     /// mount saves). Its own alarm ends it if the test does not.
     final class InteractivePeer {
-        let process = Process()
+        let process = ChildProcess()
         let input = Pipe()
         let output = Pipe()
         var buffer = Data()
@@ -387,7 +388,7 @@ struct ApptimistMountEndToEndTests {
         try Files.write(a.path("files/one.txt"), "edited offline\n")
         try Files.write(a.path("files/two.txt"), "made offline\n")
         // Killed in the middle of a write: a writer holds one.txt open, half rewritten, unsaved.
-        let writer = Process()
+        let writer = ChildProcess()
         writer.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         writer.arguments = [
             "python3", "-c",

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import Testing
 
@@ -20,7 +21,7 @@ enum Command {
         _ executable: String, _ arguments: [String], directory: String? = nil, environment: [String: String]? = nil,
         input: String? = nil, timeout: Double = Patience.seconds
     ) throws -> Output {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }

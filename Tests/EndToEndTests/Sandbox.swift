@@ -1,4 +1,5 @@
 import BucketFS
+import ChildProcesses
 import Foundation
 import PostgresTestSupport
 import Testing
@@ -144,7 +145,7 @@ final class Sandbox: @unchecked Sendable {
 
 /// A long-running child process whose output goes to a log file.
 final class Background: @unchecked Sendable {
-    let process = Process()
+    let process = ChildProcess()
     let logPath: String
     let endsOnUnmount: Bool
 

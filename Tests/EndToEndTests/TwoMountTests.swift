@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import Testing
 
@@ -120,7 +121,7 @@ struct TwoMountTests {
 
             // a: open, write, and hold the file open until b's marker has arrived.
             let written = a.sandbox.root + "/written"
-            let writer = Process()
+            let writer = ChildProcess()
             writer.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             writer.arguments = [
                 "python3", "-c",

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import Logging
 import PostgresNIO
@@ -158,45 +159,42 @@ public final class PostgresCluster: Sendable {
         throw PostgresClusterFailure("PostgreSQL is not installed (no \(root)/*/bin/initdb): run scripts/bootstrap (apt-get install postgresql)")
     }
 
-    /// Runs `tool` to its end (posix_spawn and waitpid: Foundation's Process did not notice the
-    /// exit of `runuser` here and waited forever).
+    /// Runs `tool` to its end.
     @discardableResult
     public static func run(_ tool: String, _ arguments: [String]) throws -> String {
         // A file, not a pipe: the server pg_ctl starts inherits the descriptors and would keep
         // a pipe open for as long as it runs.
         let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-pg-output-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: outputPath) }
-        let pid = try spawn(tool, arguments, outputPath: outputPath)
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 {
-            guard errno == EINTR else { throw PostgresClusterFailure("waitpid \(tool) failed: \(errno)") }
-        }
+        let process = try spawn(tool, arguments, outputPath: outputPath)
+        process.waitUntilExit()
         let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-        // Exited normally with status 0.
-        guard status & 0x7f == 0, (status >> 8) & 0xff == 0 else {
-            throw PostgresClusterFailure("\(tool) \(arguments.joined(separator: " ")) failed (status \(status)): \(text)")
+        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
+            throw PostgresClusterFailure("\(tool) \(arguments.joined(separator: " ")) failed (status \(process.terminationStatus)): \(text)")
         }
         return text
     }
 
-    /// Starts `tool` with standard input from /dev/null and its output to `outputPath`.
-    public static func spawn(_ tool: String, _ arguments: [String], outputPath: String) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        // posix_spawn passes every descriptor on: the children (the server above all, which
-        // outlives the test) would hold this process's sockets open, so a connection the
-        // server under test closes would never close. bash closes them before exec.
-        let closeInherited = #"for fd in /proc/$$/fd/*; do n=${fd##*/}; if [ "$n" -gt 2 ]; then eval "exec $n>&-"; fi; done 2>/dev/null; exec "$@""#
-        let argv = (["/bin/bash", "-c", closeInherited, "bash", tool] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, "/bin/bash", &actions, nil, argv, environ)
-        guard result == 0 else { throw PostgresClusterFailure("cannot start \(tool): \(result)") }
-        return pid
+    /// Starts `tool` with standard input from /dev/null and its output to `outputPath`; no other
+    /// descriptor of this process reaches it (the server, which outlives the test, would hold
+    /// this process's sockets open, and a connection the server under test closes would never close).
+    public static func spawn(_ tool: String, _ arguments: [String], outputPath: String) throws -> ChildProcess {
+        let descriptor = open(outputPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw PostgresClusterFailure("cannot write \(outputPath): errno \(errno)") }
+        let output = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        defer { try? output.close() }
+        let process = ChildProcess()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        process.standardInput = nil
+        process.standardOutput = output
+        process.standardError = output
+        do {
+            try process.run()
+        } catch {
+            throw PostgresClusterFailure("\(error)")
+        }
+        return process
     }
 
     /// A loopback TCP port nothing listens on (for this process's own servers).

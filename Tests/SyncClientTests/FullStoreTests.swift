@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import JSONDiff
 import SyncStore
@@ -54,7 +55,7 @@ struct FullStoreTests {
     }
 
     private func run(_ executable: String, _ arguments: [String]) throws -> Int32 {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         try process.run()

@@ -1,5 +1,6 @@
 import ApptimistCrypto
 import ApptimistProtocol
+import ChildProcesses
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -606,7 +607,7 @@ struct ApptimistServeBinaryTests {
     }
 
     private static func runBucketfs(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: ServeBinary.binary)
         process.arguments = arguments
         let output = Pipe()

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import JSONDiff
 import Logging
@@ -167,7 +168,7 @@ import Testing
         let started = ContinuousClock.now
         let logs = try TemporaryDirectory()
         defer { logs.remove() }
-        let serve = Process()
+        let serve = ChildProcess()
         serve.executableURL = URL(fileURLWithPath: ServeBinary.binary)
         serve.arguments = ["serve", "--database", "postgres://postgres@127.0.0.1:1/nothing", "--database-wait", "1", "--port", "0"]
         FileManager.default.createFile(atPath: logs.path + "/serve.log", contents: nil)

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import JSONDiff
 import PostgresTestSupport
@@ -177,7 +178,7 @@ import Testing
         defer { directory.remove() }
         let outputPath = directory.path + "/out"
         FileManager.default.createFile(atPath: outputPath, contents: nil)
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: ServeBinary.binary)
         process.arguments = arguments
         process.standardInput = FileHandle.nullDevice
@@ -194,7 +195,7 @@ import Testing
 /// A real haproxy (Debian's /usr/sbin/haproxy) running a configuration file with its
 /// addresses replaced; stopped on `stop()`. Fails (does not skip) where haproxy is missing.
 final class Haproxy: @unchecked Sendable {
-    let process = Process()
+    let process = ChildProcess()
     private(set) var logPath = ""
 
     init(example: String, directory: String, ports: [String: Int]) async throws {

@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import JSONDiff
 import NIOConcurrencyHelpers
@@ -11,14 +12,14 @@ final class ScriptPeer: Sendable {
             .appendingPathComponent("Peers/\(name)").path
     }
 
-    private let process: Process
+    private let process: ChildProcess
     private let input: FileHandle
     private let lines = Lines()
     private let name: String
 
     init(script: String, lifetime: Int) throws {
         name = URL(fileURLWithPath: script).lastPathComponent
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", script, String(lifetime)]
         let stdin = Pipe()

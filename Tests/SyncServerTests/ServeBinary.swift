@@ -1,10 +1,11 @@
+import ChildProcesses
 import Foundation
 import Testing
 
 /// A `bucketfs serve` process (the binary built beside this test bundle), for what only a real
 /// process shows: descriptor limits, signals. Killed on `stop()` if still running.
 final class ServeBinary: @unchecked Sendable {
-    let process = Process()
+    let process = ChildProcess()
     let logPath: String
     private(set) var port = 0
 

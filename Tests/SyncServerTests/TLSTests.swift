@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import Hummingbird
 import Logging
@@ -19,7 +20,7 @@ struct TLSTests {
     private static func makeCertificateBlocking(in directory: TemporaryDirectory) throws -> (cert: String, key: String) {
         let cert = directory.path + "/cert.pem"
         let key = directory.path + "/key.pem"
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: Self.openssl)
         process.arguments = [
             "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",

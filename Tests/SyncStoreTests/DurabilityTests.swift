@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import JSONDiff
 import Testing
@@ -129,7 +130,7 @@ struct DurabilityTests {
             _ = try store.ensureBucket("notes")
             try store.close()
         }
-        let child = Process()
+        let child = ChildProcess()
         child.executableURL = URL(fileURLWithPath: executable)
         child.arguments = ["--testing-library", "swift-testing", "--filter", "sigkillMidSaveLoopLosesNoReturnedSave"]
         var environment = ProcessInfo.processInfo.environment
