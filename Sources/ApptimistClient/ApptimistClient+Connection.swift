@@ -231,8 +231,17 @@ extension ApptimistClient {
     private func receiveNotice(_ received: ApptimistReceived, id: String) throws {
         defer { try? store.setEngineSetting(Self.headSetting, to: id) }
         guard let connection,
-            let data = try? connection.channel.openData(received.data, from: configuration.service.publicKey, to: configuration.identity.box.secretKey),
-            let notice = ApptimistFileNotice(json: data), let name = String(bytes: notice.file, encoding: .utf8),
+            let data = try? connection.channel.openData(received.data, from: configuration.service.publicKey, to: configuration.identity.box.secretKey)
+        else {
+            logger.warning("apptimist: a notice from the service (\(id.prefix(16))...) does not open; skipped")
+            return
+        }
+        if let bounce = ApptimistUndelivered(json: data) {
+            guard case .message(let time, _, _, _) = received.pdu else { return }
+            try receiveBounce(bounce, data: data, time: time, id: id)
+            return
+        }
+        guard let notice = ApptimistFileNotice(json: data), let name = String(bytes: notice.file, encoding: .utf8),
             ApptimistFileName.wireName(name) == notice.file
         else {
             logger.warning("apptimist: a notice from the service (\(id.prefix(16))...) does not open or name a file; skipped")
@@ -257,6 +266,25 @@ extension ApptimistClient {
                 return
             }
             try mirror.remove(key: key, bucket: bucket)
+        }
+    }
+
+    /// A message of this user's the service could not deliver (Docs/apptimist-protocol.md,
+    /// "Across versions"): the bounce shows in messages/ as a message from the service, and the
+    /// outbox file the message came from, when this connection sent it, stays in the outbox
+    /// refused (`rejected:422`, the reason in status and the xattr) instead of waiting for an
+    /// echo that never comes. One sent before a reconnect goes again, and its bounce then finds it.
+    private func receiveBounce(_ bounce: ApptimistUndelivered, data: [UInt8], time: UInt64, id: String) throws {
+        var value = Self.messageFormat.value(of: data)
+        value["from"] = .string(ApptimistHex.encode(configuration.service.publicKey))
+        value["to"] = .string(ApptimistHex.encode(configuration.identity.box.publicKey))
+        value["time"] = .integer(Int64(clamping: time))
+        try mirror.apply(state: value, key: id, bucket: ApptimistBuckets.messages)
+        let recipient = ApptimistHex.encode(bounce.recipient)
+        logger.warning("apptimist: a message to \(recipient.prefix(16))... was not delivered: \(bounce.reason)")
+        guard let key = outboxSent.removeValue(forKey: ApptimistHex.encode(bounce.messageID)) else { return }
+        for change in try store.outgoingChanges(bucket: ApptimistBuckets.outbox) where change.key == key {
+            try refuse(change, code: 422, "not delivered to \(recipient): \(bounce.reason)")
         }
     }
 

@@ -380,7 +380,7 @@ extension ApptimistClient {
         if try mirror.acknowledge(change) { flushAgain = true }
     }
 
-    private func refuse(_ change: OutgoingChange, code: Int, _ reason: String) throws {
+    func refuse(_ change: OutgoingChange, code: Int, _ reason: String) throws {
         logger.error("apptimist: refused, \(change.bucket)/\(change.key): \(reason)")
         try store.refuse(ccid: change.ccid, code: code, reason: reason)
     }

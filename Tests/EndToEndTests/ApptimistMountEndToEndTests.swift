@@ -83,10 +83,12 @@ struct ApptimistMountEndToEndTests {
 
     /// Runs the independent client as `user` with `commands` (after connect and login); its answers.
     /// `head`: LOGIN's, the last message the client has (nil: every message queued for it).
-    func peer(_ server: Server, as user: User, head: String? = nil, _ commands: [[String: Any]]) throws -> [[String: Any]] {
-        let connect: [String: Any] = [
+    /// `seedClient`: offers no subprotocol, as a client written from the seed alone: version 1.
+    func peer(_ server: Server, as user: User, head: String? = nil, seedClient: Bool = false, _ commands: [[String: Any]]) throws -> [[String: Any]] {
+        var connect: [String: Any] = [
             "op": "connect", "port": server.port, "service": Self.service, "box_secret": user.boxSecret, "sign_seed": user.signSeed,
         ]
+        if seedClient { connect["subprotocols"] = [String]() }
         var login: [String: Any] = ["op": "login"]
         if let head { login["head"] = head }
         let all = [connect, login] + commands + [["op": "close"]]
@@ -101,6 +103,7 @@ struct ApptimistMountEndToEndTests {
             throw SandboxError("the peer failed: \(answers) \(output.stderr)")
         }
         guard answers[1]["logged_in"] as? Bool == true else { throw SandboxError("the peer did not log in: \(answers)") }
+        guard !seedClient || answers[0]["version"] as? Int == 1 else { throw SandboxError("the seed client got version \(answers[0])") }
         return Array(answers[2 ..< answers.count - 1])
     }
 
@@ -205,6 +208,44 @@ struct ApptimistMountEndToEndTests {
         #expect(await waitUntil { status(world.sandbox, a).contains("0 saves waiting") })
         let gone = try peer(server, as: world.alice, [["op": "file", "kind": "read", "name": "hello.txt"]])
         #expect(gone[0]["code"] as? Int == 2)
+    }
+
+    /// Issue 36: a seed client (version 1) and the mount (version 2) exchange messages. The
+    /// client's reaches messages/ (its data part re-framed by the service), and rm there
+    /// truncates it by the mount's id; the mount's outbox file to a user whose devices all speak
+    /// version 1 cannot be opened there, so it stays in the outbox refused (`rejected:422`, the
+    /// reason in status) and the service's bounce shows in messages/.
+    @Test func aSeedClientsMessageReachesTheMountAndTheMountsToItBounces() async throws {
+        let world = try World()
+        defer { world.sandbox.close() }
+        let server = try Server.start(world.sandbox, data: world.data)
+        let a = try world.mount("a", as: world.alice, on: server)
+
+        let sent = try peer(server, as: world.bob, seedClient: true, [["op": "message", "to": world.alice.publicKey, "text": "hi from a seed client"]])
+        let seedID = try #require(sent[0]["id"] as? String)
+        #expect(await waitUntil { list(a, "messages").count == 1 }, "\(a.process.logTail)")
+        let id = try #require(list(a, "messages").first)
+        #expect(id != seedID)  // the id the mount's version 2 connection computes
+        #expect(try Files.read(a.path("messages/\(id)")) == "hi from a seed client")
+
+        try Files.write(a.path("outbox/to-bob"), "To: \(world.bob.publicKey)\n\nhello bob\n")
+        #expect(await waitUntil { status(world.sandbox, a).contains("rejected:422") }, "\(status(world.sandbox, a))")
+        #expect(status(world.sandbox, a).contains("version 1"))
+        #expect(list(a, "outbox") == ["to-bob"])
+        #expect(await waitUntil { list(a, "messages").count == 2 })
+        let bounce = try #require(list(a, "messages").first { $0 != id })
+        #expect(try Files.read(a.path("messages/\(bounce)"))?.contains("undelivered") == true)
+        // Nothing reached bob's version 1 device (after his own message, his queue is empty).
+        let nothing = try peer(server, as: world.bob, head: seedID, seedClient: true, [["op": "recv", "kinds": ["message"], "timeout": 2]])
+        #expect(nothing[0]["timeout"] as? Bool == true)
+
+        // rm of the seed client's message truncates it by the mount's id: a fresh mount does not get it.
+        try Command.shell("rm messages/\(id)", in: a.mountPoint)
+        #expect(await waitUntil { !list(a, "messages").contains(id) })
+        let fresh = try world.mount("fresh", as: world.alice, on: server)
+        #expect(await waitUntil { list(fresh, "messages") == [bounce] }, "\(list(fresh, "messages"))")
+        try await Task.sleep(for: .seconds(1))
+        #expect(list(fresh, "messages") == [bounce])
     }
 
     /// A file over what one WRITE may carry is refused before it is sent (the service would

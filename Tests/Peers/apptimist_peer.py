@@ -218,9 +218,14 @@ class Peer:
                     "to": pdu["to"].hex(), "text": text}
         if kind == "notice":
             notice = json.loads(self.open_data(self.user_box, pdu["data"]))
-            notice["name"] = bytes.fromhex(notice["file"]).decode("utf-8", "replace")
-            notice.update({"type": kind, "id": pdu["id"].hex(), "from": pdu["from"].hex(), "to": pdu["to"].hex(),
-                           "recipient": pdu["recipient"].hex(), "version": pdu["header"][0]})
+            # A file notice names a file; a bounce ({"undelivered": ...}) a message.
+            if "file" in notice:
+                notice["name"] = bytes.fromhex(notice["file"]).decode("utf-8", "replace")
+            # The PDU's fields, where the document has none of that name (a bounce's "to" is the
+            # recipient it names).
+            for key, value in {"type": kind, "id": pdu["id"].hex(), "from": pdu["from"].hex(), "to": pdu["to"].hex(),
+                               "recipient": pdu["recipient"].hex(), "version": pdu["header"][0]}.items():
+                notice.setdefault(key, value)
             return notice
         result = {"type": kind}
         for key, value in pdu.items():

@@ -384,6 +384,62 @@ struct ApptimistServerTests {
         }
     }
 
+    /// Issue 36: a version 1 device's message reaches its recipient's version 2 connection (the
+    /// data part carries the seed's fixed nonce there) under the id that connection computes,
+    /// which LOGIN's head and TRUNCATE take as well as the version 1 id, each device hearing the
+    /// TRUNCATE echo under its own; a version 2 message to a user whose devices all speak version
+    /// 1 is not queued, and its sender gets a bounce naming it instead of an echo.
+    @Test(arguments: StoreKind.allCases)
+    func messagesCrossFromVersion1ToVersion2AndBounceTheOtherWay(store: StoreKind) async throws {
+        try await withServer(store: store, configure: Self.configure) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let bob = try await Self.addUser(server, "bob")
+            let carol = try await Self.addUser(server, "carol")
+            // A seed client offers no subprotocol: version 1.
+            let aliceV1 = try await Self.loggedIn(server.port, alice, subprotocols: [])
+            let bobV2 = try await Self.loggedIn(server.port, bob)
+            let carolV1 = try await Self.loggedIn(server.port, carol, subprotocols: [])
+            defer { Task { await aliceV1.close(); await bobV2.close(); await carolV1.close() } }
+            let storage = try Self.storage(server)
+
+            let sent = try await aliceV1.send(["op": "message", "to": .string(bob.key), "text": "from a seed client"])
+            let v1ID = try #require(sent["id"]?.stringValue)
+            let received = try await bobV2.send(["op": "recv", "kinds": ["message"]])
+            #expect(received["text"]?.stringValue == "from a seed client")
+            #expect(received["from"]?.stringValue == alice.key)
+            let v2ID = try #require(received["id"]?.stringValue)
+            #expect(v2ID != v1ID)
+            #expect(try await aliceV1.send(["op": "recv", "kinds": ["message"]])["id"]?.stringValue == v1ID)
+
+            // A version 2 device whose head is the version 2 id has it; a version 1 device of
+            // bob's gets it under the version 1 id.
+            let bobAgain = try await Self.loggedIn(server.port, bob, head: v2ID)
+            defer { Task { await bobAgain.close() } }
+            #expect(try await bobAgain.send(["op": "recv", "kinds": ["message"], "timeout": 1])["timeout"]?.boolValue == true)
+            let bobV1 = try await Self.loggedIn(server.port, bob, subprotocols: [])
+            defer { Task { await bobV1.close() } }
+            let onV1 = try await bobV1.send(["op": "recv", "kinds": ["message"]])
+            #expect(onV1["id"]?.stringValue == v1ID && onV1["text"]?.stringValue == "from a seed client")
+
+            // TRUNCATE by the version 2 id: gone from bob's queue, each device told in its own id.
+            _ = try await bobV2.send(["op": "truncate", "id": .string(v2ID)])
+            #expect(try await bobV2.send(["op": "recv", "kinds": ["truncate"]])["id"]?.stringValue == v2ID)
+            #expect(try await bobV1.send(["op": "recv", "kinds": ["truncate"]])["id"]?.stringValue == v1ID)
+            #expect(try await storage.messages(owner: bob.identity.box.publicKey, after: 0, limit: 10).isEmpty)
+
+            // The other way: carol has logged in with version 1 only. Bob (who has a version 1
+            // device too, so his own messages still reach him) gets a bounce, not an echo.
+            let toCarol = try await bobV2.send(["op": "message", "to": .string(carol.key), "text": "from a version 2 device"])
+            let bounce = try await bobV2.send(["op": "recv", "kinds": ["notice"]])
+            #expect(bounce["undelivered"]?.stringValue == toCarol["id"]?.stringValue)
+            #expect(bounce["to"]?.stringValue == carol.key)
+            #expect(bounce["reason"]?.stringValue?.contains("version 1") == true)
+            #expect(try await bobV2.send(["op": "recv", "kinds": ["message"], "timeout": 1])["timeout"]?.boolValue == true)
+            #expect(try await carolV1.send(["op": "recv", "kinds": ["message"], "timeout": 1])["timeout"]?.boolValue == true)
+            #expect(try await storage.messages(owner: carol.identity.box.publicKey, after: 0, limit: 10).isEmpty)
+        }
+    }
+
     @Test(arguments: StoreKind.allCases)
     func loginReplaysAfterHeadWithinMaxAndPauseHoldsDelivery(store: StoreKind) async throws {
         try await withServer(store: store, configure: Self.configure) { server in

@@ -31,8 +31,8 @@ extension ApptimistConnection {
         case .message(let time, let recipient, let to, let from):
             try await queueMessage(received, time: time, recipient: recipient, to: to, from: from, user: user)
         case .truncate(let id):
-            _ = try await service.storage.truncate(owner: user.publicKey, id: id)
-            service.truncated(owner: user.publicKey, id: id)
+            let removed = try await service.storage.truncate(owner: user.publicKey, id: id)
+            service.truncated(owner: user.publicKey, id: id, message: removed)
         case .pause:
             state.withLockedValue { $0.paused = true }
         case .resume:
@@ -88,6 +88,7 @@ extension ApptimistConnection {
                     try ApptimistService.fileNotice(identity: identity, owner: userPublicKey, name: name, contents: contents)
                 }
             }
+            try await service.storage.recordLogin(publicKey: userPublicKey, version: version)
             let start = try await service.storage.replayStart(owner: userPublicKey, head: head, max: max)
             state.withLockedValue {
                 $0.user = account
@@ -131,6 +132,7 @@ extension ApptimistConnection {
         }
         // The message as sent: what the sender's devices see (the echo), under the seed's id.
         let sent = try ApptimistQueuedMessage(version: version, pdu: .message(time: time, recipient: recipient, to: to, from: from), data: received.data)
+            .withCrossID(dataNonce: dataNonce)
         var copies: [(owner: [UInt8], message: ApptimistQueuedMessage)] = []
         var event = try await forum(to)
         if event == nil, recipient != to { event = try await forum(recipient) }
@@ -145,14 +147,37 @@ extension ApptimistConnection {
             }
             for member in forum.recipients(ofMessageFrom: from) {
                 let copy = ApptimistPDU.message(time: time, recipient: member, to: to, from: from)
-                copies.append((owner: member, message: try ApptimistQueuedMessage(version: version, pdu: copy, data: received.data)))
+                copies.append((
+                    owner: member,
+                    message: try ApptimistQueuedMessage(version: version, pdu: copy, data: received.data).withCrossID(dataNonce: dataNonce)))
             }
         } else if recipient != from {
+            if sent.crossID == nil, let account = try await service.storage.account(publicKey: recipient),
+                account.loginVersions == [.v1]
+            {
+                // Sealed with a random nonce, it cannot reach the recipient's devices, all of
+                // version 1 (the seed's fixed nonce only): the sender hears why, and it is not echoed.
+                try await bounce(sent, recipient: recipient, sender: from)
+                return
+            }
             copies.append((owner: recipient, message: sent))
         }
         copies.append((owner: from, message: sent))
         try await service.storage.queueMessages(copies)
         for copy in copies { service.messagesQueued(for: copy.owner) }
+    }
+
+    /// Tells the sender that `message` was not delivered to `recipient`: a MESSAGE from the
+    /// service to the sender (`ApptimistUndelivered`, Docs/apptimist-protocol.md), queued like a
+    /// file notice. Version 2 like every notice: the sender is on version 2 (only its messages bounce).
+    private func bounce(_ message: ApptimistQueuedMessage, recipient: [UInt8], sender: [UInt8]) async throws {
+        let undelivered = ApptimistUndelivered(
+            messageID: message.id, recipient: recipient,
+            reason: "the recipient's devices all speak Apptimist version 1, which cannot open a version 2 message's data")
+        let notice = try ApptimistService.serviceMessage(identity: identity, owner: sender, json: undelivered.json())
+        logger.info("an Apptimist message to a version 1 recipient was not delivered; its sender is told")
+        try await service.storage.queueMessages([(owner: sender, message: notice)])
+        service.messagesQueued(for: sender)
     }
 
     /// The event or forum `key` is, or nil (a user, or no account).

@@ -23,6 +23,8 @@ final class ApptimistConnection: Sendable {
 
     let service: ApptimistService
     let identity: ApptimistIdentity
+    /// The seed's fixed data nonce (`ApptimistServiceKey.dataNonce`): version 1 data is sealed with it.
+    let dataNonce: [UInt8]
     let logger: Logger
     private let crypto: NIOLockedValueBox<ApptimistChannel>
     let outbox: FrameOutbox<[UInt8]>
@@ -39,9 +41,13 @@ final class ApptimistConnection: Sendable {
     var version: ApptimistVersion { crypto.withLockedValue { $0.version } }
     var user: ApptimistAccount? { state.withLockedValue { $0.user } }
 
-    private init(service: ApptimistService, identity: ApptimistIdentity, crypto: ApptimistChannel, logger: Logger, closeChannel: @escaping @Sendable () -> Void) {
+    private init(
+        service: ApptimistService, identity: ApptimistIdentity, dataNonce: [UInt8], crypto: ApptimistChannel, logger: Logger,
+        closeChannel: @escaping @Sendable () -> Void
+    ) {
         self.service = service
         self.identity = identity
+        self.dataNonce = dataNonce
         self.crypto = NIOLockedValueBox(crypto)
         self.logger = logger
         self.closeChannel = closeChannel
@@ -77,17 +83,18 @@ final class ApptimistConnection: Sendable {
         connectionLogger[metadataKey: "apptimist"] = "\(version.subprotocol)"
         let logger = connectionLogger
         let identity: ApptimistIdentity
+        let dataNonce: [UInt8]
         let crypto: ApptimistChannel
         do {
             identity = try await service.identity()
-            let key = try ApptimistServiceKey(service: service.settings.service, identity: identity)
-            crypto = try ApptimistChannel(version: version, own: identity.box, peerPublicKey: deviceKey, serviceDataNonce: key.dataNonce)
+            dataNonce = try ApptimistServiceKey(service: service.settings.service, identity: identity).dataNonce
+            crypto = try ApptimistChannel(version: version, own: identity.box, peerPublicKey: deviceKey, serviceDataNonce: dataNonce)
         } catch {
             logger.error("cannot open an Apptimist connection: \(error)")
             try await outbound.close(.unexpectedServerError, reason: "service keys unavailable")
             return
         }
-        let connection = ApptimistConnection(service: service, identity: identity, crypto: crypto, logger: logger) {
+        let connection = ApptimistConnection(service: service, identity: identity, dataNonce: dataNonce, crypto: crypto, logger: logger) {
             channel.close(promise: nil)
         }
         let configuration = service.configuration
@@ -245,9 +252,12 @@ final class ApptimistConnection: Sendable {
             guard !batch.isEmpty else { return }
             let version = self.version
             for message in batch {
-                // A message sealed under one version's data nonce rule reaches connections of
-                // that version only (its id hashes its version byte; Docs/apptimist-protocol.md).
-                if message.version == version, !send(message.pdu, data: message.data) { return }
+                // Framed for this connection's version (a version 1 message's data part carries
+                // the fixed nonce on version 2); one that cannot reach this version is skipped
+                // (Docs/apptimist-protocol.md, "Across versions").
+                if let rendition = try message.rendition(for: version, dataNonce: dataNonce), !send(message.pdu, data: rendition.data) {
+                    return
+                }
                 state.withLockedValue { $0.cursor = message.seq }
             }
         }

@@ -71,6 +71,15 @@ struct ApptimistSQLiteStore: ApptimistStorage {
         CREATE UNIQUE INDEX apptimist_notices ON apptimist_messages(owner, notice_file) WHERE notice_file IS NOT NULL;
         """
 
+    /// Migration "v7 apptimist across versions": the id a message has on connections of the
+    /// other version (`ApptimistQueuedMessage.rendition`), and the versions each account has
+    /// logged in with (a bit per version).
+    static let acrossVersionsSchema = """
+        ALTER TABLE apptimist_messages ADD COLUMN cross_id BLOB;
+        CREATE INDEX apptimist_messages_by_cross_id ON apptimist_messages(owner, cross_id) WHERE cross_id IS NOT NULL;
+        ALTER TABLE apptimist_accounts ADD COLUMN login_versions INTEGER NOT NULL DEFAULT 0;
+        """
+
     func serviceIdentity() async throws -> ApptimistIdentity {
         let fresh = try ApptimistIdentity.generate(name: "service")
         let (boxSecret, seed) = try await pool.write { db -> (Data, Data) in
@@ -122,7 +131,8 @@ struct ApptimistSQLiteStore: ApptimistStorage {
     private static func account(_ row: Row) -> ApptimistAccount {
         ApptimistAccount(
             publicKey: Array(row["public_key"] as Data), authKey: Array(row["auth_key"] as Data),
-            name: Array(row["name"] as Data), uid: Array(row["uid"] as Data), author: (row["author"] as Data?).map { Array($0) })
+            name: Array(row["name"] as Data), uid: Array(row["uid"] as Data), author: (row["author"] as Data?).map { Array($0) },
+            loginVersions: ApptimistVersion.set(bits: row["login_versions"]))
     }
 
     func account(publicKey: [UInt8]) async throws -> ApptimistAccount? {
@@ -210,13 +220,14 @@ struct ApptimistSQLiteStore: ApptimistStorage {
     private static func insert(_ message: ApptimistQueuedMessage, header: [UInt8], owner: [UInt8], noticeFile: [UInt8]?, _ db: Database) throws {
         try db.execute(
             sql: """
-                INSERT INTO apptimist_messages (owner, message_id, version, header, data_nonce, data, notice_file)
-                SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM apptimist_accounts WHERE public_key = ?)
+                INSERT INTO apptimist_messages (owner, message_id, version, header, data_nonce, data, notice_file, cross_id)
+                SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM apptimist_accounts WHERE public_key = ?)
                 ON CONFLICT (owner, message_id) DO NOTHING
                 """,
             arguments: [
                 Data(owner), Data(message.id), Int(message.version.rawValue), Data(header),
-                message.data.nonce.map { Data($0) }, Data(message.data.sealed), noticeFile.map { Data($0) }, Data(owner),
+                message.data.nonce.map { Data($0) }, Data(message.data.sealed), noticeFile.map { Data($0) },
+                message.crossID.map { Data($0) }, Data(owner),
             ])
     }
 
@@ -238,24 +249,35 @@ struct ApptimistSQLiteStore: ApptimistStorage {
 
     private static func message(_ row: Row) throws -> ApptimistQueuedMessage {
         try ApptimistQueuedMessage(
-            stored: row["seq"], id: Array(row["message_id"] as Data), version: row["version"], header: Array(row["header"] as Data),
+            stored: row["seq"], id: Array(row["message_id"] as Data), crossID: (row["cross_id"] as Data?).map { Array($0) },
+            version: row["version"], header: Array(row["header"] as Data),
             nonce: (row["data_nonce"] as Data?).map { Array($0) }, data: Array(row["data"] as Data))
     }
 
     func replayStart(owner: [UInt8], head: [UInt8], max: UInt16) async throws -> Int64 {
         let window = try await pool.read { db in
             try Row.fetchAll(
-                db, sql: "SELECT seq, message_id FROM apptimist_messages WHERE owner = ? ORDER BY seq DESC LIMIT ?",
+                db, sql: "SELECT seq, message_id, cross_id FROM apptimist_messages WHERE owner = ? ORDER BY seq DESC LIMIT ?",
                 arguments: [Data(owner), max == 0 ? -1 : Int(max)]
-            ).map { (seq: $0["seq"] as Int64, id: Array($0["message_id"] as Data)) }
+            ).map { (seq: $0["seq"] as Int64, id: Array($0["message_id"] as Data), crossID: ($0["cross_id"] as Data?).map { Array($0) }) }
         }
         return ApptimistQueuedMessage.replayStart(window: window, head: head, max: max)
     }
 
-    func truncate(owner: [UInt8], id: [UInt8]) async throws -> Bool {
+    func truncate(owner: [UInt8], id: [UInt8]) async throws -> ApptimistQueuedMessage? {
         try await pool.write { db in
-            try db.execute(sql: "DELETE FROM apptimist_messages WHERE owner = ? AND message_id = ?", arguments: [Data(owner), Data(id)])
-            return db.changesCount > 0
+            try Row.fetchOne(
+                db, sql: "DELETE FROM apptimist_messages WHERE owner = ?1 AND (message_id = ?2 OR cross_id = ?2) RETURNING *",
+                arguments: [Data(owner), Data(id)]
+            ).map(Self.message)
+        }
+    }
+
+    func recordLogin(publicKey: [UInt8], version: ApptimistVersion) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE apptimist_accounts SET login_versions = login_versions | ? WHERE public_key = ?",
+                arguments: [version.bit, Data(publicKey)])
         }
     }
 

@@ -128,19 +128,30 @@ final class ApptimistService: Sendable {
 
     static func fileNotice(identity: ApptimistIdentity, owner: [UInt8], name: [UInt8], contents: [UInt8]?) throws -> ApptimistQueuedMessage {
         let notice = if let contents { try ApptimistFileNotice.written(name, contents: contents) } else { ApptimistFileNotice(file: name, operation: .remove) }
+        return try serviceMessage(identity: identity, owner: owner, json: notice.json())
+    }
+
+    /// A MESSAGE from the service to `owner` whose data is `json` sealed to it (a file notice,
+    /// an undelivered message's bounce): version 2, a fresh random data nonce each.
+    static func serviceMessage(identity: ApptimistIdentity, owner: [UInt8], json: [UInt8]) throws -> ApptimistQueuedMessage {
         let nonce = try CryptoBox.randomNonce()
         let data = ApptimistSealedData(
             nonce: nonce,
-            sealed: try CryptoBox.seal(notice.json(), nonce: nonce, recipientPublicKey: owner, senderSecretKey: identity.box.secretKey))
+            sealed: try CryptoBox.seal(json, nonce: nonce, recipientPublicKey: owner, senderSecretKey: identity.box.secretKey))
         let pdu = ApptimistPDU.message(
             time: UInt64(max(0, Date().timeIntervalSince1970)), recipient: owner, to: owner, from: identity.box.publicKey)
         let header = try ApptimistHeader(version: .v2, pdu: pdu).render()
         return ApptimistQueuedMessage(seq: 0, id: try SHA512.digest(header + data.wireBytes), version: .v2, pdu: pdu, data: data)
     }
 
-    /// A TRUNCATE of `owner`'s: every one of its connections hears the echo.
-    func truncated(owner: [UInt8], id: [UInt8]) {
-        for connection in connections(of: owner) { connection.send(.truncate(messageID: id)) }
+    /// A TRUNCATE of `owner`'s: every one of its connections hears the echo, naming the message
+    /// by the id it has there (`rendition`: a version 1 message has another on version 2); the
+    /// id as sent when the message is unknown (truncated already).
+    func truncated(owner: [UInt8], id: [UInt8], message: ApptimistQueuedMessage?) {
+        for connection in connections(of: owner) {
+            let known = (try? message?.rendition(for: connection.version, dataNonce: connection.dataNonce))??.id
+            connection.send(.truncate(messageID: known ?? id))
+        }
     }
 }
 

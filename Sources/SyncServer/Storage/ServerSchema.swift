@@ -122,6 +122,10 @@ enum ServerSchema {
             // the last change compaction dropped. NULL: a base no change named (a new bucket).
             try db.execute(sql: "ALTER TABLE buckets ADD COLUMN base_tag INTEGER")
         }
+        migrator.registerMigration("v7 apptimist across versions") { db in
+            // Issue 36: messages between version 1 and version 2 devices (Docs/apptimist-protocol.md).
+            try db.execute(sql: ApptimistSQLiteStore.acrossVersionsSchema)
+        }
         return migrator
     }
 }

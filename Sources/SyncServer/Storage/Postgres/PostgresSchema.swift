@@ -112,6 +112,8 @@ enum PostgresSchema {
         (version: 5, sql: ApptimistPostgresStore.noticesSchema),
         // The tag of a compacted log's base cv (issue 35), as SQLite's "v6 base tag".
         (version: 6, sql: ["ALTER TABLE buckets ADD COLUMN base_tag BIGINT"]),
+        // Apptimist messages between version 1 and 2 devices (issue 36), as SQLite's "v7 apptimist across versions".
+        (version: 7, sql: ApptimistPostgresStore.acrossVersionsSchema),
     ]
 
     /// Applies the migrations the database lacks, each in its own transaction, under a
