@@ -198,13 +198,27 @@ extension SyncStore {
         _ newGhost: JSONObject, version: Int, oldGhost: JSONObject, remoteDiff: JSONObject?, row: inout EntityRow,
         bucket: BucketRow, now: Int64, clientID: String? = nil, ours: Bool = false, outcome: inout RemoteOutcome, _ db: Database
     ) throws {
-        let isNew = row.content == nil && !row.deletedPending
+        var isNew = row.content == nil && !row.deletedPending
+        // The version a removal made here was made against (nil: a note the server never had).
+        let removalBase = row.ghostVersion
         row.needsReload = false
         row.reloadVersion = nil
         row.setGhost(newGhost, version: version)
         // A change of ours that came back as a remote one (`applyRemote`'s `ownClientID`) keeps
         // the value ours; any other makes it someone else's.
         row.authored = ours
+        if row.deletedPending, removalBase == nil || remoteDiff == nil {
+            // A removal made here must only ever take the note it was made against. This version
+            // may be another note: one made elsewhere while ours never reached the server, or,
+            // when the server's value comes whole (a reload, an index), one made after the server
+            // removed ours (the removal between is not seen). The removal gives way and the
+            // server's note shows, as a new file; a removal already sent goes on, and its echo
+            // makes the note again from this value (`acknowledge`). Nothing is lost either way.
+            if let open = try ChangeRow.open(entityID: row.id, db), open.state == "queued" { try open.delete(db) }
+            row.deletedPending = false
+            row.nodeID = try Schema.allocateNodeID(db)
+            isNew = true
+        }
         if row.deletedPending {
             // The local delete still wins; its change now refers to the new version.
             if let next = try reconcileQueue(&row, bucket: bucket.name, db) { outcome.ready(next) }

@@ -152,6 +152,47 @@ struct ApplyRemoteTests {
         }
     }
 
+    /// A removal made here never takes a note it was not made against (sync-model seed
+    /// 2639057729: a mount's removal, waiting, took a note another mount made after the quiesce
+    /// that agreed it was gone). The server's value coming whole (a reload, an index) may be a
+    /// note made after the server removed ours: the removal gives way and the note shows.
+    @Test func aRemovalWaitingHereGivesWayToAVersionThatCameWhole() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["n": 1])
+            #expect(try store.deleteLocal(bucket: "notes", key: "k")?.operation == .remove)
+            // The reload's answer: version 3, a note another device made after version 2 removed ours.
+            let outcome = try store.applyEntity(bucket: "notes", key: "k", version: 3, data: ["n": 107])
+            #expect(outcome.readyToSend.isEmpty)
+            #expect(outcome.events.map(\.kind) == [.created])
+            #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+            let entity = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(entity.value == ["n": 107])
+            #expect(!entity.deletedPending)
+        }
+    }
+
+    /// And a removal of a note the server never had (our create in flight) never takes the note
+    /// another device made under the key: it shows here, and our create's refusal (405: the
+    /// key is taken) leaves it as the server has it.
+    @Test func aRemovalOfOurUnansweredCreateGivesWayToAnotherDevicesCreate() throws {
+        try withStore { store, _ in
+            let create = try #require(try store.saveLocal(bucket: "notes", key: "k", bytes: bytes("{\"n\": 87}")).readyToSend)
+            try store.markSent([create])
+            _ = try store.deleteLocal(bucket: "notes", key: "k")
+            let theirs = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(
+                    key: "k", operation: .modify(diff: wireDiff([:], ["n": 86])), sourceVersion: nil, endVersion: 7, cv: "c7",
+                    clientID: "m1", ccids: ["m1-create"])])
+            #expect(theirs.events.map(\.kind) == [.created])
+            #expect(!theirs.readyToSend.contains { $0.operation == .remove })
+            #expect(try store.entity(bucket: "notes", key: "k")?.value == ["n": 86])
+            _ = try store.reject(bucket: "notes", ccid: create.ccid, code: 405)
+            #expect(try store.outgoingChanges(bucket: "notes").allSatisfy { $0.operation != .remove })
+            #expect(try store.entity(bucket: "notes", key: "k")?.value == ["n": 86])
+        }
+    }
+
     /// The same with an edit in flight, which the server refuses after the removal (404): with
     /// the file removed here too, nothing more goes; with the file kept, it is sent whole, as a
     /// new note.
