@@ -370,5 +370,7 @@ public struct StoreStats: Hashable, Sendable {
     public var byState: [String: Int] = [:]
     public var queuedChanges = 0
     public var sentChanges = 0
+    /// Local changes (an edit, a removal) held back until a reload brings the server's version.
+    public var changesAwaitingReload = 0
     public var rejectedChanges = 0
 }

@@ -155,6 +155,14 @@ extension SyncStore {
                 default: stats.rejectedChanges += count
                 }
             }
+            // A local change held back until a reload brings the server's version
+            // (`reconcileQueue`: the reload recomputes it) is owed to the server all the same.
+            stats.changesAwaitingReload = try Int.fetchOne(
+                db,
+                sql: """
+                    SELECT count(*) FROM entity WHERE needs_reload = 1 AND (deleted_pending = 1 OR state IN ('pending', 'conflict'))
+                    AND NOT EXISTS (SELECT 1 FROM pending_change c WHERE c.entity_id = entity.id AND c.state IN ('queued', 'sent'))
+                    """) ?? 0
             return stats
         }
     }

@@ -109,7 +109,8 @@ struct MountReport: Codable {
                 buckets.append(Bucket(name: bucket.name, entities: entities, cv: bucket.cv, serverLoss: try store.serverLoss(bucket: bucket.name)))
             }
             let stats = try store.stats()
-            pendingSaves = stats.queuedChanges + stats.sentChanges + notInStore
+            // A change held back for a reload is a save waiting too: `bucketfs sync` waits for it.
+            pendingSaves = stats.queuedChanges + stats.sentChanges + stats.changesAwaitingReload + notInStore
             let unsynced = try store.unsyncedEntities()
             pendingFiles = unsynced.filter(\.awaitsServer).map { entity in
                 let title = names.title(bucket: entity.bucket, value: entity.value ?? entity.ghost).map { " \"\($0)\"" } ?? ""

@@ -171,6 +171,26 @@ struct ApplyRemoteTests {
         }
     }
 
+    /// A local change the store holds back until a reload (the server's versions were missed)
+    /// counts as owed, so `bucketfs sync` and status wait for it, until the reload sends it.
+    @Test func aChangeHeldBackForAReloadCountsAsOwed() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["n": 1])
+            // A change from version 2 to 3: version 2 was missed, so the entity is reloaded.
+            let missed = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(["n": 2], ["n": 3])), sourceVersion: 2, endVersion: 3, cv: "c3")])
+            #expect(missed.reloads.map(\.key) == ["k"])
+            // An edit meanwhile waits for the reload (a diff against version 1 would not apply).
+            #expect(try store.saveLocal(bucket: "notes", key: "k", bytes: bytes("{\"n\": 1, \"mine\": true}")).readyToSend == nil)
+            #expect(try store.stats().queuedChanges == 0)
+            #expect(try store.stats().changesAwaitingReload == 1)
+            let answer = try store.applyEntity(bucket: "notes", key: "k", version: 3, data: ["n": 3])
+            #expect(answer.readyToSend.count == 1)
+            #expect(try store.stats().changesAwaitingReload == 0)
+        }
+    }
+
     /// And a removal of a note the server never had (our create in flight) never takes the note
     /// another device made under the key: it shows here, and our create's refusal (405: the
     /// key is taken) leaves it as the server has it.
