@@ -155,6 +155,16 @@ extension SyncStore {
                 try change.update(db)
                 entity.reason = "server did not have the entity (404); re-creating it"
                 return .resend(try change.outgoing(bucket: bucket, key: entity.key))
+            case 405 where change.op == "-":
+                // A removal made against an older version than the server's (the note changed
+                // since, or was removed and made again by someone else): it goes again over the
+                // version this store has now, and the catch-up brings the newer ones, which
+                // decide (the same note's: the removal goes over them; a removal of it: done).
+                change.state = "queued"
+                change.sv = entity.ghostVersion
+                try change.update(db)
+                entity.reason = "the server has a newer version than this removal was made against (405); catching up"
+                return .catchUp
             case 405:
                 change.state = "queued"
                 try change.update(db)
@@ -246,10 +256,18 @@ extension SyncStore {
     public func sendWholeObject(ccid: String) throws(StoreError) -> OutgoingChange? {
         try write { db in
             guard var change = try ChangeRow.filter(Column("ccid") == ccid).fetchOne(db),
-                let entity = try EntityRow.fetchOne(db, key: change.entityID),
-                let bucket = try BucketRow.fetchOne(db, key: entity.bucketID),
-                change.op == "M"
+                var entity = try EntityRow.fetchOne(db, key: change.entityID),
+                let bucket = try BucketRow.fetchOne(db, key: entity.bucketID)
             else { return nil }
+            guard change.op == "M" else {
+                // A removal refused as stale again and again (no newer version reaches this
+                // store): it stops, kept here with the reason, rather than loop.
+                try Self.refuse(
+                    &change, &entity, code: 405,
+                    reason: "the server keeps refusing this removal as made against an older version (405); the file stays removed here only", db)
+                try entity.update(db)
+                return nil
+            }
             guard let local = try entity.local(), !entity.deletedPending else {
                 // No value to send whole (as in `reject`): the removal goes, or nothing.
                 var entity = entity

@@ -191,6 +191,41 @@ struct ApplyRemoteTests {
         }
     }
 
+    /// A removal refused as made against an older version (405; the server never applies one)
+    /// goes again over the version the store has caught up to when the note was only edited
+    /// since; when it was removed and made again by someone else, the catch-up's removal ends it
+    /// and the new note stays.
+    @Test func aRemovalRefusedAsStaleGoesAgainOverTheNewVersionOrEnds() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["n": 1])
+            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "k"))
+            try store.markSent([removal])
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(["n": 1], ["n": 2])), sourceVersion: 1, endVersion: 2, cv: "c2")])
+            #expect(try store.reject(bucket: "notes", ccid: removal.ccid, code: 405) == .catchUp)
+            let again = try store.outgoingChanges(bucket: "notes")
+            #expect(again.map(\.operation) == [.remove])
+            #expect(again.first?.sourceVersion == 2)
+        }
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["n": 1])
+            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "k"))
+            try store.markSent([removal])
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [
+                    RemoteChange(key: "k", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c2", clientID: "m1", ccids: ["m1-remove"]),
+                    RemoteChange(
+                        key: "k", operation: .modify(diff: wireDiff([:], ["n": 107])), sourceVersion: nil, endVersion: 3, cv: "c3",
+                        clientID: "m0", ccids: ["m0-create"]),
+                ])
+            #expect(try store.reject(bucket: "notes", ccid: removal.ccid, code: 405) == .none)
+            #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+            #expect(try store.entity(bucket: "notes", key: "k")?.value == ["n": 107])
+        }
+    }
+
     /// And a removal of a note the server never had (our create in flight) never takes the note
     /// another device made under the key: it shows here, and our create's refusal (405: the
     /// key is taken) leaves it as the server has it.
