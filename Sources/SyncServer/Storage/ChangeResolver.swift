@@ -26,12 +26,9 @@ enum ChangeResolver {
         switch change.operation {
         case .remove:
             guard let current, live != nil else { return .refused(.notFound) }
-            // A removal made against an older version may be of a note removed since and made
-            // again by someone else (versions go on across a removal): it must never take that
-            // one. Refused (405), the sender catches up and sends it again over the newer
-            // version if it still means it. One naming a newer version than the server's (a
-            // server restored from a backup), or none, removes what is there.
-            if let sourceVersion = change.sourceVersion, sourceVersion < current.version { return .refused(.badVersion) }
+            // Whatever version it names (Simperium's clients send removals over stale versions
+            // and do not expect a refusal). A removal in flight while someone else removed the
+            // note and another made it again takes the new one: a known gap (issue 34's notes).
             return .accepted(.remove(sourceVersion: current.version, endVersion: nextVersion))
         case .modify:
             if let full = change.data {
