@@ -26,9 +26,9 @@ enum ChangeResolver {
         switch change.operation {
         case .remove:
             guard let current, live != nil else { return .refused(.notFound) }
-            // Whatever version it names (Simperium's clients send removals over stale versions
-            // and do not expect a refusal). A removal in flight while someone else removed the
-            // note and another made it again takes the new one: a known gap (issue 34's notes).
+            // Whatever version it names, as before: refusing a stale one (405) is untried with
+            // Simperium's own clients. So a removal in flight while someone else removed the note
+            // and another made it again takes the new one: a known gap (issue 34's notes).
             return .accepted(.remove(sourceVersion: current.version, endVersion: nextVersion))
         case .modify:
             if let full = change.data {
