@@ -196,10 +196,15 @@ struct ApplyRemoteTests {
     /// since; when it was removed and made again by someone else, the catch-up's removal ends it
     /// and the new note stays.
     @Test func aRemovalRefusedAsStaleGoesAgainOverTheNewVersionOrEnds() throws {
-        try withStore { store, _ in
+        /// A note at version 1, removed here, the removal sent.
+        func sentRemoval(_ store: SyncStore) throws -> OutgoingChange {
             _ = try seed(store, key: "k", version: 1, data: ["n": 1])
             let removal = try #require(try store.deleteLocal(bucket: "notes", key: "k"))
             try store.markSent([removal])
+            return removal
+        }
+        try withStore { store, _ in
+            let removal = try sentRemoval(store)
             _ = try store.applyRemote(
                 bucket: "notes",
                 changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(["n": 1], ["n": 2])), sourceVersion: 1, endVersion: 2, cv: "c2")])
@@ -209,9 +214,7 @@ struct ApplyRemoteTests {
             #expect(again.first?.sourceVersion == 2)
         }
         try withStore { store, _ in
-            _ = try seed(store, key: "k", version: 1, data: ["n": 1])
-            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "k"))
-            try store.markSent([removal])
+            let removal = try sentRemoval(store)
             _ = try store.applyRemote(
                 bucket: "notes",
                 changes: [
