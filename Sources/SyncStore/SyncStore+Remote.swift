@@ -207,14 +207,16 @@ extension SyncStore {
         // A change of ours that came back as a remote one (`applyRemote`'s `ownClientID`) keeps
         // the value ours; any other makes it someone else's.
         row.authored = ours
-        if row.deletedPending, removalBase == nil || remoteDiff == nil {
+        let open = row.deletedPending ? try ChangeRow.open(entityID: row.id, db) : nil
+        if row.deletedPending, removalBase == nil || remoteDiff == nil, open?.state != "sent" {
             // A removal made here must only ever take the note it was made against. This version
             // may be another note: one made elsewhere while ours never reached the server, or,
             // when the server's value comes whole (a reload, an index), one made after the server
             // removed ours (the removal between is not seen). The removal gives way and the
-            // server's note shows, as a new file; a removal already sent goes on, and its echo
-            // makes the note again from this value (`acknowledge`). Nothing is lost either way.
-            if let open = try ChangeRow.open(entityID: row.id, db), open.state == "queued" { try open.delete(db) }
+            // server's note shows, as a new file. Not while a change of ours is in flight: the
+            // server answers it after this version (our create refused as the key is taken, or
+            // applied), and the removal follows that answer, as it always has.
+            if let open { try open.delete(db) }
             row.deletedPending = false
             row.nodeID = try Schema.allocateNodeID(db)
             isNew = true

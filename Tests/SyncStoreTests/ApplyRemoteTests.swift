@@ -229,25 +229,48 @@ struct ApplyRemoteTests {
         }
     }
 
-    /// And a removal of a note the server never had (our create in flight) never takes the note
-    /// another device made under the key: it shows here, and our create's refusal (405: the
-    /// key is taken) leaves it as the server has it.
-    @Test func aRemovalOfOurUnansweredCreateGivesWayToAnotherDevicesCreate() throws {
+    /// And a removal of a note the server never had never takes the note another device makes
+    /// under the key: our create refused (405: the key was taken), the removal made here since
+    /// has nothing to remove, and a create from elsewhere then shows here (seed 2639057729).
+    @Test func aRemovalOfACreateTheServerRefusedGivesWayToAnotherDevicesCreate() throws {
         try withStore { store, _ in
             let create = try #require(try store.saveLocal(bucket: "notes", key: "k", bytes: bytes("{\"n\": 87}")).readyToSend)
+            try store.markSent([create])
+            _ = try store.deleteLocal(bucket: "notes", key: "k")
+            _ = try store.reject(bucket: "notes", ccid: create.ccid, code: 405)
+            #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+            let theirs = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(
+                    key: "k", operation: .modify(diff: wireDiff([:], ["n": 107])), sourceVersion: nil, endVersion: 9, cv: "c9",
+                    clientID: "m0", ccids: ["m0-create"])])
+            #expect(theirs.events.map(\.kind) == [.created])
+            #expect(!theirs.readyToSend.contains { $0.operation == .remove })
+            #expect(try store.entity(bucket: "notes", key: "k")?.value == ["n": 107])
+        }
+    }
+
+    /// With our create still in flight, another device's create does not undo the removal made
+    /// here: the server answers ours after it, and the removal follows (seed 3992279630: the
+    /// note came back although every mount that touched it removed it).
+    @Test func aRemovalWithOurCreateInFlightStillFollowsIt() throws {
+        try withStore { store, _ in
+            let create = try #require(try store.saveLocal(bucket: "notes", key: "k", bytes: bytes("{\"n\": 45}")).readyToSend)
             try store.markSent([create])
             _ = try store.deleteLocal(bucket: "notes", key: "k")
             let theirs = try store.applyRemote(
                 bucket: "notes",
                 changes: [RemoteChange(
-                    key: "k", operation: .modify(diff: wireDiff([:], ["n": 86])), sourceVersion: nil, endVersion: 7, cv: "c7",
-                    clientID: "m1", ccids: ["m1-create"])])
-            #expect(theirs.events.map(\.kind) == [.created])
-            #expect(!theirs.readyToSend.contains { $0.operation == .remove })
-            #expect(try store.entity(bucket: "notes", key: "k")?.value == ["n": 86])
-            _ = try store.reject(bucket: "notes", ccid: create.ccid, code: 405)
-            #expect(try store.outgoingChanges(bucket: "notes").allSatisfy { $0.operation != .remove })
-            #expect(try store.entity(bucket: "notes", key: "k")?.value == ["n": 86])
+                    key: "k", operation: .modify(diff: wireDiff([:], ["n": 42])), sourceVersion: nil, endVersion: 1, cv: "c1",
+                    clientID: "m0", ccids: ["m0-create"])])
+            #expect(theirs.events.isEmpty)
+            #expect(try store.readEntity(bucket: "notes", key: "k") == nil)
+            // Ours refused (the key is taken): the removal goes, over the version the other made.
+            guard case .resend(let removal) = try store.reject(bucket: "notes", ccid: create.ccid, code: 405) else {
+                Issue.record("expected the removal to go"); return
+            }
+            #expect(removal.operation == .remove)
+            #expect(removal.sourceVersion == 1)
         }
     }
 
