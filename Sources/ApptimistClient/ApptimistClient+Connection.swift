@@ -208,13 +208,18 @@ extension ApptimistClient {
             try store.setEngineSetting(Self.headSetting, to: id)
             return
         }
+        try showMessage(data, from: from, to: to, time: time, id: id)
+        try store.setEngineSetting(Self.headSetting, to: id)
+        if from == me { try outboxEchoed(id: id, data) }
+    }
+
+    /// A message's opened data in messages/, under its id, with who sent it to whom and when.
+    private func showMessage(_ data: [UInt8], from: [UInt8], to: [UInt8], time: UInt64, id: String) throws {
         var value = Self.messageFormat.value(of: data)
         value["from"] = .string(ApptimistHex.encode(from))
         value["to"] = .string(ApptimistHex.encode(to))
         value["time"] = .integer(Int64(clamping: time))
         try mirror.apply(state: value, key: id, bucket: ApptimistBuckets.messages)
-        try store.setEngineSetting(Self.headSetting, to: id)
-        if from == me { try outboxEchoed(id: id, data) }
     }
 
     /// The seed's message id (hex): sha512 of the header as sent (version byte first) and the
@@ -275,11 +280,7 @@ extension ApptimistClient {
     /// refused (`rejected:422`, the reason in status and the xattr) instead of waiting for an
     /// echo that never comes. One sent before a reconnect goes again, and its bounce then finds it.
     private func receiveBounce(_ bounce: ApptimistUndelivered, data: [UInt8], time: UInt64, id: String) throws {
-        var value = Self.messageFormat.value(of: data)
-        value["from"] = .string(ApptimistHex.encode(configuration.service.publicKey))
-        value["to"] = .string(ApptimistHex.encode(configuration.identity.box.publicKey))
-        value["time"] = .integer(Int64(clamping: time))
-        try mirror.apply(state: value, key: id, bucket: ApptimistBuckets.messages)
+        try showMessage(data, from: configuration.service.publicKey, to: configuration.identity.box.publicKey, time: time, id: id)
         let recipient = ApptimistHex.encode(bounce.recipient)
         logger.warning("apptimist: a message to \(recipient.prefix(16))... was not delivered: \(bounce.reason)")
         guard let key = outboxSent.removeValue(forKey: ApptimistHex.encode(bounce.messageID)) else { return }

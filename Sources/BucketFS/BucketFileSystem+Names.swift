@@ -89,8 +89,8 @@ extension BucketFileSystem {
                     request.replyOK()
                 case .file(_, let sourceItem):
                     stage = "saving the source"
-                try saveIfDirty(source.ino)
-                stage = "moving it in the store"
+                    try saveIfDirty(source.ino)
+                    stage = "moving it in the store"
                     // A large file read from its chunks: an entity takes its bytes whole, and the chunks go.
                     if !destinationItem.isLocalFile { try copyStoredContent(of: source.ino) }
                     if let existing {

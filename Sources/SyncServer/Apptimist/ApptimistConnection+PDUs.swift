@@ -134,8 +134,11 @@ extension ApptimistConnection {
         let sent = try ApptimistQueuedMessage(version: version, pdu: .message(time: time, recipient: recipient, to: to, from: from), data: received.data)
             .withCrossID(dataNonce: dataNonce)
         var copies: [(owner: [UInt8], message: ApptimistQueuedMessage)] = []
-        var event = try await forum(to)
-        if event == nil, recipient != to { event = try await forum(recipient) }
+        // Each account read once: the recipient's is `to`'s for a message to a user.
+        let toAccount = try await service.storage.account(publicKey: to)
+        let recipientAccount = recipient == to ? toAccount : try await service.storage.account(publicKey: recipient)
+        var event = try await forum(of: toAccount)
+        if event == nil, recipient != to { event = try await forum(of: recipientAccount) }
         if let forum = event {
             guard recipient == to else {
                 logger.info("ignoring a MESSAGE to a forum whose recipient is not the forum")
@@ -152,9 +155,7 @@ extension ApptimistConnection {
                     message: try ApptimistQueuedMessage(version: version, pdu: copy, data: received.data).withCrossID(dataNonce: dataNonce)))
             }
         } else if recipient != from {
-            if sent.crossID == nil, let account = try await service.storage.account(publicKey: recipient),
-                account.loginVersions == [.v1]
-            {
+            if sent.crossID == nil, recipientAccount?.loginVersions == [.v1] {
                 // Sealed with a random nonce, it cannot reach the recipient's devices, all of
                 // version 1 (the seed's fixed nonce only): the sender hears why, and it is not echoed.
                 try await bounce(sent, recipient: recipient, sender: from)
@@ -182,7 +183,12 @@ extension ApptimistConnection {
 
     /// The event or forum `key` is, or nil (a user, or no account).
     private func forum(_ key: [UInt8]) async throws -> ApptimistForum? {
-        guard let account = try await service.storage.account(publicKey: key) else { return nil }
+        try await forum(of: try await service.storage.account(publicKey: key))
+    }
+
+    /// The event or forum `account` is, or nil.
+    private func forum(of account: ApptimistAccount?) async throws -> ApptimistForum? {
+        guard let account else { return nil }
         return try await ApptimistForum(account, storage: service.storage)
     }
 

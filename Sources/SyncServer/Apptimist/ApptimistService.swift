@@ -140,8 +140,7 @@ final class ApptimistService: Sendable {
             sealed: try CryptoBox.seal(json, nonce: nonce, recipientPublicKey: owner, senderSecretKey: identity.box.secretKey))
         let pdu = ApptimistPDU.message(
             time: UInt64(max(0, Date().timeIntervalSince1970)), recipient: owner, to: owner, from: identity.box.publicKey)
-        let header = try ApptimistHeader(version: .v2, pdu: pdu).render()
-        return ApptimistQueuedMessage(seq: 0, id: try SHA512.digest(header + data.wireBytes), version: .v2, pdu: pdu, data: data)
+        return try ApptimistQueuedMessage(version: .v2, pdu: pdu, data: data)
     }
 
     /// A TRUNCATE of `owner`'s: every one of its connections hears the echo, naming the message
