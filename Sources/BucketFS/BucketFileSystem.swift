@@ -268,23 +268,22 @@ public final class BucketFileSystem: Sendable {
     public func unmount(timeout: Double = 10) -> Bool {
         let (running, mountPoint) = lifecycle.withLock { ($0.running, $0.mountPoint) }
         guard running, let mountPoint else { return true }
-        // Read before any umount: the name is gone from mountinfo after it.
-        let device = Self.fuseDevice(of: mountPoint)
+        // Opened before any umount, while the number is surely ours: a connection that ends lends
+        // its number to the next mount, but this handle stays with ours (see ConnectionAbort).
+        let abort = Self.fuseDevice(of: mountPoint).flatMap(ConnectionAbort.init(device:))
         if Self.fusermount(["-u", mountPoint]) {
             // A copy of the mount in another mount namespace (`unshare -m` copies every mount
             // there is) outlives our umount, and the loop ends only with the connection.
-            // Only while the loop still runs: a connection that ended may have lent its number
-            // to a new mount already.
-            if !waitUntilStopped(timeout: min(timeout, 2)), !lifecycle.withLock({ $0.loopEnded }), let device {
+            if !waitUntilStopped(timeout: min(timeout, 2)), !lifecycle.withLock({ $0.loopEnded }), let abort, abort.connectionLives {
                 logger.notice("the mount lives on elsewhere (another mount namespace); ending its connection", metadata: ["path": "\(mountPoint)"])
-                Self.abortConnection(device: device)
+                abort.abort()
             }
         } else {
             flushAll()
             // Taken before the detach (the name is gone after it); O_PATH sends no open request.
             let root = Glibc.open(mountPoint, Self.openPathOnly | O_DIRECTORY)
             if Self.fusermount(["-uz", mountPoint]) { lifecycle.withLock { $0.detached = true } }
-            if let device { Self.abortConnection(device: device) }
+            abort?.abort()
             endLoop(through: root)
             if root >= 0 { Glibc.close(root) }
         }
@@ -405,34 +404,55 @@ public final class BucketFileSystem: Sendable {
         return nil
     }
 
-    /// Whether a mount in this namespace is served by FUSE connection `device` ("major:minor"):
-    /// after an umount, one is a new mount that was lent the ended connection's number.
-    public static func isMounted(device: String) -> Bool {
-        mountInfo().contains { $0.count > 2 && $0[2] == device }
-    }
-
     /// The lines of /proc/self/mountinfo, each split into its fields (field 2 the device, 4 the
     /// mount point); empty when it cannot be read.
     private static func mountInfo() -> [[Substring]] {
         guard let text = ProcFile.text("/proc/self/mountinfo") else { return [] }
         return text.split(separator: "\n").map { $0.split(separator: " ") }
     }
+}
 
-    /// Ends a FUSE connection: pending and future requests fail with ENOTCONN (root only).
-    ///
-    /// Without it a detached connection whose loop has ended lives on while any process holds
-    /// its device: a child forked (and not yet exec'd) while the mount was served holds it, and
-    /// its close of a file there waits for an answer that never comes.
-    public static func abortConnection(device: String) {
-        guard let minor = device.split(separator: ":").last else { return }
+/// The means to end one FUSE connection (its fusectl `abort` file, opened while the connection
+/// is known to be ours): pending and future requests then fail with ENOTCONN.
+///
+/// Without it a detached connection whose loop has ended lives on while any process holds
+/// its device: a child forked (and not yet exec'd) while the mount was served holds it, and
+/// its close of a file there waits for an answer that never comes.
+///
+/// Why a handle and not the path at the time of need: once a connection ends (its last mount
+/// gone), its number goes to the next FUSE mount, and `/sys/fs/fuse/connections/<n>/abort`
+/// then ends that one: a test's fresh mount failed with "Transport endpoint is not connected"
+/// when another mount's unmount, slow on a busy machine, aborted "its" number. An open handle
+/// stays with the connection it was opened on: the kernel detaches the file from the
+/// connection when it ends, and a later write does nothing.
+public final class ConnectionAbort {
+    private let descriptor: Int32
+    private let path: String
+
+    /// Opens the abort file of connection `device` ("major:minor"); nil where fusectl is not
+    /// there to mount, or the connection is gone. Mounts fusectl if nothing has (containers and
+    /// minimal systems; systemd mounts it at boot).
+    public init?(device: String) {
+        guard let minor = device.split(separator: ":").last else { return nil }
         let connections = "/sys/fs/fuse/connections"
-        let path = "\(connections)/\(minor)/abort"
-        // systemd mounts fusectl at boot; containers and minimal systems may not have it.
-        if !FileManager.default.fileExists(atPath: path) { _ = Glibc.mount("fusectl", connections, "fusectl", 0, nil) }
-        if let handle = FileHandle(forWritingAtPath: path) {
-            try? handle.write(contentsOf: Data("1".utf8))
-            try? handle.close()
-        }
+        path = "\(connections)/\(minor)/abort"
+        if access(path, F_OK) != 0 { _ = Glibc.mount("fusectl", connections, "fusectl", 0, nil) }
+        descriptor = Glibc.open(path, O_WRONLY | O_CLOEXEC)
+        if descriptor < 0 { return nil }
+    }
+
+    deinit { Glibc.close(descriptor) }
+
+    /// Whether the connection is still there: its abort file is the one this handle holds (a
+    /// later connection with the same number has a file of its own, another inode).
+    public var connectionLives: Bool {
+        var held = stat(), current = stat()
+        return fstat(descriptor, &held) == 0 && stat(path, &current) == 0 && held.st_ino == current.st_ino
+    }
+
+    /// Ends the connection, if it is still there.
+    public func abort() {
+        _ = "1".withCString { Glibc.write(descriptor, $0, 1) }
     }
 }
 

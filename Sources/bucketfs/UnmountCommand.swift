@@ -19,8 +19,9 @@ struct Unmount: AsyncParsableCommand {
         let pid = (try? String(contentsOfFile: Paths.pidFile(for: mountpoint), encoding: .utf8))
             .flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         guard isMounted(mountpoint) else { throw CommandError("\(mountpoint) is not mounted") }
-        // Read before the umount: the name is gone from mountinfo after it.
-        let device = BucketFileSystem.fuseDevice(of: mountpoint)
+        // Opened before the umount, while the number is surely this mount's (the name is gone
+        // from mountinfo after it, and the number may go to the next mount).
+        let abort = BucketFileSystem.fuseDevice(of: mountpoint).flatMap { ConnectionAbort(device: $0) }
         let fusermount = ChildProcess()
         fusermount.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         fusermount.arguments = ["fusermount3", "-u", mountpoint]
@@ -37,10 +38,10 @@ struct Unmount: AsyncParsableCommand {
             while kill(pid, 0) == 0 && Date() < deadline {
                 // A copy of the mount in another mount namespace (`unshare -m`, a service with
                 // PrivateTmp=) outlives our umount, and the mount process sees its file system
-                // end only with the connection: end it, unless its number went to a new mount.
-                if !aborted, let device, Date().timeIntervalSince(started) > 2, !BucketFileSystem.isMounted(device: device) {
+                // end only with the connection: end it, if it is still there.
+                if !aborted, let abort, Date().timeIntervalSince(started) > 2, abort.connectionLives {
                     FileHandle.standardError.write(Data("bucketfs: \(mountpoint) lives on in another mount namespace; ending its FUSE connection\n".utf8))
-                    BucketFileSystem.abortConnection(device: device)
+                    abort.abort()
                     aborted = true
                 }
                 try await Task.sleep(for: .milliseconds(50))

@@ -58,7 +58,7 @@ final class MountFixture: @unchecked Sendable {
             guard let device = Self.fuseDevice(of: mountPoint) else { return }
             Issue.record("mount at \(mountPoint) exceeded its time limit; detaching and aborting it")
             // Abort needs fusectl (/sys/fs/fuse/connections); the lazy unmount works everywhere.
-            Self.abort(device: device)
+            ConnectionAbort(device: device)?.abort()
             _ = try? Tool.run("/usr/bin/fusermount3", ["-uz", mountPoint], timeout: 30)
         }
         DispatchQueue.global().asyncAfter(deadline: .now() + timeLimit, execute: watchdog)
@@ -85,8 +85,9 @@ final class MountFixture: @unchecked Sendable {
         closed = true
         watchdog.cancel()
         if !fileSystem.unmount(timeout: Patience.seconds) {
+            let abort = Self.fuseDevice(of: mountPoint).flatMap { ConnectionAbort(device: $0) }
             _ = try? Tool.run("/usr/bin/fusermount3", ["-uz", mountPoint], timeout: 30)
-            if let device = Self.fuseDevice(of: mountPoint) { Self.abort(device: device) }
+            abort?.abort()
             Issue.record("file system loop did not end within \(Patience.seconds) s of unmount")
             _ = fileSystem.waitUntilStopped(timeout: 30)
         }
@@ -112,10 +113,6 @@ final class MountFixture: @unchecked Sendable {
 
     static func fuseDevice(of mountPoint: String) -> String? {
         BucketFileSystem.fuseDevice(of: mountPoint)
-    }
-
-    static func abort(device: String) {
-        BucketFileSystem.abortConnection(device: device)
     }
 }
 

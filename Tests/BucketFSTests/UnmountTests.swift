@@ -46,4 +46,32 @@ struct UnmountTests {
         // The save made before the unmount is in the store.
         #expect(try mount.store.entity(bucket: "notes", key: "a") != nil)
     }
+
+    /// A connection that ended lends its number to the next FUSE mount, and
+    /// `/sys/fs/fuse/connections/<number>/abort` then ends that mount. An unmount slow to see
+    /// its loop end (a busy machine) aborted "its" number and took a test's fresh mount with it
+    /// ("Transport endpoint is not connected"). The handle opened while the number was ours
+    /// must never reach the mount that took the number after.
+    @Test func anAbortMeantForAnEndedConnectionNeverEndsTheMountThatTookItsNumber() throws {
+        // Other tests mount and unmount beside this one: the next mount takes the freed number
+        // only when no one else took it first, so try a few times.
+        var sameNumber = false
+        for _ in 0..<10 where !sameNumber {
+            let ended = try MountFixture()
+            let device = try #require(MountFixture.fuseDevice(of: ended.mountPoint))
+            let abort = try #require(ConnectionAbort(device: device), "no fusectl abort file for \(device)")
+            #expect(abort.connectionLives)
+            ended.close()
+            #expect(!abort.connectionLives)
+
+            let next = try MountFixture()
+            defer { next.close() }
+            sameNumber = MountFixture.fuseDevice(of: next.mountPoint) == device
+            guard sameNumber else { continue }
+            abort.abort()
+            try Tool.shell("printf '{\"alive\": true}' > alive.json", in: next.path("notes"))
+            #expect(try Tool.shell("cat alive.json", in: next.path("notes")).stdout == "{\"alive\": true}")
+        }
+        #expect(sameNumber, "no later mount took the ended connection's number in ten tries")
+    }
 }
