@@ -50,7 +50,9 @@ def http(command):
 
 def connect(command):
     global client
-    client = socketio.Client(reconnection=False)
+    # engineio's 5 s for each HTTP request (the handshake included) is not enough beside other
+    # suites on a busy 2-core machine: a slow handshake then reads as "Connection refused".
+    client = socketio.Client(reconnection=False, request_timeout=30)
     client.on("message", lambda data: messages.put(data))
     client.on("ready", lambda data=None: ready.put(True))
     client.on("error", lambda data=None: ready.put({"refused": data}))
