@@ -18,6 +18,9 @@ public struct ApptimistChannel: Sendable {
     private let headerKey: CryptoBox.SharedKey?
     /// The data pairs' keys, shared by copies of this channel.
     private let dataKeys = SharedKeys()
+    /// How the headers this side seals are laid out (`ApptimistHeaderLayout`; version 1 only):
+    /// the service answers a client in the layout it speaks.
+    public var headerLayout: ApptimistHeaderLayout = .fieldLists
 
     /// `sequenceLimit`: the highest header sequence number this side sends before the
     /// connection must be reopened (default: the version's maximum).
@@ -45,7 +48,7 @@ public struct ApptimistChannel: Sendable {
     /// number, and `data` as sealed (`sealData`). Throws `sequenceExhausted` rather than wrap.
     public mutating func seal(_ pdu: ApptimistPDU, data: ApptimistSealedData = .none) throws(ApptimistChannelError) -> [UInt8] {
         do {
-            let header = try ApptimistHeader(version: version, pdu: pdu).render()
+            let header = try ApptimistHeader(version: version, pdu: pdu, layout: headerLayout).render()
             let seq = try sequence.takeOutgoing()
             let nonce = try version.headerNonce(prefix: serviceDataNonce, seq: seq)
             guard let headerKey else { throw ApptimistCryptoError.weakPublicKey }
@@ -81,7 +84,7 @@ public struct ApptimistChannel: Sendable {
         do {
             let header = try ApptimistHeader.parse(headerBytes, version: version)
             let data = ApptimistSealedData(nonce: frame.dataNonce, sealed: frame.sealedData)
-            return ApptimistReceived(pdu: header.pdu, headerBytes: headerBytes, data: data)
+            return ApptimistReceived(pdu: header.pdu, headerBytes: headerBytes, data: data, layout: header.layout)
         } catch {
             throw .protocol(error)
         }
@@ -152,6 +155,8 @@ public struct ApptimistReceived: Hashable, Sendable {
     public var pdu: ApptimistPDU
     public var headerBytes: [UInt8]
     public var data: ApptimistSealedData
+    /// The layout the header came in (`ApptimistHeaderLayout`).
+    public var layout: ApptimistHeaderLayout = .fieldLists
 }
 
 /// Why a frame could not be sealed or opened on a connection. Every case ends the connection

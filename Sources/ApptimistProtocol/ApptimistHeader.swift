@@ -65,6 +65,30 @@ public enum ApptimistPDU: Hashable, Sendable {
     }
 }
 
+/// Where a header puts the fields the seed's header lines leave out. The seed lists MESSAGE's
+/// `time` and the searches' `maxUsers` among their fields, but its header lines
+/// (`messageHeader = version type recipientPubEncrKey toPubEncrKey fromPubEncrKey`,
+/// `searchByNameHeader = version type nameLen name`) have no place for them. bucketfs puts each
+/// right after `type`, as the field lists order them; a client written from the header lines
+/// alone leaves them out. The two differ in length, so a version 1 service reads both and
+/// answers a connection in the one it speaks (Docs/apptimist-protocol.md, "Header layouts").
+public enum ApptimistHeaderLayout: Hashable, Sendable {
+    /// `time` and `maxUsers` right after `type`: bucketfs's, and always version 2's.
+    case fieldLists
+    /// The seed's header lines as written: no `time` (the service stamps its own when it
+    /// receives a message), no `maxUsers` (no limit).
+    case headerLines
+
+    /// Whether `pdu`'s header is laid out differently under the two (MESSAGE and the two
+    /// searches with a limit).
+    public static func differs(for type: ApptimistPDUType) -> Bool {
+        switch type {
+        case .message, .searchByName, .searchByUID: return true
+        default: return false
+        }
+    }
+}
+
 /// A decrypted header: `version type` and the type's fields, every field in the spec's order.
 public struct ApptimistHeader: Hashable, Sendable {
     static let keyLength = 32
@@ -72,13 +96,18 @@ public struct ApptimistHeader: Hashable, Sendable {
 
     public var version: ApptimistVersion
     public var pdu: ApptimistPDU
+    /// How it is laid out (`ApptimistHeaderLayout`); version 2 has only `fieldLists`.
+    public var layout: ApptimistHeaderLayout
 
-    public init(version: ApptimistVersion, pdu: ApptimistPDU) {
+    public init(version: ApptimistVersion, pdu: ApptimistPDU, layout: ApptimistHeaderLayout = .fieldLists) {
         self.version = version
         self.pdu = pdu
+        self.layout = version == .v1 ? layout : .fieldLists
     }
 
-    /// A header received on a connection that negotiated `version`.
+    /// A header received on a connection that negotiated `version`. On version 1 a MESSAGE or
+    /// search is read in either layout: the field lists' first (preferred where both would fit,
+    /// which only a search's name bytes can make happen), then the header lines'.
     public static func parse(_ bytes: [UInt8], version: ApptimistVersion) throws(ApptimistProtocolError) -> ApptimistHeader {
         var reader = ByteReader(bytes)
         let versionByte = try reader.unsigned(UInt8.self, "version")
@@ -86,12 +115,23 @@ public struct ApptimistHeader: Hashable, Sendable {
         guard found == version else { throw .versionMismatch(expected: version.rawValue, found: versionByte) }
         let typeByte = try reader.unsigned(UInt8.self, "type")
         guard let type = ApptimistPDUType(rawValue: typeByte) else { throw .unknownType(typeByte) }
-        let pdu = try parseFields(type, &reader)
-        try reader.finish()
-        return ApptimistHeader(version: version, pdu: pdu)
+        let fields = reader
+        do throws(ApptimistProtocolError) {
+            let pdu = try parseFields(type, &reader, layout: .fieldLists)
+            try reader.finish()
+            return ApptimistHeader(version: version, pdu: pdu)
+        } catch {
+            guard version == .v1, ApptimistHeaderLayout.differs(for: type) else { throw error }
+            var literal = fields
+            guard let pdu = try? parseFields(type, &literal, layout: .headerLines), (try? literal.finish()) != nil else { throw error }
+            return ApptimistHeader(version: version, pdu: pdu, layout: .headerLines)
+        }
     }
 
-    private static func parseFields(_ type: ApptimistPDUType, _ r: inout ByteReader) throws(ApptimistProtocolError) -> ApptimistPDU {
+    private static func parseFields(
+        _ type: ApptimistPDUType, _ r: inout ByteReader, layout: ApptimistHeaderLayout
+    ) throws(ApptimistProtocolError) -> ApptimistPDU {
+        let literal = layout == .headerLines
         func key(_ field: String) throws(ApptimistProtocolError) -> [UInt8] { try r.bytes(keyLength, field) }
         func signature(_ field: String) throws(ApptimistProtocolError) -> [UInt8] { try r.bytes(signatureLength, field) }
         func u8Length(_ field: String) throws(ApptimistProtocolError) -> Int { Int(try r.unsigned(UInt8.self, field)) }
@@ -121,7 +161,7 @@ public struct ApptimistHeader: Hashable, Sendable {
             return .del(publicKey: try key("pubEncrKey"))
         case .message:
             return .message(
-                time: try r.unsigned(UInt64.self, "time"), recipient: try key("recipientPubEncrKey"),
+                time: literal ? 0 : try r.unsigned(UInt64.self, "time"), recipient: try key("recipientPubEncrKey"),
                 to: try key("toPubEncrKey"), from: try key("fromPubEncrKey"))
         case .truncate:
             return .truncate(messageID: try r.bytes(64, "messageID"))
@@ -142,10 +182,10 @@ public struct ApptimistHeader: Hashable, Sendable {
             for _ in 0 ..< count { vouchers.append(try key("voucherPubEncrKeys")) }
             return .vouchers(subject: subject, vouchers: vouchers)
         case .searchByName:
-            let maxUsers = try r.unsigned(UInt16.self, "maxUsers")
+            let maxUsers = literal ? 0 : try r.unsigned(UInt16.self, "maxUsers")
             return .searchByName(maxUsers: maxUsers, name: try r.bytes(u8Length("nameLen"), "name"))
         case .searchByUID:
-            let maxUsers = try r.unsigned(UInt16.self, "maxUsers")
+            let maxUsers = literal ? 0 : try r.unsigned(UInt16.self, "maxUsers")
             return .searchByUID(maxUsers: maxUsers, uid: try r.bytes(u8Length("uidLen"), "uid"))
         case .searchByKey:
             return .searchByKey(publicKey: try key("pubEncrKey"))
@@ -164,6 +204,7 @@ public struct ApptimistHeader: Hashable, Sendable {
 
     /// The header's bytes (to be sealed), or why a field does not fit its size or length prefix.
     public func render() throws(ApptimistProtocolError) -> [UInt8] {
+        let literal = layout == .headerLines
         var w = ByteWriter()
         w.unsigned(version.rawValue)
         w.unsigned(pdu.type.rawValue)
@@ -194,7 +235,7 @@ public struct ApptimistHeader: Hashable, Sendable {
         case .del(let publicKey):
             try key(publicKey, "pubEncrKey")
         case .message(let time, let recipient, let to, let from):
-            w.unsigned(time)
+            if !literal { w.unsigned(time) }
             try key(recipient, "recipientPubEncrKey")
             try key(to, "toPubEncrKey")
             try key(from, "fromPubEncrKey")
@@ -213,11 +254,11 @@ public struct ApptimistHeader: Hashable, Sendable {
             w.unsigned(count)
             for voucher in vouchers { try key(voucher, "voucherPubEncrKeys") }
         case .searchByName(let maxUsers, let name):
-            w.unsigned(maxUsers)
+            if !literal { w.unsigned(maxUsers) }
             try w.length(of: name, "name", as: UInt8.self)
             w.raw(name)
         case .searchByUID(let maxUsers, let uid):
-            w.unsigned(maxUsers)
+            if !literal { w.unsigned(maxUsers) }
             try w.length(of: uid, "uid", as: UInt8.self)
             w.raw(uid)
         case .searchByKey(let publicKey):

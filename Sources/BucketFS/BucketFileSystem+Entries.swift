@@ -19,6 +19,9 @@ extension BucketFileSystem {
                     }
                     return
                 }
+                // Debug: which names the kernel was told are not there (the sync-model test's
+                // rename that answered ENOENT yet moved the file, issue 34).
+                logger.debug("lookup: no such name", metadata: ["parent": "\(parent)", "name": "\(name)"])
                 throw FSError.notFound
             }
             request.reply(entry: try rememberedEntry(child.ino))

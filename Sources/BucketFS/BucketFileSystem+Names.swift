@@ -46,6 +46,7 @@ extension BucketFileSystem {
         guard flags & exchange == 0, flags & ~(noReplace | exchange) == 0 else { return fail(request, .invalidArgument) }
         guard parent != InodeTable.rootInode, newParent != InodeTable.rootInode else { return fail(request, .notPermitted) }
         let source = state.withLock { $0.table.child(of: parent, named: name)?.ino }
+        logger.debug("rename", metadata: ["from": "\(name)", "to": "\(newName)", "source": "\(source.map(String.init) ?? "none")"])
         performOnWriteQueue(request, savingFirst: source) { [self] () throws(FSError) in
             // Where a failed rename stopped, for the log (a rename answered with an error must
             // have changed nothing).

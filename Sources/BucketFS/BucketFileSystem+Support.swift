@@ -69,7 +69,10 @@ extension BucketFileSystem {
             state.table.remember(ino)
             return EntryReply(ino: ino, attributes: attributes.stat(for: node), timeout: timeout)
         }
-        guard let reply else { throw FSError.notFound }
+        guard let reply else {
+            logger.debug("entry: a named inode that is gone", metadata: ["ino": "\(ino)"])
+            throw FSError.notFound
+        }
         return reply
     }
 

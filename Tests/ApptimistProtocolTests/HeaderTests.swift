@@ -87,4 +87,35 @@ struct HeaderTests {
             try ApptimistHeader(version: .v1, pdu: .vouch(subject: Self.key, signature: [])).render()
         }
     }
+
+    /// The seed's header lines leave out MESSAGE's `time` and the searches' `maxUsers`, which its
+    /// field lists name; a version 1 header in either layout is read, and says which it was.
+    @Test func version1ReadsTheSeedsHeaderLinesToo() throws {
+        let literalMessage: [UInt8] = [1, 5] + Self.key + Self.other + Self.key
+        let message = try ApptimistHeader.parse(literalMessage, version: .v1)
+        #expect(message.layout == .headerLines)
+        #expect(message.pdu == .message(time: 0, recipient: Self.key, to: Self.other, from: Self.key))
+        #expect(try message.render() == literalMessage)
+        let fieldLists = ApptimistHeader(version: .v1, pdu: .message(time: 7, recipient: Self.key, to: Self.other, from: Self.key))
+        #expect(try fieldLists.render().count == 106)
+        #expect(try ApptimistHeader.parse(try fieldLists.render(), version: .v1) == fieldLists)
+
+        let search = try ApptimistHeader.parse([1, 11, 2] + Array("An".utf8), version: .v1)
+        #expect(search == ApptimistHeader(version: .v1, pdu: .searchByName(maxUsers: 0, name: Array("An".utf8)), layout: .headerLines))
+        #expect(try search.render() == [1, 11, 2] + Array("An".utf8))
+        let byUID = try ApptimistHeader.parse([1, 12, 5] + Array("ann-1".utf8), version: .v1)
+        #expect(byUID.pdu == .searchByUID(maxUsers: 0, uid: Array("ann-1".utf8)) && byUID.layout == .headerLines)
+
+        // Bytes that read either way (a name whose second byte is its length less two) are the
+        // field lists' (bucketfs's own clients send those).
+        let either: [UInt8] = [1, 11, 5, 0x78, 3] + Array("abc".utf8)
+        #expect(try ApptimistHeader.parse(either, version: .v1) == ApptimistHeader(version: .v1, pdu: .searchByName(maxUsers: 0x0578, name: Array("abc".utf8))))
+
+        // Neither length: refused as before; version 2 has only the field lists.
+        #expect(throws: ApptimistProtocolError.self) { try ApptimistHeader.parse([1, 5] + [UInt8](repeating: 0, count: 100), version: .v1) }
+        #expect(throws: ApptimistProtocolError.self) { try ApptimistHeader.parse([2, 5] + Self.key + Self.other + Self.key, version: .v2) }
+        #expect(ApptimistHeader(version: .v2, pdu: .pause, layout: .headerLines).layout == .fieldLists)
+        // The other types have one layout: a short LOGIN is still short.
+        #expect(throws: ApptimistProtocolError.self) { try ApptimistHeader.parse([1, 1] + Self.key, version: .v1) }
+    }
 }

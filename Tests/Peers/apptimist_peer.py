@@ -64,6 +64,10 @@ class Peer:
             subprotocols=offered or None, timeout=30)
         accepted = self.ws.getsubprotocol()
         self.version = {None: 1, "apptimist.v1": 1, "apptimist.v2": 2}[accepted]
+        # header_lines: MESSAGE and search headers exactly as the seed's header lines write them
+        # (`version type recipientPubEncrKey toPubEncrKey fromPubEncrKey`, `version type nameLen
+        # name`): no `time`, no `maxUsers`; and MESSAGEs received are read so, strictly.
+        self.header_lines = bool(command.get("header_lines"))
         # The seed's rule: the side whose public key sorts first sends 1, 3, 5, ...
         first = device_public < self.service_public
         self.next_out = 1 if first else 2
@@ -124,7 +128,7 @@ class Peer:
         header = self.header_box.decrypt(sealed, self.header_nonce(self.next_in))
         self.next_in += 2
         assert header[0] == self.version, "header version %d on a version %d connection" % (header[0], self.version)
-        pdu = parse(header, data)
+        pdu = parse(header, data, self.header_lines)
         # A MESSAGE from the service's own key is a file notice (Docs/apptimist-protocol.md):
         # its own kind, so that waiting for messages does not take one.
         if pdu["type"] == "message" and pdu["from"] == self.service_public:
@@ -193,7 +197,9 @@ class Peer:
     def message(self, command):
         to = bytes.fromhex(command["to"])
         sender = bytes.fromhex(command.get("from", self.public.hex()))
-        fields = struct.pack(">Q", command.get("time", 1700000000)) + to + to + sender
+        fields = to + to + sender
+        if not self.header_lines:
+            fields = struct.pack(">Q", command.get("time", 1700000000)) + fields
         data = self.seal_data(Box(self.box, PublicKey(to)), command["text"].encode())
         self.send("message", fields, data)
         header = bytes([self.version, TYPES["message"]]) + fields
@@ -215,7 +221,7 @@ class Peer:
             own = PrivateKey(bytes.fromhex(open_as)) if open_as else self.box
             text = self.open_data(Box(own, PublicKey(other)), pdu["data"]).decode("utf-8", "replace")
             return {"type": kind, "id": pdu["id"].hex(), "recipient": pdu["recipient"].hex(), "from": pdu["from"].hex(),
-                    "to": pdu["to"].hex(), "text": text}
+                    "to": pdu["to"].hex(), "text": text, "time": pdu.get("time"), "header_length": len(pdu["header"])}
         if kind == "notice":
             notice = json.loads(self.open_data(self.user_box, pdu["data"]))
             # A file notice names a file; a bounce ({"undelivered": ...}) a message.
@@ -245,7 +251,8 @@ class Peer:
             self.send(kind, bytes.fromhex(command["key"]))
         else:
             value = command["value"].encode()
-            self.send(kind, struct.pack(">HB", command.get("max_users", 0), len(value)) + value)
+            limit = b"" if self.header_lines else struct.pack(">H", command.get("max_users", 0))
+            self.send(kind, limit + bytes([len(value)]) + value)
         users = []
         while True:
             pdu = self.next_pdu(["user"])
@@ -300,13 +307,18 @@ class Peer:
         return {"sent": kind}
 
 
-def parse(header, data):
+def parse(header, data, header_lines=False):
     kind = NAMES.get(header[1], "unknown")
     body = header[2:]
     pdu = {"type": kind, "data": data, "header": header}
     if kind == "message":
-        pdu["time"] = struct.unpack(">Q", body[:8])[0]
-        pdu["recipient"], pdu["to"], pdu["from"] = body[8:40], body[40:72], body[72:104]
+        if header_lines:
+            assert len(body) == 96, "a MESSAGE header of %d bytes, not the header line's 98" % len(header)
+        else:
+            assert len(body) == 104, "a MESSAGE header of %d bytes, not the field list's 106" % len(header)
+            pdu["time"] = struct.unpack(">Q", body[:8])[0]
+            body = body[8:]
+        pdu["recipient"], pdu["to"], pdu["from"] = body[:32], body[32:64], body[64:96]
         pdu["id"] = hashlib.sha512(header + data).digest()
     elif kind == "truncate":
         pdu["id"] = body[:64]

@@ -61,8 +61,10 @@ struct ApptimistServerTests {
         }
     }
 
-    static func loggedIn(_ port: Int, _ user: User, subprotocols: [String]? = nil, head: String? = nil, max: Int = 0) async throws -> ScriptPeer {
-        let (peer, _) = try await connect(port, user, subprotocols: subprotocols)
+    static func loggedIn(
+        _ port: Int, _ user: User, subprotocols: [String]? = nil, options: JSONObject = [:], head: String? = nil, max: Int = 0
+    ) async throws -> ScriptPeer {
+        let (peer, _) = try await connect(port, user, subprotocols: subprotocols, options: options)
         var command: JSONObject = ["op": "login", "max": .integer(Int64(max))]
         if let head { command["head"] = .string(head) }
         do {
@@ -437,6 +439,61 @@ struct ApptimistServerTests {
             #expect(try await bobV2.send(["op": "recv", "kinds": ["message"], "timeout": 1])["timeout"]?.boolValue == true)
             #expect(try await carolV1.send(["op": "recv", "kinds": ["message"], "timeout": 1])["timeout"]?.boolValue == true)
             #expect(try await storage.messages(owner: carol.identity.box.publicKey, after: 0, limit: 10).isEmpty)
+        }
+    }
+
+    /// A version 1 client written from the seed's header lines alone (MESSAGE without `time`,
+    /// searches without `maxUsers`) is read, and answered in that layout from then on, and from
+    /// its devices' next LOGIN; each kind of connection names a message by the id it computes.
+    @Test(arguments: StoreKind.allCases)
+    func aClientThatFollowsTheSeedsHeaderLinesIsReadAndAnsweredInThem(store: StoreKind) async throws {
+        try await withServer(store: store, configure: Self.configure) { server in
+            let alice = try await Self.addUser(server, "alice")
+            let bob = try await Self.addUser(server, "bob")
+            let headerLines: JSONObject = ["header_lines": true]
+            let alicePeer = try await Self.loggedIn(server.port, alice, subprotocols: [], options: headerLines)
+            let bobV1 = try await Self.loggedIn(server.port, bob, subprotocols: [])
+            let bobV2 = try await Self.loggedIn(server.port, bob)
+            defer { Task { await alicePeer.close(); await bobV1.close(); await bobV2.close() } }
+
+            // A search with no `maxUsers` is answered (it was closed 1002 before).
+            let found = try await alicePeer.send(["op": "search", "kind": "search_by_name", "value": "bo"])
+            #expect(found["users"]?.arrayValue?.compactMap { $0["key"]?.stringValue } == [bob.key])
+
+            // A MESSAGE with no `time`: the service stamps its own; alice's echo comes in her
+            // layout, under the id she computed; bob's devices get theirs.
+            let before = UInt64(Date().timeIntervalSince1970)
+            let sent = try await alicePeer.send(["op": "message", "to": .string(bob.key), "text": "as the header line says"])
+            let aliceID = try #require(sent["id"]?.stringValue)
+            let echo = try await alicePeer.send(["op": "recv", "kinds": ["message"]])
+            #expect(echo["id"]?.stringValue == aliceID && echo["header_length"]?.integerValue == 98)
+            let onV1 = try await bobV1.send(["op": "recv", "kinds": ["message"]])
+            #expect(onV1["text"]?.stringValue == "as the header line says" && onV1["header_length"]?.integerValue == 106)
+            #expect(try #require(onV1["time"]?.integerValue) >= Int64(before))
+            let onV2 = try await bobV2.send(["op": "recv", "kinds": ["message"]])
+            #expect(onV2["text"]?.stringValue == "as the header line says")
+            #expect(Set([aliceID, onV1["id"]?.stringValue, onV2["id"]?.stringValue].compactMap { $0 }).count == 3)
+
+            // Bob's answer reaches her in her layout; her TRUNCATE by her id removes it, and
+            // the echo names it by that id.
+            _ = try await bobV1.send(["op": "message", "to": .string(alice.key), "text": "an answer"])
+            let answer = try await alicePeer.send(["op": "recv", "kinds": ["message"]])
+            #expect(answer["text"]?.stringValue == "an answer" && answer["header_length"]?.integerValue == 98)
+            let answerID = try #require(answer["id"]?.stringValue)
+            _ = try await alicePeer.send(["op": "truncate", "id": .string(answerID)])
+            #expect(try await alicePeer.send(["op": "recv", "kinds": ["truncate"]])["id"]?.stringValue == answerID)
+            let left = try await Self.storage(server).messages(owner: alice.identity.box.publicKey, after: 0, limit: 10)
+            #expect(left.count == 1)
+
+            // Another device of hers that has not spoken yet: LOGIN's replay comes in header lines
+            // (her account remembers them), and a head by her id finds the message.
+            let aliceAgain = try await Self.loggedIn(server.port, alice, subprotocols: [], options: headerLines)
+            defer { Task { await aliceAgain.close() } }
+            let replayed = try await aliceAgain.send(["op": "recv", "kinds": ["message"]])
+            #expect(replayed["id"]?.stringValue == aliceID && replayed["header_length"]?.integerValue == 98)
+            let atHead = try await Self.loggedIn(server.port, alice, subprotocols: [], options: headerLines, head: aliceID)
+            defer { Task { await atHead.close() } }
+            #expect(try await atHead.send(["op": "recv", "kinds": ["message"], "timeout": 1])["timeout"]?.boolValue == true)
         }
     }
 

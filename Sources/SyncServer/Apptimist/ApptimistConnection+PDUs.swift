@@ -1,5 +1,6 @@
 import ApptimistCrypto
 import ApptimistProtocol
+import Foundation
 import NIOWebSocket
 
 /// The service's answer to each PDU type (Docs/apptimist-protocol.md, "The bucketfs service").
@@ -89,6 +90,7 @@ extension ApptimistConnection {
                 }
             }
             try await service.storage.recordLogin(publicKey: userPublicKey, version: version)
+            answerInTheLayoutOf(account)
             let start = try await service.storage.replayStart(owner: userPublicKey, head: head, max: max)
             state.withLockedValue {
                 $0.user = account
@@ -130,9 +132,11 @@ extension ApptimistConnection {
             logger.info("ignoring a MESSAGE whose sender is not the logged-in user")
             return
         }
+        // The seed's header line has no `time`: the service stamps the time it received it.
+        let time = received.layout == .headerLines ? UInt64(max(0, Date().timeIntervalSince1970)) : time
         // The message as sent: what the sender's devices see (the echo), under the seed's id.
         let sent = try ApptimistQueuedMessage(version: version, pdu: .message(time: time, recipient: recipient, to: to, from: from), data: received.data)
-            .withCrossID(dataNonce: dataNonce)
+            .withRenditionIDs(dataNonce: dataNonce)
         var copies: [(owner: [UInt8], message: ApptimistQueuedMessage)] = []
         // Each account read once: the recipient's is `to`'s for a message to a user.
         let toAccount = try await service.storage.account(publicKey: to)
@@ -152,7 +156,7 @@ extension ApptimistConnection {
                 let copy = ApptimistPDU.message(time: time, recipient: member, to: to, from: from)
                 copies.append((
                     owner: member,
-                    message: try ApptimistQueuedMessage(version: version, pdu: copy, data: received.data).withCrossID(dataNonce: dataNonce)))
+                    message: try ApptimistQueuedMessage(version: version, pdu: copy, data: received.data).withRenditionIDs(dataNonce: dataNonce)))
             }
         } else if recipient != from {
             if sent.crossID == nil, recipientAccount?.loginVersions == [.v1] {

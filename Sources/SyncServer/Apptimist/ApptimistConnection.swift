@@ -39,6 +39,8 @@ final class ApptimistConnection: Sendable {
     private let closeChannel: @Sendable () -> Void
 
     var version: ApptimistVersion { crypto.withLockedValue { $0.version } }
+    /// How the headers sent here are laid out: the one this version 1 client speaks.
+    var headerLayout: ApptimistHeaderLayout { crypto.withLockedValue { $0.headerLayout } }
     var user: ApptimistAccount? { state.withLockedValue { $0.user } }
 
     private init(
@@ -167,11 +169,28 @@ final class ApptimistConnection: Sendable {
             return .close(.protocolError, "\(error)")
         }
         do {
+            try await answerInTheLayoutOf(received)
             return try await handle(received)
         } catch {
             logger.error("Apptimist store failure: \(error)")
             return .close(.unexpectedServerError, "storage unavailable; reconnect later")
         }
+    }
+
+    /// A version 1 client is answered in the header layout it speaks (`ApptimistHeaderLayout`):
+    /// from its MESSAGE or search on, and (its account remembers) from its devices' next LOGIN,
+    /// whose replay comes before they speak.
+    private func answerInTheLayoutOf(_ received: ApptimistReceived) async throws {
+        guard version == .v1, ApptimistHeaderLayout.differs(for: received.pdu.type), let user else { return }
+        crypto.withLockedValue { $0.headerLayout = received.layout }
+        guard user.headerLayout != received.layout else { return }
+        try await service.storage.recordHeaderLayout(publicKey: user.publicKey, layout: received.layout)
+        state.withLockedValue { $0.user?.headerLayout = received.layout }
+    }
+
+    /// Answers a version 1 device of `account` in the header layout its devices last spoke.
+    func answerInTheLayoutOf(_ account: ApptimistAccount) {
+        if version == .v1 { crypto.withLockedValue { $0.headerLayout = account.headerLayout } }
     }
 
     /// Seals `pdu` (and its already sealed data) with the next sequence number and queues it.
@@ -250,12 +269,14 @@ final class ApptimistConnection: Sendable {
             guard let user, !paused else { return }
             let batch = try await service.storage.messages(owner: user.publicKey, after: cursor, limit: Self.deliveryBatch)
             guard !batch.isEmpty else { return }
-            let version = self.version
+            let (version, layout) = crypto.withLockedValue { ($0.version, $0.headerLayout) }
             for message in batch {
                 // Framed for this connection's version (a version 1 message's data part carries
                 // the fixed nonce on version 2); one that cannot reach this version is skipped
                 // (Docs/apptimist-protocol.md, "Across versions").
-                if let rendition = try message.rendition(for: version, dataNonce: dataNonce), !send(message.pdu, data: rendition.data) {
+                if let rendition = try message.rendition(for: version, layout: layout, dataNonce: dataNonce),
+                    !send(message.pdu, data: rendition.data)
+                {
                     return
                 }
                 state.withLockedValue { $0.cursor = message.seq }

@@ -102,6 +102,13 @@ struct ApptimistPostgresStore: ApptimistStorage {
         "ALTER TABLE apptimist_accounts ADD COLUMN login_versions INTEGER NOT NULL DEFAULT 0",
     ]
 
+    /// Migration 8, as SQLite's "v8 apptimist header lines".
+    static let headerLinesSchema = [
+        "ALTER TABLE apptimist_messages ADD COLUMN literal_id BYTEA",
+        "CREATE INDEX apptimist_messages_by_literal_id ON apptimist_messages(owner, literal_id) WHERE literal_id IS NOT NULL",
+        "ALTER TABLE apptimist_accounts ADD COLUMN speaks_header_lines BOOLEAN NOT NULL DEFAULT FALSE",
+    ]
+
     func serviceIdentity() async throws -> ApptimistIdentity {
         let fresh = try ApptimistIdentity.generate(name: "service")
         _ = try await client.rows("""
@@ -161,15 +168,15 @@ struct ApptimistPostgresStore: ApptimistStorage {
     }
 
     private static func account(_ row: PostgresRow) throws -> ApptimistAccount {
-        let (publicKey, authKey, name, uid, author, loginVersions) = try row.decode((Data, Data, Data, Data, Data?, Int).self)
+        let (publicKey, authKey, name, uid, author, loginVersions, headerLines) = try row.decode((Data, Data, Data, Data, Data?, Int, Bool).self)
         return ApptimistAccount(
             publicKey: Array(publicKey), authKey: Array(authKey), name: Array(name), uid: Array(uid), author: author.map { Array($0) },
-            loginVersions: ApptimistVersion.set(bits: loginVersions))
+            loginVersions: ApptimistVersion.set(bits: loginVersions), headerLayout: headerLines ? .headerLines : .fieldLists)
     }
 
     func account(publicKey: [UInt8]) async throws -> ApptimistAccount? {
         try await client.rows("""
-            SELECT public_key, auth_key, name, uid, author, login_versions FROM apptimist_accounts WHERE public_key = \(Data(publicKey))
+            SELECT public_key, auth_key, name, uid, author, login_versions, speaks_header_lines FROM apptimist_accounts WHERE public_key = \(Data(publicKey))
             """, "reading an Apptimist account", logger: logger).first.map(Self.account)
     }
 
@@ -178,17 +185,17 @@ struct ApptimistPostgresStore: ApptimistStorage {
         switch search {
         case .namePrefix(let name):
             rows = try await client.rows("""
-                SELECT public_key, auth_key, name, uid, author, login_versions FROM apptimist_accounts
+                SELECT public_key, auth_key, name, uid, author, login_versions, speaks_header_lines FROM apptimist_accounts
                 WHERE substr(name, 1, octet_length(\(Data(name)))) = \(Data(name)) ORDER BY name, public_key LIMIT \(limit)
                 """, "searching Apptimist accounts", logger: logger)
         case .uid(let uid):
             rows = try await client.rows("""
-                SELECT public_key, auth_key, name, uid, author, login_versions FROM apptimist_accounts
+                SELECT public_key, auth_key, name, uid, author, login_versions, speaks_header_lines FROM apptimist_accounts
                 WHERE uid = \(Data(uid)) ORDER BY name, public_key LIMIT \(limit)
                 """, "searching Apptimist accounts", logger: logger)
         case .publicKey(let key):
             rows = try await client.rows("""
-                SELECT public_key, auth_key, name, uid, author, login_versions FROM apptimist_accounts WHERE public_key = \(Data(key)) LIMIT \(limit)
+                SELECT public_key, auth_key, name, uid, author, login_versions, speaks_header_lines FROM apptimist_accounts WHERE public_key = \(Data(key)) LIMIT \(limit)
                 """, "searching Apptimist accounts", logger: logger)
         }
         return try rows.map(Self.account)
@@ -285,10 +292,10 @@ struct ApptimistPostgresStore: ApptimistStorage {
     ) async throws {
         let header = Data(try ApptimistHeader(version: message.version, pdu: message.pdu).render())
         try await connection.query("""
-            INSERT INTO apptimist_messages (owner, message_id, version, header, data_nonce, data, notice_file, cross_id)
+            INSERT INTO apptimist_messages (owner, message_id, version, header, data_nonce, data, notice_file, cross_id, literal_id)
             SELECT \(Data(owner)), \(Data(message.id)), \(Int(message.version.rawValue)), \(header),
                    \(message.data.nonce.map { Data($0) }), \(Data(message.data.sealed)), \(noticeFile.map { Data($0) }),
-                   \(message.crossID.map { Data($0) })
+                   \(message.crossID.map { Data($0) }), \(message.literalID.map { Data($0) })
             WHERE EXISTS (SELECT 1 FROM apptimist_accounts WHERE public_key = \(Data(owner)))
             ON CONFLICT (owner, message_id) DO NOTHING
             """, logger: logger)
@@ -304,31 +311,36 @@ struct ApptimistPostgresStore: ApptimistStorage {
 
     func messages(owner: [UInt8], after seq: Int64, limit: Int) async throws -> [ApptimistQueuedMessage] {
         let rows = try await client.rows("""
-            SELECT seq, message_id, cross_id, version, header, data_nonce, data FROM apptimist_messages
+            SELECT seq, message_id, cross_id, literal_id, version, header, data_nonce, data FROM apptimist_messages
             WHERE owner = \(Data(owner)) AND seq > \(seq) ORDER BY seq LIMIT \(limit)
             """, "reading Apptimist messages", logger: logger)
         return try rows.map(Self.message)
     }
 
-    /// A row of `seq, message_id, cross_id, version, header, data_nonce, data`.
+    /// A row of `seq, message_id, cross_id, literal_id, version, header, data_nonce, data`.
     private static func message(_ row: PostgresRow) throws -> ApptimistQueuedMessage {
-        let (seq, id, crossID, versionNumber, header, nonce, data) = try row.decode((Int64, Data, Data?, Int, Data, Data?, Data).self)
+        let (seq, id, crossID, literalID, versionNumber, header, nonce, data) = try row.decode((Int64, Data, Data?, Data?, Int, Data, Data?, Data).self)
         return try ApptimistQueuedMessage(
-            stored: seq, id: Array(id), crossID: crossID.map { Array($0) }, version: versionNumber, header: Array(header),
-            nonce: nonce.map { Array($0) }, data: Array(data))
+            stored: seq, id: Array(id), crossID: crossID.map { Array($0) }, literalID: literalID.map { Array($0) }, version: versionNumber,
+            header: Array(header), nonce: nonce.map { Array($0) }, data: Array(data))
     }
 
     func replayStart(owner: [UInt8], head: [UInt8], max: UInt16) async throws -> Int64 {
         let window = try await client.rows("""
-            SELECT seq, message_id, cross_id FROM apptimist_messages WHERE owner = \(Data(owner)) ORDER BY seq DESC LIMIT \(max == 0 ? nil : Int(max))
-            """, "reading an Apptimist queue", logger: logger).map { try $0.decode((Int64, Data, Data?).self) }
-        return ApptimistQueuedMessage.replayStart(window: window.map { ($0.0, Array($0.1), $0.2.map { Array($0) }) }, head: head, max: max)
+            SELECT seq, message_id, cross_id, literal_id FROM apptimist_messages WHERE owner = \(Data(owner))
+            ORDER BY seq DESC LIMIT \(max == 0 ? nil : Int(max))
+            """, "reading an Apptimist queue", logger: logger).map { row in
+                let (seq, id, crossID, literalID) = try row.decode((Int64, Data, Data?, Data?).self)
+                return ApptimistQueuedMessage.Names(seq: seq, id: Array(id), crossID: crossID.map { Array($0) }, literalID: literalID.map { Array($0) })
+            }
+        return ApptimistQueuedMessage.replayStart(window: window, head: head, max: max)
     }
 
     func truncate(owner: [UInt8], id: [UInt8]) async throws -> ApptimistQueuedMessage? {
         try await client.rows("""
-            DELETE FROM apptimist_messages WHERE owner = \(Data(owner)) AND (message_id = \(Data(id)) OR cross_id = \(Data(id)))
-            RETURNING seq, message_id, cross_id, version, header, data_nonce, data
+            DELETE FROM apptimist_messages
+            WHERE owner = \(Data(owner)) AND (message_id = \(Data(id)) OR cross_id = \(Data(id)) OR literal_id = \(Data(id)))
+            RETURNING seq, message_id, cross_id, literal_id, version, header, data_nonce, data
             """, "truncating an Apptimist message", logger: logger).first.map(Self.message)
     }
 
@@ -336,6 +348,12 @@ struct ApptimistPostgresStore: ApptimistStorage {
         _ = try await client.rows("""
             UPDATE apptimist_accounts SET login_versions = login_versions | \(version.bit) WHERE public_key = \(Data(publicKey))
             """, "recording an Apptimist login", logger: logger)
+    }
+
+    func recordHeaderLayout(publicKey: [UInt8], layout: ApptimistHeaderLayout) async throws {
+        _ = try await client.rows("""
+            UPDATE apptimist_accounts SET speaks_header_lines = \(layout == .headerLines) WHERE public_key = \(Data(publicKey))
+            """, "recording an Apptimist header layout", logger: logger)
     }
 
     func setVouch(subject: [UInt8], voucher: [UInt8], signature: [UInt8]?) async throws {

@@ -80,6 +80,15 @@ struct ApptimistSQLiteStore: ApptimistStorage {
         ALTER TABLE apptimist_accounts ADD COLUMN login_versions INTEGER NOT NULL DEFAULT 0;
         """
 
+    /// Migration "v8 apptimist header lines": the id a message has on version 1 connections that
+    /// speak the seed's header lines (`ApptimistHeaderLayout`), and whether an account's version
+    /// 1 devices last spoke them (so LOGIN's replay comes in them).
+    static let headerLinesSchema = """
+        ALTER TABLE apptimist_messages ADD COLUMN literal_id BLOB;
+        CREATE INDEX apptimist_messages_by_literal_id ON apptimist_messages(owner, literal_id) WHERE literal_id IS NOT NULL;
+        ALTER TABLE apptimist_accounts ADD COLUMN speaks_header_lines INTEGER NOT NULL DEFAULT 0;
+        """
+
     func serviceIdentity() async throws -> ApptimistIdentity {
         let fresh = try ApptimistIdentity.generate(name: "service")
         let (boxSecret, seed) = try await pool.write { db -> (Data, Data) in
@@ -132,7 +141,8 @@ struct ApptimistSQLiteStore: ApptimistStorage {
         ApptimistAccount(
             publicKey: Array(row["public_key"] as Data), authKey: Array(row["auth_key"] as Data),
             name: Array(row["name"] as Data), uid: Array(row["uid"] as Data), author: (row["author"] as Data?).map { Array($0) },
-            loginVersions: ApptimistVersion.set(bits: row["login_versions"]))
+            loginVersions: ApptimistVersion.set(bits: row["login_versions"]),
+            headerLayout: row["speaks_header_lines"] as Bool ? .headerLines : .fieldLists)
     }
 
     func account(publicKey: [UInt8]) async throws -> ApptimistAccount? {
@@ -220,14 +230,14 @@ struct ApptimistSQLiteStore: ApptimistStorage {
     private static func insert(_ message: ApptimistQueuedMessage, header: [UInt8], owner: [UInt8], noticeFile: [UInt8]?, _ db: Database) throws {
         try db.execute(
             sql: """
-                INSERT INTO apptimist_messages (owner, message_id, version, header, data_nonce, data, notice_file, cross_id)
-                SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM apptimist_accounts WHERE public_key = ?)
+                INSERT INTO apptimist_messages (owner, message_id, version, header, data_nonce, data, notice_file, cross_id, literal_id)
+                SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM apptimist_accounts WHERE public_key = ?)
                 ON CONFLICT (owner, message_id) DO NOTHING
                 """,
             arguments: [
                 Data(owner), Data(message.id), Int(message.version.rawValue), Data(header),
                 message.data.nonce.map { Data($0) }, Data(message.data.sealed), noticeFile.map { Data($0) },
-                message.crossID.map { Data($0) }, Data(owner),
+                message.crossID.map { Data($0) }, message.literalID.map { Data($0) }, Data(owner),
             ])
     }
 
@@ -250,16 +260,20 @@ struct ApptimistSQLiteStore: ApptimistStorage {
     private static func message(_ row: Row) throws -> ApptimistQueuedMessage {
         try ApptimistQueuedMessage(
             stored: row["seq"], id: Array(row["message_id"] as Data), crossID: (row["cross_id"] as Data?).map { Array($0) },
-            version: row["version"], header: Array(row["header"] as Data),
+            literalID: (row["literal_id"] as Data?).map { Array($0) }, version: row["version"], header: Array(row["header"] as Data),
             nonce: (row["data_nonce"] as Data?).map { Array($0) }, data: Array(row["data"] as Data))
     }
 
     func replayStart(owner: [UInt8], head: [UInt8], max: UInt16) async throws -> Int64 {
         let window = try await pool.read { db in
             try Row.fetchAll(
-                db, sql: "SELECT seq, message_id, cross_id FROM apptimist_messages WHERE owner = ? ORDER BY seq DESC LIMIT ?",
+                db, sql: "SELECT seq, message_id, cross_id, literal_id FROM apptimist_messages WHERE owner = ? ORDER BY seq DESC LIMIT ?",
                 arguments: [Data(owner), max == 0 ? -1 : Int(max)]
-            ).map { (seq: $0["seq"] as Int64, id: Array($0["message_id"] as Data), crossID: ($0["cross_id"] as Data?).map { Array($0) }) }
+            ).map { row in
+                ApptimistQueuedMessage.Names(
+                    seq: row["seq"], id: Array(row["message_id"] as Data), crossID: (row["cross_id"] as Data?).map { Array($0) },
+                    literalID: (row["literal_id"] as Data?).map { Array($0) })
+            }
         }
         return ApptimistQueuedMessage.replayStart(window: window, head: head, max: max)
     }
@@ -267,7 +281,7 @@ struct ApptimistSQLiteStore: ApptimistStorage {
     func truncate(owner: [UInt8], id: [UInt8]) async throws -> ApptimistQueuedMessage? {
         try await pool.write { db in
             try Row.fetchOne(
-                db, sql: "DELETE FROM apptimist_messages WHERE owner = ?1 AND (message_id = ?2 OR cross_id = ?2) RETURNING *",
+                db, sql: "DELETE FROM apptimist_messages WHERE owner = ?1 AND (message_id = ?2 OR cross_id = ?2 OR literal_id = ?2) RETURNING *",
                 arguments: [Data(owner), Data(id)]
             ).map(Self.message)
         }
@@ -278,6 +292,14 @@ struct ApptimistSQLiteStore: ApptimistStorage {
             try db.execute(
                 sql: "UPDATE apptimist_accounts SET login_versions = login_versions | ? WHERE public_key = ?",
                 arguments: [version.bit, Data(publicKey)])
+        }
+    }
+
+    func recordHeaderLayout(publicKey: [UInt8], layout: ApptimistHeaderLayout) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE apptimist_accounts SET speaks_header_lines = ? WHERE public_key = ?",
+                arguments: [layout == .headerLines, Data(publicKey)])
         }
     }
 

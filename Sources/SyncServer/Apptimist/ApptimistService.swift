@@ -144,11 +144,12 @@ final class ApptimistService: Sendable {
     }
 
     /// A TRUNCATE of `owner`'s: every one of its connections hears the echo, naming the message
-    /// by the id it has there (`rendition`: a version 1 message has another on version 2); the
-    /// id as sent when the message is unknown (truncated already).
+    /// by the id it has there (`rendition`: a version 1 message has another on version 2, and
+    /// another on a version 1 connection that speaks the seed's header lines); the id as sent
+    /// when the message is unknown (truncated already).
     func truncated(owner: [UInt8], id: [UInt8], message: ApptimistQueuedMessage?) {
         for connection in connections(of: owner) {
-            let known = (try? message?.rendition(for: connection.version, dataNonce: connection.dataNonce))??.id
+            let known = (try? message?.rendition(for: connection.version, layout: connection.headerLayout, dataNonce: connection.dataNonce))??.id
             connection.send(.truncate(messageID: known ?? id))
         }
     }

@@ -12,6 +12,9 @@ struct ApptimistAccount: Sendable, Hashable {
     /// The versions this account has logged in with (`recordLogin`): whether a version 2
     /// message can reach any device of it (`ApptimistQueuedMessage.rendition`).
     var loginVersions: Set<ApptimistVersion> = []
+    /// The header layout its version 1 devices last spoke (`recordHeaderLayout`): a version 1
+    /// connection of it is answered in it until the device speaks for itself.
+    var headerLayout: ApptimistHeaderLayout = .fieldLists
 }
 
 /// A queued message as the service keeps it: the sender's header and sealed data, unopened.
@@ -24,6 +27,9 @@ struct ApptimistQueuedMessage: Sendable, Hashable {
     var data: ApptimistSealedData
     /// The id connections of the other version know it by (`rendition`), when it reaches them.
     var crossID: [UInt8]? = nil
+    /// The id version 1 connections that speak the seed's header lines know it by (`rendition`,
+    /// `ApptimistHeaderLayout.headerLines`), when it reaches version 1.
+    var literalID: [UInt8]? = nil
 }
 
 extension ApptimistQueuedMessage {
@@ -34,37 +40,46 @@ extension ApptimistQueuedMessage {
         self.init(seq: 0, id: try SHA512.digest(header + data.wireBytes), version: version, pdu: pdu, data: data)
     }
 
-    /// The message as a connection of `version` gets it: the data part framed for that version
-    /// and the id that connection computes for it (the seed's: sha512 of the header it opens and
-    /// the data part); nil when it cannot reach such a connection. Version 1 data was sealed
-    /// with the seed's fixed nonce (`dataNonce`), which a version 2 frame carries in front of
-    /// it; version 2 data sealed with a random nonce cannot be opened by a version 1 device,
-    /// which opens every data part with the fixed one (only a message without data crosses).
-    /// The service never opens or seals the data again: it has no key to.
-    func rendition(for version: ApptimistVersion, dataNonce: [UInt8]) throws -> (data: ApptimistSealedData, id: [UInt8])? {
-        guard version != self.version else { return (data, id) }
+    /// The message as a connection of `version` whose headers are laid out as `layout` gets
+    /// it: the data part framed for that version and the id that connection computes for it
+    /// (the seed's: sha512 of the header it opens and the data part); nil when it cannot reach
+    /// such a connection. Version 1 data was sealed with the seed's fixed nonce (`dataNonce`),
+    /// which a version 2 frame carries in front of it; version 2 data sealed with a random
+    /// nonce cannot be opened by a version 1 device, which opens every data part with the fixed
+    /// one (only a message without data crosses). The service never opens or seals the data
+    /// again: it has no key to.
+    func rendition(
+        for version: ApptimistVersion, layout: ApptimistHeaderLayout = .fieldLists, dataNonce: [UInt8]
+    ) throws -> (data: ApptimistSealedData, id: [UInt8])? {
+        let header = ApptimistHeader(version: version, pdu: pdu, layout: layout)
+        guard version != self.version || header.layout != .fieldLists else { return (data, id) }
         let framed: ApptimistSealedData
         switch version {
+        case self.version:
+            framed = data
         case .v2:
             framed = data.isEmpty ? .none : ApptimistSealedData(nonce: dataNonce, sealed: data.sealed)
         case .v1:
             guard data.isEmpty || data.nonce == dataNonce else { return nil }
             framed = ApptimistSealedData(nonce: nil, sealed: data.sealed)
         }
-        let header = try ApptimistHeader(version: version, pdu: pdu).render()
-        return (framed, try SHA512.digest(header + framed.wireBytes))
+        return (framed, try SHA512.digest(try header.render() + framed.wireBytes))
     }
 
-    /// With `crossID` set from `rendition` (what the store keeps, for TRUNCATE and LOGIN's
-    /// `head` from either version).
-    func withCrossID(dataNonce: [UInt8]) throws -> ApptimistQueuedMessage {
+    /// With `crossID` and `literalID` set from `rendition` (what the store keeps, for TRUNCATE
+    /// and LOGIN's `head` from every kind of connection).
+    func withRenditionIDs(dataNonce: [UInt8]) throws -> ApptimistQueuedMessage {
         var message = self
         message.crossID = try rendition(for: version == .v1 ? .v2 : .v1, dataNonce: dataNonce)?.id
+        message.literalID = try rendition(for: .v1, layout: .headerLines, dataNonce: dataNonce)?.id
         return message
     }
 
     /// A message as a store keeps it: the header's bytes parsed again under its version.
-    init(stored seq: Int64, id: [UInt8], crossID: [UInt8]?, version versionNumber: Int, header: [UInt8], nonce: [UInt8]?, data: [UInt8]) throws {
+    init(
+        stored seq: Int64, id: [UInt8], crossID: [UInt8]?, literalID: [UInt8]?, version versionNumber: Int, header: [UInt8],
+        nonce: [UInt8]?, data: [UInt8]
+    ) throws {
         guard let version = ApptimistVersion(rawValue: UInt8(clamping: versionNumber)) else {
             throw ApptimistStoreError.corrupt("message version \(versionNumber)")
         }
@@ -74,15 +89,27 @@ extension ApptimistQueuedMessage {
         } catch {
             throw ApptimistStoreError.corrupt("message header: \(error)")
         }
-        self.init(seq: seq, id: id, version: version, pdu: parsed.pdu, data: ApptimistSealedData(nonce: nonce, sealed: data), crossID: crossID)
+        self.init(
+            seq: seq, id: id, version: version, pdu: parsed.pdu, data: ApptimistSealedData(nonce: nonce, sealed: data), crossID: crossID,
+            literalID: literalID)
     }
 
-    /// Where LOGIN's replay starts, from the newest messages (seq, id) first: the window the
-    /// seed's `max` lets the service search (all when 0). After `head` when it is there; else
-    /// from the oldest of a limited window, or from the start.
-    /// A message is found by either of its ids (`crossID`: a device of the other version's head).
-    static func replayStart(window: [(seq: Int64, id: [UInt8], crossID: [UInt8]?)], head: [UInt8], max: UInt16) -> Int64 {
-        if head.contains(where: { $0 != 0 }), let found = window.first(where: { $0.id == head || $0.crossID == head }) { return found.seq }
+    /// The ids a queued message is known by, newest first: what LOGIN's `head` is looked for in.
+    struct Names: Sendable {
+        var seq: Int64
+        var id: [UInt8]
+        var crossID: [UInt8]?
+        var literalID: [UInt8]?
+    }
+
+    /// Where LOGIN's replay starts, from the newest messages first: the window the seed's `max`
+    /// lets the service search (all when 0). After `head` when it is there; else from the
+    /// oldest of a limited window, or from the start. A message is found by any of its ids (a
+    /// device of the other version's head, or of a version 1 device speaking header lines).
+    static func replayStart(window: [Names], head: [UInt8], max: UInt16) -> Int64 {
+        if head.contains(where: { $0 != 0 }), let found = window.first(where: { $0.id == head || $0.crossID == head || $0.literalID == head }) {
+            return found.seq
+        }
         guard max != 0, let oldest = window.last else { return 0 }
         return oldest.seq - 1
     }
@@ -149,11 +176,13 @@ protocol ApptimistStorage: Sendable {
     /// Where LOGIN's replay starts (deliver after the returned seq): after `head` when it is
     /// among the last `max` messages (all when `max` is 0); else from the oldest of those.
     func replayStart(owner: [UInt8], head: [UInt8], max: UInt16) async throws -> Int64
-    /// Removes a message, known by either of its ids, from its owner's queue; nil when it was
-    /// not there.
+    /// Removes a message, known by any of its ids (`ApptimistQueuedMessage.rendition`), from its
+    /// owner's queue; nil when it was not there.
     func truncate(owner: [UInt8], id: [UInt8]) async throws -> ApptimistQueuedMessage?
     /// Notes that `publicKey` logged in with `version` (`ApptimistAccount.loginVersions`).
     func recordLogin(publicKey: [UInt8], version: ApptimistVersion) async throws
+    /// Notes the header layout `publicKey`'s version 1 devices speak (`ApptimistAccount.headerLayout`).
+    func recordHeaderLayout(publicKey: [UInt8], layout: ApptimistHeaderLayout) async throws
     /// Records (or with nil, revokes) `voucher`'s signature of `subject`.
     func setVouch(subject: [UInt8], voucher: [UInt8], signature: [UInt8]?) async throws
     func vouchers(subject: [UInt8]) async throws -> [[UInt8]]

@@ -126,6 +126,10 @@ enum ServerSchema {
             // Issue 36: messages between version 1 and version 2 devices (Docs/apptimist-protocol.md).
             try db.execute(sql: ApptimistSQLiteStore.acrossVersionsSchema)
         }
+        migrator.registerMigration("v8 apptimist header lines") { db in
+            // Issue 36: version 1 clients that follow the seed's header lines (Docs/apptimist-protocol.md).
+            try db.execute(sql: ApptimistSQLiteStore.headerLinesSchema)
+        }
         return migrator
     }
 }

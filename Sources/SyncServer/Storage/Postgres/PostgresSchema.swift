@@ -114,6 +114,8 @@ enum PostgresSchema {
         (version: 6, sql: ["ALTER TABLE buckets ADD COLUMN base_tag BIGINT"]),
         // Apptimist messages between version 1 and 2 devices (issue 36), as SQLite's "v7 apptimist across versions".
         (version: 7, sql: ApptimistPostgresStore.acrossVersionsSchema),
+        // Version 1 clients that follow the seed's header lines (issue 36), as SQLite's "v8 apptimist header lines".
+        (version: 8, sql: ApptimistPostgresStore.headerLinesSchema),
     ]
 
     /// Applies the migrations the database lacks, each in its own transaction, under a
