@@ -27,6 +27,8 @@ import Testing
 /// - `BUCKETFS_SYNC_MODEL_SECONDS=s`: a long run: random seeds until s seconds have passed;
 /// - `BUCKETFS_SYNC_MODEL_SHRINK_SECONDS=s`: how long a failure's shrinking may take (default
 ///   240; 0: no shrinking);
+/// - `BUCKETFS_SYNC_MODEL_PRINT_STEPS=1`: every step of a seed printed before it runs (a failure
+///   prints only the 40 before it; a restore's trouble may begin long before);
 /// - `BUCKETFS_SYNC_MODEL_RESTORES=0`: no backups of the server and restores from them among the
 ///   faults (they are by default; a replay of a run needs the same setting).
 /// The default run (`scripts/test`) takes the fixed seeds (about a minute on a quiet machine);
@@ -74,6 +76,9 @@ struct SyncModelTests {
         let replay = "\(restores)BUCKETFS_SYNC_MODEL_SEED=\(seed) BUCKETFS_SYNC_MODEL_STEPS=\(configuration.steps)"
             + (configuration.only.map { " BUCKETFS_SYNC_MODEL_ONLY=" + $0.map(String.init).joined(separator: ",") } ?? "")
         print("SyncModelTests: seed \(seed), \(steps.count) steps (rerun: \(replay) scripts/sync-model)")
+        if configuration.printsSteps {
+            for (number, step) in zip(numbers, steps) { print("  \(number): \(step)") }
+        }
         let started = Date()
         var run = SyncModelRun(steps: steps, numbers: numbers)
         guard let failure = try run.carryOut() else {
@@ -152,6 +157,7 @@ struct SyncModelConfiguration: Sendable {
     /// Backups and restores of the server among the faults (issue 35; `BUCKETFS_SYNC_MODEL_RESTORES=0`:
     /// none).
     var restores: Bool
+    var printsSteps: Bool
     var isLongRun: Bool { seconds != nil }
 
     init(environment: [String: String]) {
@@ -159,6 +165,7 @@ struct SyncModelConfiguration: Sendable {
         seconds = environment["BUCKETFS_SYNC_MODEL_SECONDS"].flatMap { Double($0) }
         shrinkSeconds = environment["BUCKETFS_SYNC_MODEL_SHRINK_SECONDS"].flatMap { Double($0) } ?? 240
         restores = environment["BUCKETFS_SYNC_MODEL_RESTORES"] != "0"
+        printsSteps = environment["BUCKETFS_SYNC_MODEL_PRINT_STEPS"] == "1"
         only = environment["BUCKETFS_SYNC_MODEL_ONLY"].flatMap { text in
             text.isEmpty ? nil : text.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
         }
