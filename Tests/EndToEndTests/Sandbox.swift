@@ -186,8 +186,19 @@ final class Background: @unchecked Sendable {
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    /// The last lines of the log, for failure messages.
-    var logTail: String { log.split(separator: "\n").suffix(15).joined(separator: "\n") }
+    /// The last lines of the log, for failure messages. A crash report is shown from its start
+    /// (Swift's "Fatal error" line and the backtracer's "Program crashed" and first frames come
+    /// first, and its register dump last: the model test once showed only the registers of a
+    /// server that had crashed).
+    var logTail: String { Self.tail(of: log) }
+
+    static func tail(of log: String) -> String {
+        let lines = log.split(separator: "\n")
+        if let crash = lines.firstIndex(where: { $0.contains("Fatal error") || $0.contains("Program crashed") }) {
+            return (lines[crash...].prefix(80) + ["..."] + lines.suffix(5)).joined(separator: "\n")
+        }
+        return lines.suffix(15).joined(separator: "\n")
+    }
 }
 
 struct SandboxError: Error, CustomStringConvertible {

@@ -181,7 +181,7 @@ final class SyncWorld {
             }
             for name in launches {
                 let log = (try? String(contentsOfFile: sandbox.root + "/" + name, encoding: .utf8)) ?? ""
-                text += "\n\(name):\n" + log.split(separator: "\n").suffix(15).joined(separator: "\n")
+                text += "\n\(name):\n" + Background.tail(of: log)
             }
         }
         return text
