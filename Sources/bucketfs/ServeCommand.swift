@@ -167,6 +167,8 @@ struct Serve: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data(line.utf8))
             }
         )
+        // /healthz and the Apptimist service key say it too.
+        configuration.software = Version.text
         if let metricsPort {
             let metricsHost = metricsAddress
             configuration.metrics = ServerConfiguration.MetricsListener(host: metricsHost, port: metricsPort) { port in

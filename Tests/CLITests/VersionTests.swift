@@ -1,9 +1,12 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Testing
 
 /// Issue 41: every way bucketfs says which build it is shows the version from the file VERSION
 /// and the commit it was built from.
-@Suite("version: --version, version, status --json, the mount's log, serve's startup line", .serialized, .timeLimit(.minutes(Patience.testMinutes)))
+@Suite("version: --version, version, status --json, the mount's log, serve's startup line, /healthz, the service key", .serialized, .timeLimit(.minutes(Patience.testMinutes)))
 struct VersionTests {
     /// The one place the version is written.
     static let version = try! String(
@@ -39,14 +42,25 @@ struct VersionTests {
         #expect(object["mounts"] as? [Any] != nil)
     }
 
-    @Test func theMountsLogAndServesStartupLineSayTheVersion() throws {
+    @Test func theMountsLogAndServesAnswersSayTheVersion() async throws {
         let cli = try CLIHarness()
         let printed = try cli.bucketfs(["version"]).stdout.trimmingCharacters(in: .newlines)
-        let (server, log) = try cli.start(["serve", "--data", try cli.directory("server"), "--port", "0", "--host", "127.0.0.1"])
+        let data = try cli.directory("server")
+        let (server, log) = try cli.start(["serve", "--data", data, "--port", "0", "--host", "127.0.0.1", "--apptimist", "notes"])
         defer { cli.stop(server) }
-        try eventually { text(of: log).contains("listening on") }
-        let startup = try #require(text(of: log).split(separator: "\n").first { $0.contains("listening on") })
+        // Its own line, not Hummingbird's log line "Server started and listening on".
+        try eventually { text(of: log).contains("bucketfs server listening on") }
+        let startup = try #require(text(of: log).split(separator: "\n").first { $0.hasPrefix("bucketfs server listening on") })
         #expect(startup.hasSuffix(printed), "serve's startup line: \(startup)")
+        let port = try #require(startup.firstMatch(of: /127\.0\.0\.1:(\d+)\//).map { String($0.1) })
+        func get(_ path: String) async throws -> [String: Any] {
+            let (body, _) = try await URLSession.shared.data(from: try #require(URL(string: "http://127.0.0.1:\(port)\(path)")))
+            return try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any], "\(path): \(String(decoding: body, as: UTF8.self))")
+        }
+        #expect(try await get("/healthz")["version"] as? String == printed)
+        #expect(try await get("/notes")["server"] as? String == printed)
+        let keyDocument = try cli.bucketfs(["apptimist", "service-key", "--data", data, "--service", "notes"])
+        #expect(keyDocument.stdout.contains(#""server":"\#(printed)""#), "\(keyDocument.stdout) \(keyDocument.stderr)")
 
         let mountpoint = try cli.directory("demo")
         let mountLog = cli.path("mount.log")
