@@ -119,8 +119,11 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // `bucketfs --version`: the version (file VERSION) and the commit, written before each build.
+            plugins: ["BuildInfo"]
         ),
+        .plugin(name: "BuildInfo", capability: .buildTool()),
         .testTarget(
             name: "DiffMatchPatchTests",
             dependencies: ["DiffMatchPatch", .product(name: "PropertyBased", package: "swift-property-based")]

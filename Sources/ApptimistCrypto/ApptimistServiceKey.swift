@@ -8,7 +8,8 @@ import Foundation
 /// path) and `bucketfs apptimist service-key` prints the same document:
 ///
 ///     {"service": "notes", "public_key": "<64 hex>", "auth_key": "<64 hex>",
-///      "signature": "<128 hex>", "versions": ["apptimist.v2", "apptimist.v1"]}
+///      "signature": "<128 hex>", "versions": ["apptimist.v2", "apptimist.v1"],
+///      "server": "bucketfs 0.9.0 (commit 839ed00)"}
 public struct ApptimistServiceKey: Hashable, Sendable {
     public var service: String
     public var publicKey: [UInt8]
@@ -36,11 +37,14 @@ public struct ApptimistServiceKey: Hashable, Sendable {
         try Ed25519.verify(signature, of: publicKey, publicKey: authKey)
     }
 
-    public func json() -> Data {
-        let object: [String: Any] = [
+    /// The document; `server` (`bucketfs 0.9.0 (commit 839ed00)`, issue 41) says which build
+    /// serves it, for bug reports: it is not signed and a client reads nothing from it.
+    public func json(server: String? = nil) -> Data {
+        var object: [String: Any] = [
             "service": service, "public_key": ApptimistHex.encode(publicKey), "auth_key": ApptimistHex.encode(authKey),
             "signature": ApptimistHex.encode(signature), "versions": versions.map(\.subprotocol),
         ]
+        if let server { object["server"] = server }
         return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
     }
 

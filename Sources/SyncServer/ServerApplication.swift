@@ -31,7 +31,8 @@ func buildServerApplication(
     let throttle = LoginThrottle(perUser: configuration.loginLimitPerUser, perAddress: configuration.loginLimitPerAddress)
     AuthRoutes(configuration: configuration, store: store, logger: logger, throttle: throttle).register(on: router)
     let shutdown = ShutdownState()
-    HealthRoutes(store: store, shutdown: shutdown, statistics: configuration.statistics).register(on: router)
+    HealthRoutes(store: store, shutdown: shutdown, statistics: configuration.statistics, software: configuration.software)
+        .register(on: router)
 
     let endpoint = StreamingEndpoint(configuration: configuration, store: store, hub: hub, logger: logger)
     let webSocketRouter = Router(context: ServerRequestContext.self)

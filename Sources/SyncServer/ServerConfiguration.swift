@@ -55,6 +55,9 @@ public struct ServerConfiguration: Sendable {
     public var maxConnections: Int?
     /// Where the server counts what it holds open.
     public var statistics = ServerStatistics()
+    /// Which build answers (`bucketfs serve`: `bucketfs 0.9.0 (commit 839ed00)`), said by
+    /// `/healthz` and the Apptimist service key document (issue 41); nil: neither says it.
+    public var software: String?
     /// Called once the server listens, with the bound port (useful with port 0).
     public var onServerRunning: (@Sendable (_ port: Int) async -> Void)?
     /// The Telepat applications to answer for (`bucketfs serve --telepat FILE`); nil: no Telepat API.

@@ -115,7 +115,7 @@ struct ApptimistCommand: AsyncParsableCommand {
         func run() async throws {
             let store = try await place.open()
             defer { store.close() }
-            print(String(decoding: try await store.apptimist().serviceKey(service: service).json(), as: UTF8.self))
+            print(String(decoding: try await store.apptimist().serviceKey(service: service).json(server: Version.text), as: UTF8.self))
         }
     }
 }

@@ -12,9 +12,11 @@ struct BucketFSCommand: AsyncParsableCommand {
             sends a jsondiff change through the sync engine; changes made elsewhere appear in the \
             files. bucketfs also ships a Simperium-compatible server (`bucketfs serve`).
             """,
+        version: Version.text,
         subcommands: [
             Mount.self, Unmount.self, Status.self, Sync.self, List.self, History.self, Restore.self, Watch.self,
             Login.self, Install.self, Serve.self, User.self, Seed.self, ApptimistCommand.self, JSONDiffCommand.self,
+            Version.self,
         ]
     )
 

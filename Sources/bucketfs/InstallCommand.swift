@@ -29,12 +29,15 @@ struct Install: ParsableCommand {
     @Option(name: .customLong("unit-directory"), help: "Where to write the unit (default: $XDG_CONFIG_HOME/systemd/user).")
     var unitDirectory: String?
 
+    @Option(help: "The bucketfs the link and the unit run (default: this binary; scripts/package writes the unit for /usr/bin/bucketfs).")
+    var binary: String?
+
     func validate() throws {
         guard mountHelper || systemdUnit else { throw ValidationError("choose --mount-helper and/or --systemd-unit") }
     }
 
     func run() throws {
-        let binary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+        let binary = self.binary ?? URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
         if mountHelper {
             let link = sbin + "/mount.fuse.bucketfs"
             try? FileManager.default.removeItem(atPath: link)

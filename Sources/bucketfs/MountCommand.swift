@@ -182,6 +182,8 @@ struct Mount: AsyncParsableCommand {
         }
         var logger = Logger(label: "bucketfs")
         logger.logLevel = verbose ? .debug : .info
+        // The first line of each run in the log: which binary the rest of it comes from.
+        logger.info("\(Version.text) mounting at \(mountpoint), pid \(getpid())")
         try await MountSession(command: self, mountpoint: mountpoint, logger: logger).run()
     }
 

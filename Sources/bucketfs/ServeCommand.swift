@@ -162,11 +162,13 @@ struct Serve: AsyncParsableCommand {
             tls: tls,
             onServerRunning: { port in
                 let line = "bucketfs server listening on \(scheme.0)://\(host):\(port)/sock/1/<app_id>/websocket "
-                    + "(auth API \(scheme.1)://\(host):\(port)/1/<app_id>/authorize/), data in \(databasePath)\n"
+                    + "(auth API \(scheme.1)://\(host):\(port)/1/<app_id>/authorize/), data in \(databasePath); \(Version.text)\n"
                 // Written unbuffered: scripts wait for this line to learn the port.
                 FileHandle.standardOutput.write(Data(line.utf8))
             }
         )
+        // /healthz and the Apptimist service key say it too.
+        configuration.software = Version.text
         if let metricsPort {
             let metricsHost = metricsAddress
             configuration.metrics = ServerConfiguration.MetricsListener(host: metricsHost, port: metricsPort) { port in

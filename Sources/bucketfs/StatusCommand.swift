@@ -27,13 +27,21 @@ struct Status: AsyncParsableCommand {
         if json {
             let encoder = JSONEncoder.bucketfs
             encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
-            print(String(decoding: try encoder.encode(["mounts": reports]), as: UTF8.self))
+            let status = StatusJSON(version: BuildInfo.version, commit: BuildInfo.commit, mounts: reports)
+            print(String(decoding: try encoder.encode(status), as: UTF8.self))
         } else if reports.isEmpty {
             print("No bucketfs mounts. Mount with: bucketfs mount DIR")
         } else {
             print(reports.map(\.text).joined(separator: "\n"))
         }
     }
+}
+
+/// `status --json`: which bucketfs answers (scripts and bug reports), and each mount.
+struct StatusJSON: Codable {
+    var version: String
+    var commit: String
+    var mounts: [MountReport]
 }
 
 /// One mount's status, from its record and its store.

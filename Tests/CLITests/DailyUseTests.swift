@@ -433,6 +433,13 @@ struct DailyUseTests {
         #expect(unit.contains("ExecStart=\(URL(fileURLWithPath: CLIHarness.binary).resolvingSymlinksInPath().path) mount %f --foreground"))
         #expect(unit.contains("ExecStop="))
         #expect(unit.contains("WantedBy=default.target"))
+        // scripts/package writes the unit for the installed binary, wherever it is built.
+        let packaged = try cli.directory("packaged")
+        let forPackage = try cli.bucketfs(["install", "--systemd-unit", "--unit-directory", packaged, "--binary", "/usr/bin/bucketfs"])
+        #expect(forPackage.status == 0, "\(forPackage.stderr)")
+        let packagedUnit = try String(contentsOfFile: packaged + "/bucketfs@.service", encoding: .utf8)
+        #expect(packagedUnit.contains("ExecStart=/usr/bin/bucketfs mount %f --foreground\n"))
+        #expect(packagedUnit.contains("ExecStop=/usr/bin/bucketfs unmount %f\n"))
         if FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze") {
             let instance = directory + "/bucketfs@home-me-buckets.service"
             try unit.write(toFile: instance, atomically: true, encoding: .utf8)

@@ -54,7 +54,7 @@ final class ApptimistService: Sendable {
             let key = try await serviceKey()
             var headers = HTTPFields()
             headers[.contentType] = "application/json"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Array(key.json()))))
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Array(key.json(server: configuration.software)))))
         }
         webSocketRouter.ws(path) { request, context in
             // The seed's URI query is the device's ephemeral public key as 64 hex digits.

@@ -5,7 +5,8 @@ import NIOConcurrencyHelpers
 
 /// `/healthz` and `/readyz` (issue 38), on the main port and without auth, for a load balancer
 /// and an orchestrator:
-/// - `GET /healthz`: the process answers (200, `{"status":"ok"}`), whatever its store does.
+/// - `GET /healthz`: the process answers (200, `{"status":"ok"}`), whatever its store does;
+///   with `"version"` too when the configuration names the build (issue 41).
 /// - `GET /readyz`: 200 only when the store answers a cheap read within `readinessBound`;
 ///   503 while it does not (PostgreSQL stopped or unreachable) and once a graceful shutdown has
 ///   begun, so a balancer (examples/haproxy.cfg) stops sending this node new clients.
@@ -16,10 +17,14 @@ struct HealthRoutes: Sendable {
     let store: any ServerStorage
     let shutdown: ShutdownState
     let statistics: ServerStatistics
+    /// `ServerConfiguration.software`.
+    let software: String?
 
     func register(on router: Router<ServerRequestContext>) {
-        router.get("/healthz") { _, _ in
-            Self.json(.ok, ["status": .string("ok")])
+        var healthy: JSONObject = ["status": .string("ok")]
+        if let software { healthy["version"] = .string(software) }
+        router.get("/healthz") { [healthy] _, _ in
+            Self.json(.ok, healthy)
         }
         router.get("/readyz") { _, _ in
             await ready()
