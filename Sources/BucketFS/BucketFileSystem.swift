@@ -270,7 +270,7 @@ public final class BucketFileSystem: Sendable {
         guard running, let mountPoint else { return true }
         // Opened before any umount, while the number is surely ours: a connection that ends lends
         // its number to the next mount, but this handle stays with ours (see ConnectionAbort).
-        let abort = Self.fuseDevice(of: mountPoint).flatMap(ConnectionAbort.init(device:))
+        let abort = ConnectionAbort(mountedAt: mountPoint)
         if Self.fusermount(["-u", mountPoint]) {
             // A copy of the mount in another mount namespace (`unshare -m` copies every mount
             // there is) outlives our umount, and the loop ends only with the connection.
@@ -439,6 +439,14 @@ public final class ConnectionAbort {
         if access(path, F_OK) != 0 { _ = Glibc.mount("fusectl", connections, "fusectl", 0, nil) }
         descriptor = Glibc.open(path, O_WRONLY | O_CLOEXEC)
         if descriptor < 0 { return nil }
+    }
+
+    /// The abort file of the connection mounted at `mountPoint`; nil when nothing is mounted
+    /// there (or as `init(device:)`). Open it before the umount: the name is gone from
+    /// mountinfo after it, and the number may go to the next mount.
+    public convenience init?(mountedAt mountPoint: String) {
+        guard let device = BucketFileSystem.fuseDevice(of: mountPoint) else { return nil }
+        self.init(device: device)
     }
 
     deinit { Glibc.close(descriptor) }

@@ -19,9 +19,8 @@ struct Unmount: AsyncParsableCommand {
         let pid = (try? String(contentsOfFile: Paths.pidFile(for: mountpoint), encoding: .utf8))
             .flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         guard isMounted(mountpoint) else { throw CommandError("\(mountpoint) is not mounted") }
-        // Opened before the umount, while the number is surely this mount's (the name is gone
-        // from mountinfo after it, and the number may go to the next mount).
-        let abort = BucketFileSystem.fuseDevice(of: mountpoint).flatMap { ConnectionAbort(device: $0) }
+        // Opened before the umount, while the number is surely this mount's.
+        let abort = ConnectionAbort(mountedAt: mountpoint)
         let fusermount = ChildProcess()
         fusermount.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         fusermount.arguments = ["fusermount3", "-u", mountpoint]

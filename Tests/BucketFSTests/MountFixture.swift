@@ -85,7 +85,7 @@ final class MountFixture: @unchecked Sendable {
         closed = true
         watchdog.cancel()
         if !fileSystem.unmount(timeout: Patience.seconds) {
-            let abort = Self.fuseDevice(of: mountPoint).flatMap { ConnectionAbort(device: $0) }
+            let abort = ConnectionAbort(mountedAt: mountPoint)
             _ = try? Tool.run("/usr/bin/fusermount3", ["-uz", mountPoint], timeout: 30)
             abort?.abort()
             Issue.record("file system loop did not end within \(Patience.seconds) s of unmount")
