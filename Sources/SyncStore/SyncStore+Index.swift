@@ -239,13 +239,20 @@ extension SyncStore {
     }
 
     /// Of index entries this store holds no row for, those it removed (or saw removed) at or
-    /// after the version the server lists (`removed_entity` keeps the last version it had): a
-    /// server that lists them lost their removal. (Versions go on after a removal, so an
-    /// entity created again since has a newer version and is taken as any other.)
+    /// after the version the server lists: a server that lists them lost their removal.
+    /// (Versions go on after a removal, so an entity created again since has a newer version
+    /// and is taken as any other.) The version compared is the highest this store ever knew of
+    /// the entity (`entity_highest_version`), not only the last (`removed_entity`): a restore
+    /// numbers versions on from its backup's, and a later restore of a backup from before the
+    /// first lists versions of the history this store knew before, which its removal followed.
     /// Only removals made here: one seen from elsewhere is its author's to send again.
     private static func removedSince(_ entries: [IndexEntry], bucket: BucketRow, _ db: Database) throws -> Set<String> {
         let lookup = try db.cachedStatement(
-            sql: "SELECT last_version FROM removed_entity WHERE bucket = ? AND key = ? AND removed_here = 1")
+            sql: """
+                SELECT max(removed.last_version, coalesce(highest.version, 0)) FROM removed_entity AS removed
+                LEFT JOIN entity_highest_version AS highest ON highest.bucket = removed.bucket AND highest.key = removed.key
+                WHERE removed.bucket = ? AND removed.key = ? AND removed.removed_here = 1
+                """)
         var removed = Set<String>()
         for entry in entries {
             if let last = try Int.fetchOne(lookup, arguments: [bucket.name, entry.key]), entry.version <= last {

@@ -300,14 +300,18 @@ extension SyncStore {
             // server's index; does the server have the version we had acknowledged?
             row.needsReload = false
             row.reloadVersion = nil
-            if data != nil || !row.authored {
+            // The same version with other data is another history's (a restore of a backup
+            // taken before an earlier restore, whose versions ours reuse): the server never had
+            // ours, so it did not remove it.
+            let hadOurs = try data.map { try $0 == row.ghost() } ?? false
+            if hadOurs || !row.authored {
                 // It had it, so it removed the entity since: a removal like any other. Or it
                 // lost a value another mount made: that mount sends it again (`resendIfServerLost`).
                 try removeFromServerSide(row, bucket: bucket, now: now, outcome: &outcome, db)
                 return
             }
             // It never had it: the server lost the entity (restored from a backup older than
-            // it), and it is created there again from our value.
+            // it, or of another history), and it is created there again from our value.
             try sendAgain(
                 &row, over: [:], version: nil, reason: "the server had lost this note (restored from a backup?); sent again",
                 bucket: bucket, outcome: &outcome, db)

@@ -304,3 +304,74 @@ extension ReplicaReindexTests {
         }
     }
 }
+
+/// Two restores in a row: a backup from before an earlier restore lists versions of the history
+/// the earlier restore abandoned, numbered as the present one numbers others (issue 35's model
+/// runs, seeds 1134540391 and 166244035).
+extension ReplicaReindexTests {
+    /// Our note was at version 12; a restore brought the server back to its version 3, ours was
+    /// sent again (version 4) and removed here (version 5). A second restore, of a backup taken
+    /// before the first, lists it at version 10 with a value from the history we knew up to
+    /// version 12: that came before our removal, which is sent again.
+    @Test func aRemovalFollowsTheHighestVersionThisStoreKnewAcrossRestores() throws {
+        try withStore { store, _ in
+            try Self.ours(store, ["a": (12, ["n": 72])])
+            let first = try Self.reindex(store, ["a": (3, ["n": 6])])
+            let resend = try #require(first.readyToSend.first)
+            try store.markSent(ccids: [resend.ccid])
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [
+                    RemoteChange(
+                        key: "a", operation: .modify(diff: wireDiff(["n": 6], ["n": 72])), sourceVersion: 3, endVersion: 4, cv: "c3",
+                        clientID: "us", ccids: [resend.ccid])
+                ])
+            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
+            try store.markSent(ccids: [removal.ccid])
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 4, endVersion: 5, cv: "c4", clientID: "us", ccids: [removal.ccid])])
+            #expect(try store.entity(bucket: "notes", key: "a") == nil)
+            #expect(try store.lastVersionBeforeRemoval(bucket: "notes", key: "a") == 4, "the history lists the present server's versions")
+
+            let second = try Self.reindex(store, ["a": (10, ["n": 39])])
+            #expect(second.lostOnServer == ["a"])
+            #expect(second.events.isEmpty, "no file comes back")
+            let again = try #require(second.readyToSend.first)
+            #expect(again.operation == .remove && again.sourceVersion == 10)
+            #expect(try store.readEntity(bucket: "notes", key: "a") == nil)
+        }
+    }
+
+    /// Past the highest version this store knew, the listed entity is someone's newer note.
+    @Test func aVersionPastAnyThisStoreKnewIsTakenAfterItsRemoval() throws {
+        try withStore { store, _ in
+            try Self.ours(store, ["a": (3, ["n": 3])])
+            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
+            try store.markSent(ccids: [removal.ccid])
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 3, endVersion: 4, cv: "c4", clientID: "us", ccids: [removal.ccid])])
+            let outcome = try Self.reindex(store, ["a": (6, ["n": "new"])])
+            #expect(outcome.lostOnServer.isEmpty && outcome.readyToSend.isEmpty)
+            #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": "new"])
+        }
+    }
+
+    /// Missing from the index, and the server's version of our number is another history's
+    /// value: the server never had ours, so it did not remove it; ours is created again.
+    @Test func anEntityMissingFromAnotherHistoryIsCreatedAgain() throws {
+        try withStore { store, _ in
+            try Self.ours(store, ["a": (2, ["n": 1_000_001])])
+            let outcome = try Self.reindex(store, [:])
+            #expect(outcome.reloads == [ReloadRequest(key: "a", version: 2)])
+            let answer = try store.applyEntity(bucket: "notes", key: "a", version: 2, data: ["n": 16])
+            #expect(answer.lostOnServer == ["a"])
+            #expect(answer.events.isEmpty, "the file stays")
+            let create = try #require(answer.readyToSend.first)
+            #expect(create.sourceVersion == nil)
+            #expect(create.operation == .modify(diff: wireDiff([:], ["n": 1_000_001])))
+            #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": 1_000_001])
+        }
+    }
+}
