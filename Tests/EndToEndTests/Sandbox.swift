@@ -194,10 +194,20 @@ final class Background: @unchecked Sendable {
 
     static func tail(of log: String) -> String {
         let lines = log.split(separator: "\n")
-        if let crash = lines.firstIndex(where: { $0.contains("Fatal error") || $0.contains("Program crashed") }) {
-            return (lines[crash...].prefix(80) + ["..."] + lines.suffix(5)).joined(separator: "\n")
+        let crashMarks = ["Fatal error", "Program crashed", "Backtracing from"]
+        if let crash = lines.firstIndex(where: { line in crashMarks.contains { line.contains($0) } }) {
+            return (lines[crash...].prefix(80) + ["..."] + lines.suffix(5) + crashReportsElsewhere).joined(separator: "\n")
         }
         return lines.suffix(15).joined(separator: "\n")
+    }
+
+    /// Where the backtracer wrote the report instead of the log, when the run sends reports to
+    /// files (`scripts/lib/test-runs.sh`).
+    private static var crashReportsElsewhere: [Substring] {
+        guard let settings = ProcessInfo.processInfo.environment["SWIFT_BACKTRACE"],
+            let directory = settings.split(separator: ",").first(where: { $0.hasPrefix("output-to=") })?.dropFirst("output-to=".count)
+        else { return [] }
+        return ["(the crash report is a file in \(directory))"]
     }
 }
 
