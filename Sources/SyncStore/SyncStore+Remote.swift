@@ -127,6 +127,23 @@ extension SyncStore {
         }
     }
 
+    /// A removal of ours acknowledged while the entity's row stays (its file made again
+    /// meanwhile): remembered as `Schema`'s triggers remember a deleted row's, and as ours.
+    static func rememberRemovalHere(key: String, version: Int, bucket: BucketRow, _ db: Database) throws {
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO removed_entity (bucket, key, last_version, removed_here) VALUES (?, ?, ?, 1)
+                ON CONFLICT (bucket, key) DO UPDATE SET last_version = excluded.last_version, removed_here = 1
+                """
+        ).execute(arguments: [bucket.name, key, version])
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO entity_highest_version (bucket, key, version) VALUES (?, ?, ?)
+                ON CONFLICT (bucket, key) DO UPDATE SET version = max(version, excluded.version)
+                """
+        ).execute(arguments: [bucket.name, key, version])
+    }
+
     /// The removal `removed_entity` remembers for `key` was this store's: a restore that lost it
     /// has this store send it again (`applyIndexPage`).
     static func markRemovedHere(key: String, bucket: BucketRow, _ db: Database) throws {
@@ -154,7 +171,10 @@ extension SyncStore {
                 return
             }
             // Re-created locally after the removal was sent (its bytes JSON or not): a new
-            // entity, sent as one once its bytes are a JSON object.
+            // entity, sent as one once its bytes are a JSON object. The removal is remembered as
+            // a deleted row's would be: a server restored from before it lists the old note
+            // again, and this store is the one to remove it again (`applyIndexPage`).
+            if let removed = row.ghostVersion { try rememberRemovalHere(key: row.key, version: removed, bucket: bucket, db) }
             row.setGhost([:], version: nil)
         } else if case .modify(let diff) = change.operation {
             let endVersion = change.endVersion ?? (change.sourceVersion ?? 0) + 1

@@ -375,3 +375,32 @@ extension ReplicaReindexTests {
         }
     }
 }
+
+extension ReplicaReindexTests {
+    /// Our removal was acknowledged while the file had been made again (bytes not JSON: kept,
+    /// not sent), so the row stayed; the file was then saved and removed before it ever reached
+    /// the server. A server restored from before the removal lists the note again: the removal
+    /// is remembered, and sent again (issue 35's model run, seed 3661928565).
+    @Test func aRemovalAcknowledgedWhileTheFileWasMadeAgainIsRemembered() throws {
+        try withStore { store, _ in
+            try Self.ours(store, ["a": (2, ["n": 80])])
+            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
+            try store.markSent(ccids: [removal.ccid])
+            let invalid = try store.saveLocal(bucket: "notes", key: "a", bytes: Array("{not json".utf8))
+            #expect(invalid.parseError != nil && invalid.readyToSend == nil)
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 2, endVersion: 3, cv: "c3", clientID: "us", ccids: [removal.ccid])])
+            #expect(try store.readEntity(bucket: "notes", key: "a") == Array("{not json".utf8), "the bytes stay")
+            _ = try store.saveLocal(bucket: "notes", key: "a", value: ["n": 96])
+            _ = try store.deleteLocal(bucket: "notes", key: "a")
+            #expect(try store.entity(bucket: "notes", key: "a") == nil)
+
+            let outcome = try Self.reindex(store, ["a": (1, ["n": 11])])
+            #expect(outcome.lostOnServer == ["a"])
+            #expect(outcome.events.isEmpty, "no file comes back")
+            let again = try #require(outcome.readyToSend.first)
+            #expect(again.operation == .remove && again.sourceVersion == 1)
+        }
+    }
+}
