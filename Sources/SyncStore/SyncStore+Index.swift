@@ -157,6 +157,12 @@ extension SyncStore {
                 try markSeen.execute(arguments: [bucket.indexGeneration, bucket.id, entry.key])
                 continue
             }
+            if replica, let data = entry.data, let current, current.version == nil,
+                try resendRemovalUnderNewFile(key: entry.key, version: entry.version, data: data, bucket: bucket, outcome: &outcome, db)
+            {
+                try markSeen.execute(arguments: [bucket.indexGeneration, bucket.id, entry.key])
+                continue
+            }
             let upToDate = current.map { $0.version == entry.version && !$0.needsReload } ?? false
             if !upToDate && !inserted.contains(entry.key) {
                 if let data = entry.data {
@@ -260,6 +266,36 @@ extension SyncStore {
             }
         }
         return removed
+    }
+
+    /// The server lists a note this store removed (`removedSince`), where a file made here
+    /// since under its key has not reached the server (its bytes not JSON, or not sent yet): the
+    /// removal is sent again over the listed version, and the new file stays, to be created on
+    /// the server once the removal is acknowledged (`acknowledge`). Taking the listed note under
+    /// the new file would bring back, on every other device, the note that was removed. True
+    /// when that was the case.
+    private static func resendRemovalUnderNewFile(
+        key: String, version: Int, data: JSONObject, bucket: BucketRow, outcome: inout RemoteOutcome, _ db: Database
+    ) throws -> Bool {
+        guard try !removedSince([IndexEntry(key: key, version: version, data: nil)], bucket: bucket, db).isEmpty,
+            var row = try EntityRow.find(bucketID: bucket.id, key: key, db), row.ghostVersion == nil, !row.deletedPending,
+            row.content != nil
+        else { return false }
+        let open = try ChangeRow.open(entityID: row.id, db)
+        // A create in flight reaches the server first, over the listed note: that decides.
+        guard open.map({ $0.state == "queued" }) ?? true else { return false }
+        if let open { try open.delete(db) }
+        row.setGhost(data, version: version)
+        row.reason = "the server had lost this note's removal (restored from a backup?); removed again before this file is sent"
+        if row.state != EntityState.invalid.description { row.state = EntityState.pending.description }
+        try row.update(db)
+        var removal = ChangeRow(
+            seq: nil, entityID: row.id, ccid: newCCID(), sv: version, op: "-", diff: nil, fullData: nil, state: "queued",
+            created: now())
+        try removal.save(db)
+        outcome.ready(try removal.outgoing(bucket: bucket.name, key: key))
+        outcome.lostOnServer.append(key)
+        return true
     }
 
     /// A removal the server lost (a restored backup lists the entity again): the entity is

@@ -404,3 +404,38 @@ extension ReplicaReindexTests {
         }
     }
 }
+
+extension ReplicaReindexTests {
+    /// As above, but the file made again is still here, its bytes not JSON (kept, never sent):
+    /// the listed note is removed again on the server, the bytes stay, and a later valid save
+    /// of the file is created anew once the removal is acknowledged.
+    @Test func aRemovalTheServerLostIsSentAgainUnderAFileMadeSince() throws {
+        try withStore { store, _ in
+            try Self.ours(store, ["a": (2, ["n": 80])])
+            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
+            try store.markSent(ccids: [removal.ccid])
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 2, endVersion: 3, cv: "c3", clientID: "us", ccids: [removal.ccid])])
+            _ = try store.saveLocal(bucket: "notes", key: "a", bytes: Array("{not json".utf8))
+
+            let outcome = try Self.reindex(store, ["a": (1, ["n": 11])])
+            #expect(outcome.lostOnServer == ["a"])
+            #expect(outcome.events.isEmpty, "the file keeps its bytes")
+            let again = try #require(outcome.readyToSend.first)
+            #expect(again.operation == .remove && again.sourceVersion == 1)
+            #expect(try store.readEntity(bucket: "notes", key: "a") == Array("{not json".utf8))
+
+            // The file is saved valid before the removal is acknowledged: created anew after it.
+            try store.markSent(ccids: [again.ccid])
+            _ = try store.saveLocal(bucket: "notes", key: "a", value: ["n": 96])
+            let acknowledged = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c5", clientID: "us", ccids: [again.ccid])])
+            let create = try #require(acknowledged.readyToSend.first)
+            #expect(create.sourceVersion == nil)
+            #expect(create.operation == .modify(diff: wireDiff([:], ["n": 96])))
+            #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": 96])
+        }
+    }
+}
