@@ -195,8 +195,8 @@ enum Schema {
         }
         migrator.registerMigration("v10 highest versions") { db in
             // Issue 35: the highest server version this store has known of each entity it
-            // forgot, or whose version went down (a server restored from a backup numbers versions
-            // on from the backup's). A removal of ours is sent again to a restored server that
+            // forgot, or whose version went down or away (a server restored from a backup numbers
+            // versions on from the backup's, or lost the entity: it is created again). A removal of ours is sent again to a restored server that
             // lists the entity at any version up to it: that version came before the removal,
             // in one history or another. `removed_entity.last_version` alone, lowered by a
             // restore, let a later restore of a backup from before the first bring a removed
@@ -217,7 +217,7 @@ enum Schema {
                     ON CONFLICT (bucket, key) DO UPDATE SET version = max(version, excluded.version);
                 END;
                 CREATE TRIGGER entity_lowered_highest_version AFTER UPDATE OF ghost_version ON entity
-                WHEN NEW.ghost_version < OLD.ghost_version BEGIN
+                WHEN OLD.ghost_version IS NOT NULL AND (NEW.ghost_version IS NULL OR NEW.ghost_version < OLD.ghost_version) BEGIN
                     INSERT INTO entity_highest_version (bucket, key, version)
                     SELECT name, OLD.key, OLD.ghost_version FROM bucket WHERE id = OLD.bucket_id
                     ON CONFLICT (bucket, key) DO UPDATE SET version = max(version, excluded.version);

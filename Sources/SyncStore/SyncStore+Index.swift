@@ -57,6 +57,11 @@ extension SyncStore {
                         outcome.reloads.append(ReloadRequest(key: row.key, version: version))
                     } else {
                         try Self.removeFromServerSide(row, bucket: bucketRow, now: now, outcome: &outcome, db)
+                        // A removal made here that the server no longer needs (it lost the
+                        // note): still ours, for a later restore of a backup that holds the note.
+                        if row.deletedPending, try EntityRow.find(bucketID: bucketRow.id, key: row.key, db) == nil {
+                            try Self.markRemovedHere(key: row.key, bucket: bucketRow, db)
+                        }
                     }
                 }
                 bucketRow.cv = bucketRow.indexCV ?? current ?? bucketRow.cv
@@ -301,7 +306,7 @@ extension SyncStore {
     /// A removal the server lost (a restored backup lists the entity again): the entity is
     /// stored as removed here, over the server's version, and the removal sent again. No file
     /// shows meanwhile.
-    private static func resendLostRemoval(
+    static func resendLostRemoval(
         key: String, version: Int, data: JSONObject, bucket: BucketRow, now: Int64, outcome: inout RemoteOutcome, _ db: Database
     ) throws {
         var row = try EntityRow.new(bucketID: bucket.id, key: key, now: now, db)

@@ -333,6 +333,7 @@ extension SyncStore {
         if row.ghostVersion == nil && !inFlight {
             // Never reached the server: nothing to tell it.
             try row.delete(db)
+            try rememberRemovalOfAKnownNote(key: key, bucket: bucket, db)
             return nil
         }
         row.removeFile(now: now)
@@ -341,6 +342,25 @@ extension SyncStore {
         let ready = try reconcileQueue(&row, bucket: bucket.name, db)
         try row.update(db)
         return ready
+    }
+
+    /// A file removed before it reached the server, under the key of a note this store knew at
+    /// a server version (the file was made again after that note was removed, or the server
+    /// lost the note and this store's copy was to be created again): the user removed that note
+    /// too. A server restored from a backup that holds it lists it again, and this store is
+    /// then the one to remove it again (`applyIndexPage`).
+    static func rememberRemovalOfAKnownNote(key: String, bucket: BucketRow, _ db: Database) throws {
+        guard
+            let known = try Int.fetchOne(
+                db.cachedStatement(sql: "SELECT version FROM entity_highest_version WHERE bucket = ? AND key = ?"),
+                arguments: [bucket.name, key])
+        else { return }
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO removed_entity (bucket, key, last_version, removed_here) VALUES (?, ?, ?, 1)
+                ON CONFLICT (bucket, key) DO UPDATE SET removed_here = 1
+                """
+        ).execute(arguments: [bucket.name, key, known])
     }
 
     /// Brings the entity's unsent change in line with its local value (coalescing saves: one

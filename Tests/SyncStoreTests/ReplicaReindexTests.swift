@@ -439,3 +439,130 @@ extension ReplicaReindexTests {
         }
     }
 }
+
+extension ReplicaReindexTests {
+    /// A server that lost our note (restored from a backup without it) has it created again
+    /// from our copy; the user removes the file before that create goes out. A later restore, of
+    /// a backup that holds the note, lists it again: the user's removal is sent (issue 35's model
+    /// run, seed 945180396).
+    @Test func aNoteRemovedBeforeItsCreateWentOutIsRemovedFromALaterRestore() throws {
+        try withStore { store, _ in
+            try Self.ours(store, ["a": (2, ["n": 66])])
+            let first = try Self.reindex(store, [:])
+            #expect(first.reloads == [ReloadRequest(key: "a", version: 2)])
+            let lost = try store.applyEntity(bucket: "notes", key: "a", version: 2, data: nil)
+            #expect(lost.readyToSend.first?.sourceVersion == nil, "created again")
+            #expect(try store.deleteLocal(bucket: "notes", key: "a") == nil, "the create never went out: nothing to send")
+            #expect(try store.entity(bucket: "notes", key: "a") == nil)
+
+            let second = try Self.reindex(store, ["a": (1, ["n": 7])])
+            #expect(second.lostOnServer == ["a"])
+            #expect(second.events.isEmpty, "no file comes back")
+            let again = try #require(second.readyToSend.first)
+            #expect(again.operation == .remove && again.sourceVersion == 1)
+        }
+    }
+
+    /// A note never on any server, removed before it was sent, leaves nothing to remember.
+    @Test func aNewNoteRemovedBeforeItWentOutLeavesNoRemoval() throws {
+        try withStore { store, _ in
+            try Self.synced(store, [:])
+            _ = try store.saveLocal(bucket: "notes", key: "fresh", value: ["n": 1])
+            #expect(try store.deleteLocal(bucket: "notes", key: "fresh") == nil)
+            let outcome = try Self.reindex(store, ["fresh": (1, ["n": "someone else's"])])
+            #expect(outcome.lostOnServer.isEmpty && outcome.readyToSend.isEmpty)
+            #expect(try store.entity(bucket: "notes", key: "fresh")?.value == ["n": "someone else's"])
+        }
+    }
+}
+
+extension ReplicaReindexTests {
+    /// Removed here, the removal not yet sent, when a re-index shows the server lost the note:
+    /// nothing to send now, but the removal stays ours, for a later restore of a backup that
+    /// holds the note (issue 35's model run, seed 945180396).
+    @Test func aPendingRemovalOfANoteTheServerLostStaysOurs() throws {
+        try withStore { store, _ in
+            try Self.ours(store, ["a": (2, ["n": 66])])
+            _ = try store.deleteLocal(bucket: "notes", key: "a")
+            let first = try Self.reindex(store, [:])
+            #expect(first.readyToSend.isEmpty && first.reloads.isEmpty)
+            #expect(try store.entity(bucket: "notes", key: "a") == nil)
+
+            let second = try Self.reindex(store, ["a": (1, ["n": 7])])
+            #expect(second.lostOnServer == ["a"])
+            #expect(second.events.isEmpty, "no file comes back")
+            let again = try #require(second.readyToSend.first)
+            #expect(again.operation == .remove && again.sourceVersion == 1)
+        }
+    }
+}
+
+extension ReplicaReindexTests {
+    /// A server restored from a backup of the history this store's removal followed, whose cv
+    /// points at the same change in both histories: no `cv:?`, and the catch-up brings the
+    /// creation of the removed note again, at a version no later than the one removed. The
+    /// removal goes to it again (issue 35's model run, seed 945180396).
+    @Test func aCatchUpThatCreatesARemovedNoteAgainAtAnOlderVersionGetsTheRemoval() throws {
+        try withStore { store, _ in
+            try Self.ours(store, ["a": (2, ["n": 66])])
+            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
+            try store.markSent(ccids: [removal.ccid])
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 2, endVersion: 3, cv: "c3", clientID: "us", ccids: [removal.ccid])])
+            let outcome = try store.applyRemote(
+                bucket: "notes",
+                changes: [
+                    RemoteChange(
+                        key: "a", operation: .modify(diff: wireDiff([:], ["n": 7])), sourceVersion: nil, endVersion: 1, cv: "c2",
+                        clientID: "other", ccids: ["o1"])
+                ],
+                ownClientID: "us")
+            #expect(outcome.lostOnServer == ["a"])
+            #expect(outcome.events.isEmpty, "no file comes back")
+            let again = try #require(outcome.readyToSend.first)
+            #expect(again.operation == .remove && again.sourceVersion == 1)
+            #expect(try store.readEntity(bucket: "notes", key: "a") == nil)
+        }
+    }
+
+    /// Versions go on after a removal: a note made again since, at a newer version, is taken.
+    @Test func aCatchUpThatCreatesANoteAfterOurRemovalIsTaken() throws {
+        try withStore { store, _ in
+            try Self.ours(store, ["a": (2, ["n": 66])])
+            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
+            try store.markSent(ccids: [removal.ccid])
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 2, endVersion: 3, cv: "c3", clientID: "us", ccids: [removal.ccid])])
+            let outcome = try store.applyRemote(
+                bucket: "notes",
+                changes: [
+                    RemoteChange(
+                        key: "a", operation: .modify(diff: wireDiff([:], ["n": "new"])), sourceVersion: nil, endVersion: 4, cv: "c4",
+                        clientID: "other", ccids: ["o1"])
+                ],
+                ownClientID: "us")
+            #expect(outcome.readyToSend.isEmpty && outcome.lostOnServer.isEmpty)
+            #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": "new"])
+        }
+    }
+
+    /// Versions counted by a mirror (Telepat, Apptimist: changes without a cv) start again at 1
+    /// for a note made again: its creation is taken, whatever this store removed before.
+    @Test func aCountedVersionsCreationAfterOurRemovalIsTaken() throws {
+        try withStore { store, _ in
+            try Self.ours(store, ["a": (2, ["n": 66])])
+            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
+            try store.markSent(ccids: [removal.ccid])
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 2, endVersion: 3, cv: nil, clientID: "us", ccids: [removal.ccid])])
+            let outcome = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "a", operation: .modify(diff: wireDiff([:], ["n": "new"])), sourceVersion: nil, endVersion: 1, cv: nil)])
+            #expect(outcome.readyToSend.isEmpty && outcome.lostOnServer.isEmpty)
+            #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": "new"])
+        }
+    }
+}
