@@ -42,6 +42,35 @@ struct ReplicaReindexTests {
             current: "c2", isLast: true)
     }
 
+    /// Removes `key` here and has the server acknowledge it: the ghost was at `version`, the
+    /// removal makes `version + 1`. `cv`: the acknowledgement's (nil: a mirror's counted versions).
+    static func removeHere(_ store: SyncStore, _ key: String, at version: Int, cv: String? = "c9") throws {
+        let removal = try #require(try store.deleteLocal(bucket: "notes", key: key))
+        try store.markSent(ccids: [removal.ccid])
+        _ = try store.applyRemote(
+            bucket: "notes",
+            changes: [
+                RemoteChange(key: key, operation: .remove, sourceVersion: version, endVersion: version + 1, cv: cv, clientID: "us", ccids: [removal.ccid])
+            ])
+        #expect(try store.entity(bucket: "notes", key: key) == nil)
+    }
+
+    /// `outcome` sends the removal of `a` again, over the server's `version`, and shows no file.
+    static func expectRemovalSentAgain(_ outcome: RemoteOutcome, over version: Int) throws {
+        #expect(outcome.lostOnServer == ["a"])
+        #expect(outcome.events.isEmpty, "no file comes back")
+        let again = try #require(outcome.readyToSend.first)
+        #expect(again.operation == .remove && again.sourceVersion == version)
+    }
+
+    /// `outcome` creates `a` again on the server from this store's `value`, which it keeps.
+    static func expectCreatedAgain(_ outcome: RemoteOutcome, _ value: JSONObject, in store: SyncStore) throws {
+        let create = try #require(outcome.readyToSend.first)
+        #expect(create.sourceVersion == nil)
+        #expect(create.operation == .modify(diff: wireDiff([:], value)))
+        #expect(try store.entity(bucket: "notes", key: "a")?.value == value)
+    }
+
     @Test func anEntityTheServerHoldsAtAnOlderVersionIsSentAgainOverIt() throws {
         try withStore { store, _ in
             try Self.ours(store, ["a": (2, ["n": 2, "t": "two"])])
@@ -139,12 +168,7 @@ extension ReplicaReindexTests {
         try withStore { store, _ in
             try Self.ours(store, ["a": (3, ["n": 3]), "b": (1, ["n": 1])])
             // Removed here and acknowledged: the store forgets the entity (version 4 on the server).
-            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
-            try store.markSent(ccids: [removal.ccid])
-            _ = try store.applyRemote(
-                bucket: "notes",
-                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 3, endVersion: 4, cv: "c9", clientID: "us", ccids: [removal.ccid])])
-            #expect(try store.entity(bucket: "notes", key: "a") == nil)
+            try Self.removeHere(store, "a", at: 3)
 
             // A server restored from before the removal lists `a` at version 2 or 3: the removal is sent again.
             let outcome = try Self.reindex(store, ["a": (3, ["n": 3]), "b": (1, ["n": 1])])
@@ -326,19 +350,11 @@ extension ReplicaReindexTests {
                         key: "a", operation: .modify(diff: wireDiff(["n": 6], ["n": 72])), sourceVersion: 3, endVersion: 4, cv: "c3",
                         clientID: "us", ccids: [resend.ccid])
                 ])
-            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
-            try store.markSent(ccids: [removal.ccid])
-            _ = try store.applyRemote(
-                bucket: "notes",
-                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 4, endVersion: 5, cv: "c4", clientID: "us", ccids: [removal.ccid])])
-            #expect(try store.entity(bucket: "notes", key: "a") == nil)
+            try Self.removeHere(store, "a", at: 4, cv: "c4")
             #expect(try store.lastVersionBeforeRemoval(bucket: "notes", key: "a") == 4, "the history lists the present server's versions")
 
             let second = try Self.reindex(store, ["a": (10, ["n": 39])])
-            #expect(second.lostOnServer == ["a"])
-            #expect(second.events.isEmpty, "no file comes back")
-            let again = try #require(second.readyToSend.first)
-            #expect(again.operation == .remove && again.sourceVersion == 10)
+            try Self.expectRemovalSentAgain(second, over: 10)
             #expect(try store.readEntity(bucket: "notes", key: "a") == nil)
         }
     }
@@ -347,11 +363,7 @@ extension ReplicaReindexTests {
     @Test func aVersionPastAnyThisStoreKnewIsTakenAfterItsRemoval() throws {
         try withStore { store, _ in
             try Self.ours(store, ["a": (3, ["n": 3])])
-            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
-            try store.markSent(ccids: [removal.ccid])
-            _ = try store.applyRemote(
-                bucket: "notes",
-                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 3, endVersion: 4, cv: "c4", clientID: "us", ccids: [removal.ccid])])
+            try Self.removeHere(store, "a", at: 3, cv: "c4")
             let outcome = try Self.reindex(store, ["a": (6, ["n": "new"])])
             #expect(outcome.lostOnServer.isEmpty && outcome.readyToSend.isEmpty)
             #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": "new"])
@@ -368,15 +380,10 @@ extension ReplicaReindexTests {
             let answer = try store.applyEntity(bucket: "notes", key: "a", version: 2, data: ["n": 16])
             #expect(answer.lostOnServer == ["a"])
             #expect(answer.events.isEmpty, "the file stays")
-            let create = try #require(answer.readyToSend.first)
-            #expect(create.sourceVersion == nil)
-            #expect(create.operation == .modify(diff: wireDiff([:], ["n": 1_000_001])))
-            #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": 1_000_001])
+            try Self.expectCreatedAgain(answer, ["n": 1_000_001], in: store)
         }
     }
-}
 
-extension ReplicaReindexTests {
     /// Our removal was acknowledged while the file had been made again (bytes not JSON: kept,
     /// not sent), so the row stayed; the file was then saved and removed before it ever reached
     /// the server. A server restored from before the removal lists the note again: the removal
@@ -397,26 +404,17 @@ extension ReplicaReindexTests {
             #expect(try store.entity(bucket: "notes", key: "a") == nil)
 
             let outcome = try Self.reindex(store, ["a": (1, ["n": 11])])
-            #expect(outcome.lostOnServer == ["a"])
-            #expect(outcome.events.isEmpty, "no file comes back")
-            let again = try #require(outcome.readyToSend.first)
-            #expect(again.operation == .remove && again.sourceVersion == 1)
+            try Self.expectRemovalSentAgain(outcome, over: 1)
         }
     }
-}
 
-extension ReplicaReindexTests {
     /// As above, but the file made again is still here, its bytes not JSON (kept, never sent):
     /// the listed note is removed again on the server, the bytes stay, and a later valid save
     /// of the file is created anew once the removal is acknowledged.
     @Test func aRemovalTheServerLostIsSentAgainUnderAFileMadeSince() throws {
         try withStore { store, _ in
             try Self.ours(store, ["a": (2, ["n": 80])])
-            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
-            try store.markSent(ccids: [removal.ccid])
-            _ = try store.applyRemote(
-                bucket: "notes",
-                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 2, endVersion: 3, cv: "c3", clientID: "us", ccids: [removal.ccid])])
+            try Self.removeHere(store, "a", at: 2, cv: "c3")
             _ = try store.saveLocal(bucket: "notes", key: "a", bytes: Array("{not json".utf8))
 
             let outcome = try Self.reindex(store, ["a": (1, ["n": 11])])
@@ -432,15 +430,10 @@ extension ReplicaReindexTests {
             let acknowledged = try store.applyRemote(
                 bucket: "notes",
                 changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c5", clientID: "us", ccids: [again.ccid])])
-            let create = try #require(acknowledged.readyToSend.first)
-            #expect(create.sourceVersion == nil)
-            #expect(create.operation == .modify(diff: wireDiff([:], ["n": 96])))
-            #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": 96])
+            try Self.expectCreatedAgain(acknowledged, ["n": 96], in: store)
         }
     }
-}
 
-extension ReplicaReindexTests {
     /// A server that lost our note (restored from a backup without it) has it created again
     /// from our copy; the user removes the file before that create goes out. A later restore, of
     /// a backup that holds the note, lists it again: the user's removal is sent (issue 35's model
@@ -456,10 +449,7 @@ extension ReplicaReindexTests {
             #expect(try store.entity(bucket: "notes", key: "a") == nil)
 
             let second = try Self.reindex(store, ["a": (1, ["n": 7])])
-            #expect(second.lostOnServer == ["a"])
-            #expect(second.events.isEmpty, "no file comes back")
-            let again = try #require(second.readyToSend.first)
-            #expect(again.operation == .remove && again.sourceVersion == 1)
+            try Self.expectRemovalSentAgain(second, over: 1)
         }
     }
 
@@ -474,9 +464,7 @@ extension ReplicaReindexTests {
             #expect(try store.entity(bucket: "notes", key: "fresh")?.value == ["n": "someone else's"])
         }
     }
-}
 
-extension ReplicaReindexTests {
     /// Removed here, the removal not yet sent, when a re-index shows the server lost the note:
     /// nothing to send now, but the removal stays ours, for a later restore of a backup that
     /// holds the note (issue 35's model run, seed 945180396).
@@ -489,15 +477,10 @@ extension ReplicaReindexTests {
             #expect(try store.entity(bucket: "notes", key: "a") == nil)
 
             let second = try Self.reindex(store, ["a": (1, ["n": 7])])
-            #expect(second.lostOnServer == ["a"])
-            #expect(second.events.isEmpty, "no file comes back")
-            let again = try #require(second.readyToSend.first)
-            #expect(again.operation == .remove && again.sourceVersion == 1)
+            try Self.expectRemovalSentAgain(second, over: 1)
         }
     }
-}
 
-extension ReplicaReindexTests {
     /// A server restored from a backup of the history this store's removal followed, whose cv
     /// points at the same change in both histories: no `cv:?`, and the catch-up brings the
     /// creation of the removed note again, at a version no later than the one removed. The
@@ -505,11 +488,7 @@ extension ReplicaReindexTests {
     @Test func aCatchUpThatCreatesARemovedNoteAgainAtAnOlderVersionGetsTheRemoval() throws {
         try withStore { store, _ in
             try Self.ours(store, ["a": (2, ["n": 66])])
-            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
-            try store.markSent(ccids: [removal.ccid])
-            _ = try store.applyRemote(
-                bucket: "notes",
-                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 2, endVersion: 3, cv: "c3", clientID: "us", ccids: [removal.ccid])])
+            try Self.removeHere(store, "a", at: 2, cv: "c3")
             let outcome = try store.applyRemote(
                 bucket: "notes",
                 changes: [
@@ -518,10 +497,7 @@ extension ReplicaReindexTests {
                         clientID: "other", ccids: ["o1"])
                 ],
                 ownClientID: "us")
-            #expect(outcome.lostOnServer == ["a"])
-            #expect(outcome.events.isEmpty, "no file comes back")
-            let again = try #require(outcome.readyToSend.first)
-            #expect(again.operation == .remove && again.sourceVersion == 1)
+            try Self.expectRemovalSentAgain(outcome, over: 1)
             #expect(try store.readEntity(bucket: "notes", key: "a") == nil)
         }
     }
@@ -530,11 +506,7 @@ extension ReplicaReindexTests {
     @Test func aCatchUpThatCreatesANoteAfterOurRemovalIsTaken() throws {
         try withStore { store, _ in
             try Self.ours(store, ["a": (2, ["n": 66])])
-            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
-            try store.markSent(ccids: [removal.ccid])
-            _ = try store.applyRemote(
-                bucket: "notes",
-                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 2, endVersion: 3, cv: "c3", clientID: "us", ccids: [removal.ccid])])
+            try Self.removeHere(store, "a", at: 2, cv: "c3")
             let outcome = try store.applyRemote(
                 bucket: "notes",
                 changes: [
@@ -553,11 +525,7 @@ extension ReplicaReindexTests {
     @Test func aCountedVersionsCreationAfterOurRemovalIsTaken() throws {
         try withStore { store, _ in
             try Self.ours(store, ["a": (2, ["n": 66])])
-            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
-            try store.markSent(ccids: [removal.ccid])
-            _ = try store.applyRemote(
-                bucket: "notes",
-                changes: [RemoteChange(key: "a", operation: .remove, sourceVersion: 2, endVersion: 3, cv: nil, clientID: "us", ccids: [removal.ccid])])
+            try Self.removeHere(store, "a", at: 2, cv: nil)
             let outcome = try store.applyRemote(
                 bucket: "notes",
                 changes: [RemoteChange(key: "a", operation: .modify(diff: wireDiff([:], ["n": "new"])), sourceVersion: nil, endVersion: 1, cv: nil)])
