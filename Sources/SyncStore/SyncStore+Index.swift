@@ -306,7 +306,7 @@ extension SyncStore {
     /// A removal the server lost (a restored backup lists the entity again): the entity is
     /// stored as removed here, over the server's version, and the removal sent again. No file
     /// shows meanwhile.
-    static func resendLostRemoval(
+    private static func resendLostRemoval(
         key: String, version: Int, data: JSONObject, bucket: BucketRow, now: Int64, outcome: inout RemoteOutcome, _ db: Database
     ) throws {
         var row = try EntityRow.new(bucketID: bucket.id, key: key, now: now, db)

@@ -110,19 +110,6 @@ extension SyncStore {
                 try markForReload(key: change.key, version: endVersion, bucket: bucket, now: now, outcome: &outcome, db)
                 return
             }
-            if row == nil, !ours, change.cv != nil, try removedHereAtOrAfter(key: change.key, version: endVersion, bucket: bucket, db),
-                let created = try? Merge.apply(diff, to: [:])
-            {
-                // The creation of a note this store removed at this version or later: a change
-                // from a history the removal followed, which a server restored from a backup
-                // sends again (its cv points at the same change in both histories). The removal
-                // goes to it again; a Simperium server's versions go on after a removal, so a
-                // note made since has a newer version than the one removed. (Only changes with
-                // a cv: the versions of Telepat's and Apptimist's mirrors are counted here and
-                // start again at 1 for a note made again.)
-                try resendLostRemoval(key: change.key, version: endVersion, data: created, bucket: bucket, now: now, outcome: &outcome, db)
-                return
-            }
             if row == nil {
                 row = try EntityRow.new(bucketID: bucket.id, key: change.key, now: now, db)
             }
@@ -155,17 +142,6 @@ extension SyncStore {
                 ON CONFLICT (bucket, key) DO UPDATE SET version = max(version, excluded.version)
                 """
         ).execute(arguments: [bucket.name, key, version])
-    }
-
-    /// Whether this store removed `key` (the removal its own) when it was at `version` or later,
-    /// in the history it follows now (`removed_entity.last_version`).
-    static func removedHereAtOrAfter(key: String, version: Int, bucket: BucketRow, _ db: Database) throws -> Bool {
-        guard
-            let last = try Int.fetchOne(
-                db.cachedStatement(sql: "SELECT last_version FROM removed_entity WHERE bucket = ? AND key = ? AND removed_here = 1"),
-                arguments: [bucket.name, key])
-        else { return false }
-        return version <= last
     }
 
     /// The removal `removed_entity` remembers for `key` was this store's: a restore that lost it
