@@ -198,9 +198,9 @@ enum Schema {
             // forgot, or whose version went down or away (a server restored from a backup
             // numbers versions on from the backup's, or lost the entity: it is created again).
             // A removal of ours is sent again to a restored server that lists the entity at any
-            // version up to it: that version came before the removal, in one history or another. `removed_entity.last_version` alone, lowered by a
-            // restore, let a later restore of a backup from before the first bring a removed
-            // note back.
+            // version up to it: that version came before the removal, in one history or another.
+            // `removed_entity.last_version` alone, lowered by a restore, let a later restore of a
+            // backup from before the first bring a removed note back.
             try db.execute(sql: """
                 CREATE TABLE entity_highest_version (
                     bucket TEXT NOT NULL,

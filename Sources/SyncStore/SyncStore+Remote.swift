@@ -128,18 +128,13 @@ extension SyncStore {
     }
 
     /// A removal of ours acknowledged while the entity's row stays (its file made again
-    /// meanwhile): remembered as `Schema`'s triggers remember a deleted row's, and as ours.
+    /// meanwhile): remembered as `Schema`'s trigger remembers a deleted row's, and as ours. (Its
+    /// highest version is the trigger's to keep: the row's ghost version goes away after this.)
     static func rememberRemovalHere(key: String, version: Int, bucket: BucketRow, _ db: Database) throws {
         try db.cachedStatement(
             sql: """
                 INSERT INTO removed_entity (bucket, key, last_version, removed_here) VALUES (?, ?, ?, 1)
                 ON CONFLICT (bucket, key) DO UPDATE SET last_version = excluded.last_version, removed_here = 1
-                """
-        ).execute(arguments: [bucket.name, key, version])
-        try db.cachedStatement(
-            sql: """
-                INSERT INTO entity_highest_version (bucket, key, version) VALUES (?, ?, ?)
-                ON CONFLICT (bucket, key) DO UPDATE SET version = max(version, excluded.version)
                 """
         ).execute(arguments: [bucket.name, key, version])
     }
