@@ -39,6 +39,9 @@ let package = Package(
         // Child processes without Foundation's Process (ChildProcess.swift says why); CSpawn is
         // the posix_spawn call with the glibc extensions Swift's Glibc module does not show.
         .target(name: "CSpawn"),
+        // A file's birth time (statx, another glibc extension the Glibc module does not show):
+        // how the server tells its SQLite file from a restored copy (ServerHistory).
+        .target(name: "CStatx"),
         .target(name: "ChildProcesses", dependencies: ["CSpawn"]),
         .target(name: "JSONDiff", dependencies: ["DiffMatchPatch"]),
         .target(name: "SyncProtocol", dependencies: ["JSONDiff"]),
@@ -50,7 +53,7 @@ let package = Package(
         .target(
             name: "SyncServer",
             dependencies: [
-                "JSONDiff", "SyncProtocol", "TelepatProtocol", "ApptimistProtocol", "ApptimistCrypto",
+                "JSONDiff", "SyncProtocol", "TelepatProtocol", "ApptimistProtocol", "ApptimistCrypto", "CStatx",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),

@@ -22,7 +22,7 @@ func buildServerApplication(
     storage store: any ServerStorage,
     logger: Logger
 ) throws -> some ApplicationProtocol {
-    let hub = SubscriptionHub(maxHeldBytes: configuration.maxCatchUpBytes)
+    let hub = SubscriptionHub(history: store.history.number, maxHeldBytes: configuration.maxCatchUpBytes)
     let statistics = configuration.statistics
     store.commitQueue.observeBatches { statistics.batchCommitted(changes: $0) }
     store.observeDatabase { statistics.database($0) }

@@ -155,7 +155,11 @@ import Testing
             #expect(after.index.map(\.id) == before.index.map(\.id))
             #expect(after.index.map(\.version) == before.index.map(\.version))
             #expect(after.index.map(\.data) == before.index.map(\.data))
-            #expect(after.current == before.current)
+            // The same counter, in a history of its own: a restore begins one (issue 35).
+            #expect(after.current.prefix(12) == before.current.prefix(12))
+            #expect(after.current != before.current)
+            // A cv handed out before is answered `cv:?`, though the backup holds the change it names.
+            #expect(try await reader.request("0:cv:\(edited.changeVersion)") == "0:cv:?")
             #expect(before.index.first { $0.id == "note0" }?.version == edited.endVersion)
             #expect(!before.index.contains { $0.id == "note1" })
             // And it goes on from there: the next version, the next cv.
@@ -163,7 +167,7 @@ import Testing
             let next = try appliedChange(try ServerMessage.parse(
                 try await reader.request(changeFrame(key: "note0", diff: again, sv: 2, ccid: newCCID()))))
             #expect(next.endVersion == 3)
-            #expect(next.changeVersion > deleted.changeVersion)
+            #expect(next.changeVersion.prefix(12) > deleted.changeVersion.prefix(12))
             await reader.close()
         }
     }

@@ -137,6 +137,51 @@ struct SyncBehaviourTests {
         }
     }
 
+    /// A copy of the data directory served (a restore of a file backup) begins a history of its
+    /// own: a cv handed out before is answered `cv:?`, though the copy holds the change it
+    /// names, so its holder re-indexes instead of being caught up with changes it saw, and
+    /// perhaps undid, in the history the restore left (issue 35). The original goes on as before.
+    @Test func aCopyOfTheDataDirectoryBeginsAHistoryOfItsOwn() async throws {
+        let original = try TemporaryDirectory()
+        defer { original.remove() }
+        let (token, first, second) = try await withServer(directory: original) { server in
+            let token = try await makeUser(server)
+            let socket = try await server.socket()
+            _ = try await socket.authorize(token: token)
+            let first = try await create(socket, key: "a", object: ["v": 1])
+            let second = try await create(socket, key: "b", object: ["v": 1])
+            await socket.close()
+            return (token, first, second)
+        }
+        let copy = try TemporaryDirectory()
+        defer { copy.remove() }
+        for name in try FileManager.default.contentsOfDirectory(atPath: original.path) {
+            try FileManager.default.copyItem(atPath: original.path + "/" + name, toPath: copy.path + "/" + name)
+        }
+        try await withServer(directory: copy) { server in
+            #expect(try server.sqliteStore.history.start == .moved)
+            let socket = try await server.socket()
+            _ = try await socket.authorize(token: token)
+            #expect(try await socket.request("0:cv:\(first.changeVersion)") == "0:cv:?")
+            #expect(try await socket.request("0:cv:\(second.changeVersion)") == "0:cv:?")
+            // Its own cvs catch up as ever, and count on from the copied counter.
+            guard case .channel(0, .index(let page)) = try await socket.receiveMessage(after: "0:i::::10") else {
+                Issue.record("expected an index page"); return
+            }
+            #expect(page.index.map(\.id) == ["a", "b"])
+            #expect(page.current.prefix(12) == second.changeVersion.prefix(12) && page.current != second.changeVersion)
+            #expect(try await socket.request("0:cv:\(page.current)") == "0:c:[]")
+            await socket.close()
+        }
+        try await withServer(directory: original) { server in
+            #expect(try server.sqliteStore.history.start == .continued)
+            let socket = try await server.socket()
+            _ = try await socket.authorize(token: token)
+            #expect(try changes(try await socket.receiveMessage(after: "0:cv:\(first.changeVersion)")) == [.applied(second)])
+            await socket.close()
+        }
+    }
+
     @Test func compactedChangeVersionsAnswerUnknown() async throws {
         try await withServer(configure: { $0.changeLogRetention = 4 }) { server in
             let token = try await makeUser(server)

@@ -6,20 +6,34 @@ import Testing
 
 struct ChangeSequenceTests {
     @Test func rendersTwentyFourHexDigitsInCounterOrder() {
-        #expect(ChangeSequence.render(0, tag: 0) == "000000000000000000000000")
-        #expect(ChangeSequence.render(255, tag: 0xabc) == "0000000000ff000000000abc")
+        #expect(ChangeSequence.render(0, tag: 0, history: 0) == "000000000000000000000000")
+        #expect(ChangeSequence.render(255, tag: 0xabc, history: 0) == "0000000000ff000000000abc")
         let values: [Int64] = [1, 9, 10, 255, 4096, 1 << 40, ChangeSequence.maxCounter]
         let tags: [UInt64] = [0xffff_ffff_ffff, 0, 7, 0x1234_5678_9abc, 1, 0xffff_ffff_ffff, 42]
-        let rendered = zip(values, tags).map { ChangeSequence.render($0, tag: $1) }
-        #expect(rendered.allSatisfy { $0.utf8.count == 24 })
-        #expect(rendered == rendered.sorted())
-        #expect(rendered.compactMap(ChangeSequence.parse).map(\.counter) == values)
-        #expect(rendered.compactMap(ChangeSequence.parse).map(\.tag) == tags)
+        for history: UInt64 in [0, 0x5a5a_0f0f_1234] {
+            let rendered = zip(values, tags).map { ChangeSequence.render($0, tag: $1, history: history) }
+            #expect(rendered.allSatisfy { $0.utf8.count == 24 })
+            #expect(rendered == rendered.sorted())
+            let parsed = rendered.compactMap { ChangeSequence.parse($0, history: history) }
+            #expect(parsed.map(\.counter) == values)
+            #expect(parsed.map(\.tag) == tags)
+        }
+    }
+
+    /// A restored database serves another history: the cv of the same change there is another
+    /// cv, and one handed out in the history before reads as another change's tag.
+    @Test func aHistoryNumberChangesEveryCVOnTheWire() {
+        let tag = ChangeSequence.tag(key: "a", ccid: "c1", endVersion: 2)
+        let before = ChangeSequence.render(7, tag: tag, history: 0x1111_2222_3333)
+        let after = ChangeSequence.render(7, tag: tag, history: 0x4444_5555_6666)
+        #expect(before != after && before.prefix(12) == after.prefix(12), "the counter stays, the tag differs")
+        #expect(ChangeSequence.parse(before, history: 0x4444_5555_6666)?.tag != tag)
+        #expect(ChangeSequence.parse(after, history: 0x4444_5555_6666)?.tag == tag)
     }
 
     @Test func refusesForeignChangeVersions() {
         for text in ["", "abc", "5119dafb37a401031d47c0f", "ZZ19dafb37a401031d47c0f7", "5119DAFB37A401031D47C0F7", "5119dafb37a401031d47c0f7a"] {
-            #expect(ChangeSequence.parse(text) == nil, "\(text)")
+            #expect(ChangeSequence.parse(text, history: 0) == nil, "\(text)")
         }
     }
 
@@ -33,6 +47,25 @@ struct ChangeSequenceTests {
         #expect(ChangeSequence.tag(key: "ab", ccid: "c", endVersion: 1) != ChangeSequence.tag(key: "a", ccid: "bc", endVersion: 1))
         #expect(ChangeSequence.baseTag(bucketID: 1, base: 5) != ChangeSequence.baseTag(bucketID: 2, base: 5))
         #expect(one <= 0xffff_ffff_ffff)
+    }
+}
+
+struct ServerHistoryTests {
+    /// Where a database was last served decides whether its history goes on: a restore or a
+    /// copy (another origin) and an upgrade from before histories (none recorded, changes
+    /// taken) begin a new one; a new database begins one without a word.
+    @Test func aHistoryGoesOnOnlyWhereItWasServed() {
+        let draw = { UInt64(0xabc) }
+        let continued = ServerHistory.establish(recordedNumber: 7, recordedOrigin: "sqlite:1:2", origin: "sqlite:1:2", hasChanges: true, draw: draw)
+        #expect(continued == ServerHistory(number: 7, start: .continued))
+        let copied = ServerHistory.establish(recordedNumber: 7, recordedOrigin: "sqlite:1:2", origin: "sqlite:1:3", hasChanges: true, draw: draw)
+        #expect(copied == ServerHistory(number: 0xabc, start: .moved))
+        let upgraded = ServerHistory.establish(recordedNumber: nil, recordedOrigin: nil, origin: "sqlite:1:2", hasChanges: true, draw: draw)
+        #expect(upgraded == ServerHistory(number: 0xabc, start: .moved))
+        let new = ServerHistory.establish(recordedNumber: nil, recordedOrigin: nil, origin: "sqlite:1:2", hasChanges: false, draw: draw)
+        #expect(new == ServerHistory(number: 0xabc, start: .new))
+        let drawn = Set((0..<50).map { _ in ServerHistory.establish(recordedNumber: nil, recordedOrigin: nil, origin: "o", hasChanges: false).number })
+        #expect(drawn.count > 45 && drawn.allSatisfy { $0 != 0 && $0 <= ChangeSequence.tagMask })
     }
 }
 

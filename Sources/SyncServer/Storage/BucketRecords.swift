@@ -96,12 +96,13 @@ enum CatchUp: Sendable, Hashable {
 }
 
 extension StoredChange {
-    /// The wire form of this change (spec "Change: c"; DESIGN: `ccids` always, `sv` on non-creates).
-    var applied: AppliedChange {
+    /// The wire form of this change in `history` (spec "Change: c"; DESIGN: `ccids` always, `sv`
+    /// on non-creates).
+    func applied(history: UInt64) -> AppliedChange {
         AppliedChange(
             clientID: clientID, id: key, operation: operation, diff: diff,
             endVersion: endVersion, sourceVersion: sourceVersion,
-            changeVersion: ChangeSequence.render(self), ccids: [ccid]
+            changeVersion: ChangeSequence.render(self, history: history), ccids: [ccid]
         )
     }
 }

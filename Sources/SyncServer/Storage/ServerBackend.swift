@@ -14,13 +14,19 @@ public enum ServerBackend: Sendable {
         data: String?, databaseURL: String?, passwordIterations: Int = 200_000,
         databaseConnections: Int = PostgresServerStore.defaultMaximumConnections, databaseWait: Duration = PostgresServerStore.defaultStartWait, logger: Logger
     ) async throws -> ServerBackend {
+        let backend: ServerBackend
         if let databaseURL {
-            return .postgres(try await PostgresServerStore.open(
+            backend = .postgres(try await PostgresServerStore.open(
                 PostgresLocation(url: databaseURL), passwordIterations: passwordIterations,
                 maximumConnections: databaseConnections, startWait: databaseWait, logger: logger))
+        } else {
+            guard let data else { throw SyncServerError.dataDirectory(path: "", reason: "no data directory given") }
+            backend = .sqlite(try ServerStore(directory: data, passwordIterations: passwordIterations))
         }
-        guard let data else { throw SyncServerError.dataDirectory(path: "", reason: "no data directory given") }
-        return .sqlite(try ServerStore(directory: data, passwordIterations: passwordIterations))
+        if backend.storage.history.start == .moved {
+            logger.notice("\(ServerHistory.movedMessage)", metadata: ["database": "\(backend.location)"])
+        }
+        return backend
     }
 
     /// Where the data is, for messages: the SQLite file, or the database URL without password.

@@ -130,6 +130,13 @@ enum ServerSchema {
             // Issue 36: version 1 clients that follow the seed's header lines (Docs/apptimist-protocol.md).
             try db.execute(sql: ApptimistSQLiteStore.headerLinesSchema)
         }
+        migrator.registerMigration("v9 history") { db in
+            // Issue 35: the history this database serves and where it was served (`ServerHistory`).
+            try db.execute(sql: """
+                ALTER TABLE server_state ADD COLUMN history INTEGER;
+                ALTER TABLE server_state ADD COLUMN history_origin TEXT;
+                """)
+        }
         return migrator
     }
 }

@@ -31,6 +31,9 @@ protocol ServerStorage: ServerAccounts {
     /// Changes waiting for the next group commit.
     var commitQueue: CommitQueue { get }
 
+    /// The history the database serves, whose number every cv on the wire carries.
+    var history: ServerHistory { get }
+
     /// Reads something cheap (`SELECT 1`); throws when the store cannot answer (`/readyz`).
     func checkReadable() async throws
 

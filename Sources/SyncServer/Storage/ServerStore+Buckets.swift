@@ -30,7 +30,7 @@ extension ServerStore {
         try await pool.writeWithoutTransaction { db in
             let page = try Self.indexPage(
                 db, bucket: bucket, afterKey: afterKey, offset: offset, limit: limit,
-                includeData: includeData, maxDataBytes: maxDataBytes
+                includeData: includeData, maxDataBytes: maxDataBytes, history: history.number
             )
             deliverInLine { deliver(page) }
         }
@@ -45,7 +45,7 @@ extension ServerStore {
         bucket: BucketHandle, since cv: String, maxDiffBytes: Int = .max, deliver: @escaping @Sendable (CatchUp) -> Void
     ) async throws {
         try await pool.writeWithoutTransaction { db in
-            let catchUp = try Self.catchUp(db, bucket: bucket, since: cv, maxDiffBytes: maxDiffBytes)
+            let catchUp = try Self.catchUp(db, bucket: bucket, since: cv, history: history.number, maxDiffBytes: maxDiffBytes)
             deliverInLine { deliver(catchUp) }
         }
     }
@@ -101,24 +101,25 @@ extension ServerStore {
         try Int64.fetchOne(db, sql: "SELECT last_cv FROM server_state WHERE id = 1") ?? 0
     }
 
-    /// The bucket's current cv: its newest change's, or its base's when the log is empty.
-    static func currentChangeVersion(_ db: Database, bucketID: Int64) throws -> String {
+    /// The bucket's current cv in `history`: its newest change's, or its base's when the log is empty.
+    static func currentChangeVersion(_ db: Database, bucketID: Int64, history: UInt64) throws -> String {
         if let newest = try Row.fetchOne(
             db, sql: "SELECT cv, key, ccid, end_version FROM changes WHERE bucket_id = ? ORDER BY cv DESC LIMIT 1",
             arguments: [bucketID])
         {
             return ChangeSequence.render(
-                newest["cv"], tag: ChangeSequence.tag(key: newest["key"], ccid: newest["ccid"], endVersion: newest["end_version"]))
+                newest["cv"], tag: ChangeSequence.tag(key: newest["key"], ccid: newest["ccid"], endVersion: newest["end_version"]),
+                history: history)
         }
         let base = try Row.fetchOne(db, sql: "SELECT base_cv, base_tag FROM buckets WHERE id = ?", arguments: [bucketID])
-        return ChangeSequence.renderBase(base?["base_cv"] ?? 0, storedTag: base?["base_tag"], bucketID: bucketID)
+        return ChangeSequence.renderBase(base?["base_cv"] ?? 0, storedTag: base?["base_tag"], bucketID: bucketID, history: history)
     }
 
     static func indexPage(
         _ db: Database, bucket: BucketHandle, afterKey: String?, offset: Int, limit: Int, includeData: Bool,
-        maxDataBytes: Int = .max
+        maxDataBytes: Int = .max, history: UInt64
     ) throws -> IndexPage {
-        let current = try currentChangeVersion(db, bucketID: bucket.id)
+        let current = try currentChangeVersion(db, bucketID: bucket.id, history: history)
         // One extra row tells whether another page follows, without a COUNT.
         let rows = try Row.fetchAll(
             db,
@@ -135,8 +136,8 @@ extension ServerStore {
         )
     }
 
-    static func catchUp(_ db: Database, bucket: BucketHandle, since text: String, maxDiffBytes: Int = .max) throws -> CatchUp {
-        guard let (since, tag) = ChangeSequence.parse(text),
+    static func catchUp(_ db: Database, bucket: BucketHandle, since text: String, history: UInt64, maxDiffBytes: Int = .max) throws -> CatchUp {
+        guard let (since, tag) = ChangeSequence.parse(text, history: history),
               let baseRow = try Row.fetchOne(db, sql: "SELECT base_cv, base_tag FROM buckets WHERE id = ?", arguments: [bucket.id])
         else { return .unknown }
         let base: Int64 = baseRow["base_cv"]

@@ -50,6 +50,7 @@ extension ServerStore {
             done = range.upperBound
             progress(done)
         }
-        return lastChange.map(ChangeSequence.render) ?? ChangeSequence.renderBase(0, storedTag: nil, bucketID: bucket.id)
+        return lastChange.map { ChangeSequence.render($0, history: history.number) }
+            ?? ChangeSequence.renderBase(0, storedTag: nil, bucketID: bucket.id, history: history.number)
     }
 }

@@ -20,6 +20,8 @@ public final class ServerStore: Sendable {
     let completionQueue = DispatchQueue(label: "bucketfs-server.completions")
     /// The Apptimist service's file locks: in memory, as the one node on this file owns them.
     let apptimistLocks = ApptimistFileLocks()
+    /// The history this file serves (a copy of it begins another: `ServerHistory`).
+    let history: ServerHistory
 
     /// Opens (creating if needed) the store in `directory` and migrates its schema.
     /// - Parameter passwordIterations: PBKDF2 rounds for new passwords (existing ones keep theirs).
@@ -44,6 +46,18 @@ public final class ServerStore: Sendable {
         self.pool = try DatabasePool(path: url.appendingPathComponent(Self.databaseFileName).path, configuration: configuration)
         self.passwordHasher = PasswordHasher(iterations: max(1, passwordIterations))
         try ServerSchema.migrator.migrate(pool)
+        let origin = try ServerHistory.fileOrigin(path: pool.path)
+        self.history = try pool.write { db in
+            let row = try Row.fetchOne(db, sql: "SELECT history, history_origin, last_cv FROM server_state WHERE id = 1")
+            let history = ServerHistory.establish(
+                recordedNumber: row?["history"], recordedOrigin: row?["history_origin"], origin: origin,
+                hasChanges: (row?["last_cv"] as Int64? ?? 0) > 0)
+            if history.start != .continued {
+                try db.execute(
+                    sql: "UPDATE server_state SET history = ?, history_origin = ? WHERE id = 1", arguments: [history.storedNumber, origin])
+            }
+            return history
+        }
     }
 
     /// The path of the SQLite file.

@@ -8,9 +8,9 @@ import SyncProtocol
 enum CatchUpFrames {
     /// `changes` in cv order as `<channel>:c:[...]` messages of at most `maxFrameBytes` each
     /// (a single change larger than that is sent alone); `<channel>:c:[]` when up to date.
-    static func render(_ changes: [StoredChange], channel: Int, maxFrameBytes: Int) -> [String] {
+    static func render(_ changes: [StoredChange], history: UInt64, channel: Int, maxFrameBytes: Int) -> [String] {
         guard !changes.isEmpty else { return [ServerMessage.channel(channel, .changes([])).render()] }
-        let single = changes.map { ServerMessage.channel(channel, .changes([.applied($0.applied)])).render() }
+        let single = changes.map { ServerMessage.channel(channel, .changes([.applied($0.applied(history: history))])).render() }
         return Outbox.merged(single, maxMergedBytes: maxFrameBytes)
     }
 }

@@ -260,12 +260,12 @@ final class StreamingSession {
         do {
             try await store.readChanges(
                 bucket: authorized.bucket, since: cv, maxDiffBytes: configuration.maxCatchUpBytes
-            ) { [maxFrameBytes = configuration.maxFrameSize] catchUp in
+            ) { [maxFrameBytes = configuration.maxFrameSize, history = store.history.number] catchUp in
                 switch catchUp {
                 case .unknown:
                     outbox.enqueue(ServerMessage.channel(channel, .changeVersionUnknown).render())
                 case .changes(let changes):
-                    for frame in CatchUpFrames.render(changes, channel: channel, maxFrameBytes: maxFrameBytes) {
+                    for frame in CatchUpFrames.render(changes, history: history, channel: channel, maxFrameBytes: maxFrameBytes) {
                         outbox.enqueue(frame)
                     }
                 }

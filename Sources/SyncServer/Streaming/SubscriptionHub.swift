@@ -30,7 +30,11 @@ final class SubscriptionHub: Sendable {
     /// then as it would be without holding).
     private let maxHeldBytes: Int
 
-    init(maxHeldBytes: Int = 4 << 20) {
+    /// The number of the history the store serves, which every cv on the wire carries.
+    private let history: UInt64
+
+    init(history: UInt64, maxHeldBytes: Int = 4 << 20) {
+        self.history = history
         self.maxHeldBytes = maxHeldBytes
     }
 
@@ -83,7 +87,7 @@ final class SubscriptionHub: Sendable {
     /// commit, so channels see changes in cv order.
     func publish(bucketID: Int64, change: StoredChange) {
         defer { for observer in observers.withLockedValue({ $0 }) { observer(bucketID, change) } }
-        let payload = Change.renderPayload([.applied(change.applied)])
+        let payload = Change.renderPayload([.applied(change.applied(history: history))])
         state.withLockedValue { state in
             guard let subscribers = state.buckets[bucketID] else { return }
             // Most connections use channel 0: render each channel's frame once.

@@ -116,6 +116,11 @@ enum PostgresSchema {
         (version: 7, sql: ApptimistPostgresStore.acrossVersionsSchema),
         // Version 1 clients that follow the seed's header lines (issue 36), as SQLite's "v8 apptimist header lines".
         (version: 8, sql: ApptimistPostgresStore.headerLinesSchema),
+        // The history this database serves and where it was served (issue 35), as SQLite's "v9 history".
+        (version: 9, sql: [
+            "ALTER TABLE server_state ADD COLUMN history BIGINT",
+            "ALTER TABLE server_state ADD COLUMN history_origin TEXT",
+        ]),
     ]
 
     /// Applies the migrations the database lacks, each in its own transaction, under a

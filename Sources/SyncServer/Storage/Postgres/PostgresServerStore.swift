@@ -22,6 +22,8 @@ public final class PostgresServerStore: Sendable {
     let hashingQueue = HashingQueue()
     let commitQueue = CommitQueue()
     let delivery: PostgresDelivery
+    /// The history this database serves (a restore of it begins another: `ServerHistory`).
+    let history: ServerHistory
     private let wakeWriter: AsyncStream<Void>.Continuation
     private let tasks: [Task<Void, Never>]
 
@@ -56,9 +58,10 @@ public final class PostgresServerStore: Sendable {
         while true {
             do {
                 try await PostgresSchema.migrate(client, logger: logger)
+                let history = try await Self.establishHistory(client, logger: logger)
                 let lastCV = try await Self.lastChangeVersion(client, logger: logger)
                 return PostgresServerStore(
-                    location: location, client: client, runTask: runTask, lastCV: lastCV,
+                    location: location, client: client, runTask: runTask, lastCV: lastCV, history: history,
                     passwordIterations: passwordIterations, logger: logger
                 )
             } catch where PostgresAvailability.isUnavailable(error) && ContinuousClock.now < deadline {
@@ -87,10 +90,11 @@ public final class PostgresServerStore: Sendable {
     }
 
     private init(
-        location: PostgresLocation, client: PostgresClient, runTask: Task<Void, Never>, lastCV: Int64,
+        location: PostgresLocation, client: PostgresClient, runTask: Task<Void, Never>, lastCV: Int64, history: ServerHistory,
         passwordIterations: Int, logger: Logger
     ) {
         self.location = location
+        self.history = history
         self.client = client
         self.logger = logger
         self.passwordHasher = PasswordHasher(iterations: max(1, passwordIterations))
@@ -162,6 +166,28 @@ public final class PostgresServerStore: Sendable {
             }
             try? await Task.sleep(for: delay)
             delay = min(delay * 2, .seconds(2))
+        }
+    }
+
+    /// The history the database serves, begun anew when it is not where it was last served
+    /// (`ServerHistory`). Every node starting on it at once finds the same origin: the first
+    /// to lock the state row draws the number, the others take it.
+    static func establishHistory(_ client: PostgresClient, logger: Logger) async throws -> ServerHistory {
+        try await client.withAvailableConnection("reading the database's history") { connection in
+            try await connection.withTransaction(logger: logger) { connection in
+                let origin = try await PostgresRows.one(
+                    connection.query(PostgresQuery(unsafeSQL: ServerHistory.postgresOriginQuery), logger: logger), as: String.self) ?? ""
+                let row = try await PostgresRows.rows(connection.query(
+                    "SELECT history, history_origin, last_cv FROM server_state WHERE id = 1 FOR UPDATE", logger: logger)).first
+                let (number, recordedOrigin, lastCV): (Int64?, String?, Int64) = try row?.decode((Int64?, String?, Int64).self) ?? (nil, nil, 0)
+                let history = ServerHistory.establish(
+                    recordedNumber: number, recordedOrigin: recordedOrigin, origin: origin, hasChanges: lastCV > 0)
+                if history.start != .continued {
+                    try await connection.query(
+                        "UPDATE server_state SET history = \(history.storedNumber), history_origin = \(origin) WHERE id = 1", logger: logger)
+                }
+                return history
+            }
         }
     }
 
@@ -291,7 +317,7 @@ extension PostgresServerStore: ServerStorage, GroupCommitting {
         deliver: @escaping @Sendable (IndexPage) -> Void
     ) async throws {
         try await delivery.read { connection, logger in
-            let current = try await Self.currentChangeVersion(connection, bucketID: bucket.id, logger: logger)
+            let current = try await Self.currentChangeVersion(connection, bucketID: bucket.id, history: self.history.number, logger: logger)
             let rows = try await PostgresRows.rows(connection.query("""
                 SELECT key, version, CASE WHEN \(includeData) THEN data END FROM entities
                 WHERE bucket_id = \(bucket.id) AND data IS NOT NULL AND key > \(afterKey ?? "")
@@ -312,7 +338,8 @@ extension PostgresServerStore: ServerStorage, GroupCommitting {
         bucket: BucketHandle, since text: String, maxDiffBytes: Int, deliver: @escaping @Sendable (CatchUp) -> Void
     ) async throws {
         try await delivery.read { connection, logger in
-            let catchUp = try await Self.catchUp(connection, bucket: bucket, since: text, maxDiffBytes: maxDiffBytes, logger: logger)
+            let catchUp = try await Self.catchUp(
+                connection, bucket: bucket, since: text, history: self.history.number, maxDiffBytes: maxDiffBytes, logger: logger)
             return { deliver(catchUp) }
         }
     }
@@ -344,25 +371,25 @@ extension PostgresServerStore: ServerStorage, GroupCommitting {
 
     // MARK: Queries
 
-    /// The bucket's current cv: its newest change's, or its base's when the log is empty.
-    static func currentChangeVersion(_ connection: PostgresConnection, bucketID: Int64, logger: Logger) async throws -> String {
+    /// The bucket's current cv in `history`: its newest change's, or its base's when the log is empty.
+    static func currentChangeVersion(_ connection: PostgresConnection, bucketID: Int64, history: UInt64, logger: Logger) async throws -> String {
         let newest = try await PostgresRows.rows(connection.query("""
             SELECT cv, key, ccid, end_version FROM changes WHERE bucket_id = \(bucketID) ORDER BY cv DESC LIMIT 1
             """, logger: logger))
         if let row = newest.first {
             let (cv, key, ccid, endVersion) = try row.decode((Int64, String, String, Int).self)
-            return ChangeSequence.render(cv, tag: ChangeSequence.tag(key: key, ccid: ccid, endVersion: endVersion))
+            return ChangeSequence.render(cv, tag: ChangeSequence.tag(key: key, ccid: ccid, endVersion: endVersion), history: history)
         }
         let base = try await PostgresRows.rows(
             connection.query("SELECT base_cv, base_tag FROM buckets WHERE id = \(bucketID)", logger: logger)).first
         let (baseCV, storedTag): (Int64, Int64?) = try base?.decode((Int64, Int64?).self) ?? (0, nil)
-        return ChangeSequence.renderBase(baseCV, storedTag: storedTag, bucketID: bucketID)
+        return ChangeSequence.renderBase(baseCV, storedTag: storedTag, bucketID: bucketID, history: history)
     }
 
     static func catchUp(
-        _ connection: PostgresConnection, bucket: BucketHandle, since text: String, maxDiffBytes: Int, logger: Logger
+        _ connection: PostgresConnection, bucket: BucketHandle, since text: String, history: UInt64, maxDiffBytes: Int, logger: Logger
     ) async throws -> CatchUp {
-        guard let (since, tag) = ChangeSequence.parse(text),
+        guard let (since, tag) = ChangeSequence.parse(text, history: history),
               let baseRow = try await PostgresRows.rows(
                   connection.query("SELECT base_cv, base_tag FROM buckets WHERE id = \(bucket.id)", logger: logger)).first
         else { return .unknown }
