@@ -116,11 +116,14 @@ struct ControlRequest: Codable, Sendable {
     enum Operation: String, Codable, Sendable {
         /// Fetch the versions the server keeps of `bucket`/`key` into the store (`bucketfs history`).
         case fetchHistory = "fetch-history"
+        /// Whether the mount is in sync with the server (`bucketfs sync`): connected, every
+        /// bucket caught up on this connection, nothing owed and no entity asked for unanswered.
+        case inSync = "in-sync"
     }
 
     var operation: Operation
-    var bucket: String
-    var key: String
+    var bucket: String = ""
+    var key: String = ""
 }
 
 /// The mount's answer.
@@ -131,6 +134,8 @@ struct ControlReply: Codable, Sendable {
     var latestVersion: Int?
     /// Versions the server said it does not keep (dropped, or deletions).
     var notKept: [Int] = []
+    /// The answer to `in-sync`.
+    var inSync: Bool?
 }
 
 /// The mount's end of the control socket: accepts on a thread of its own, one thread per

@@ -13,9 +13,7 @@ struct HistoryFetcher: Sendable {
     let store: SyncStore
 
     func handle(_ request: ControlRequest) async -> ControlReply {
-        switch request.operation {
-        case .fetchHistory: return await fetchHistory(bucket: request.bucket, key: request.key)
-        }
+        await fetchHistory(bucket: request.bucket, key: request.key)
     }
 
     private func fetchHistory(bucket: String, key: String) async -> ControlReply {

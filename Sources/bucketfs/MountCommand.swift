@@ -449,13 +449,18 @@ private struct MountSession {
         return { token }
     }
 
-    /// The door for `bucketfs history` (ControlSocket.swift); the mount works without it, and
-    /// an engine whose protocol keeps no versions opens none.
+    /// The door for `bucketfs history` and `bucketfs sync` (ControlSocket.swift); the mount works
+    /// without it, and an engine whose protocol keeps no versions opens none.
     private func startControlSocket(client: any SyncEngine, store: SyncStore) -> ControlServer? {
         guard let versions = client.versionHistory else { return nil }
         let fetcher = HistoryFetcher(client: versions, store: store)
         do {
-            return try ControlServer(mountpoint: mountpoint) { await fetcher.handle($0) }
+            return try ControlServer(mountpoint: mountpoint) { request in
+                switch request.operation {
+                case .fetchHistory: return await fetcher.handle(request)
+                case .inSync: return ControlReply(inSync: await client.isIdle())
+                }
+            }
         } catch {
             logger.warning("bucketfs history cannot ask the server through this mount: \(error)")
             return nil

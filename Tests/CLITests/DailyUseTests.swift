@@ -144,6 +144,11 @@ struct DailyUseTests {
         #expect(try statusJSON(cli, mountpoint)["pendingSaves"] as? Int == 0)
 
         cli.stop(server)
+        // Nothing pending, but the mount cannot tell whether the server still has it all (a
+        // server restored from a backup lost changes): not in sync until it caught up again.
+        let unconfirmed = try cli.bucketfs(["sync", mountpoint, "--timeout", "1"])
+        #expect(unconfirmed.status == 1)
+        #expect(unconfirmed.stdout.contains("\(mountpoint): not in sync with the server yet"), "\(unconfirmed.stdout)")
         try Data("{\"a\": 2}\n".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/first.json"))
         try Data("{\"broken\": ".utf8).write(to: URL(fileURLWithPath: mountpoint + "/notes/broken.json"))
         let offline = try cli.bucketfs(["sync", mountpoint, "--timeout", "1"])

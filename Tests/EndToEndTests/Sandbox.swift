@@ -37,7 +37,9 @@ final class Sandbox: @unchecked Sendable {
     init(timeLimit: Double = Patience.sandboxSeconds) throws {
         binary = try Binary.path()
         // `bucketfs-test` in the name: scripts/test clears mounts left under such paths by a crash.
-        root = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-test-e2e-\(UUID().uuidString)").path
+        // Short, so a mount's control socket (state/bucketfs/sockets/...) fits a Unix socket
+        // address (107 bytes): `bucketfs sync` asks the mount through it whether it is in sync.
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-test-e2e-\(UUID().uuidString.prefix(8))").path
         for sub in ["data", "state"] {
             try FileManager.default.createDirectory(atPath: root + "/" + sub, withIntermediateDirectories: true)
         }
