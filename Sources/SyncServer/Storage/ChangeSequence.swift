@@ -24,7 +24,12 @@ enum ChangeSequence {
 
     /// The cv of a change: its counter and a tag of the change itself.
     static func render(_ change: StoredChange, history: UInt64) -> String {
-        render(change.cv, tag: tag(key: change.key, ccid: change.ccid, endVersion: change.endVersion), history: history)
+        render(change.cv, key: change.key, ccid: change.ccid, endVersion: change.endVersion, history: history)
+    }
+
+    /// The cv of the change numbered `value` that brought `key` to `endVersion` under `ccid`.
+    static func render(_ value: Int64, key: String, ccid: String, endVersion: Int, history: UInt64) -> String {
+        render(value, tag: tag(key: key, ccid: ccid, endVersion: endVersion), history: history)
     }
 
     /// The cv of a bucket whose log holds no change after `base` (a new bucket, or one whose log

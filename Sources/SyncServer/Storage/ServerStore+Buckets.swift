@@ -108,8 +108,7 @@ extension ServerStore {
             arguments: [bucketID])
         {
             return ChangeSequence.render(
-                newest["cv"], tag: ChangeSequence.tag(key: newest["key"], ccid: newest["ccid"], endVersion: newest["end_version"]),
-                history: history)
+                newest["cv"], key: newest["key"], ccid: newest["ccid"], endVersion: newest["end_version"], history: history)
         }
         let base = try Row.fetchOne(db, sql: "SELECT base_cv, base_tag FROM buckets WHERE id = ?", arguments: [bucketID])
         return ChangeSequence.renderBase(base?["base_cv"] ?? 0, storedTag: base?["base_tag"], bucketID: bucketID, history: history)

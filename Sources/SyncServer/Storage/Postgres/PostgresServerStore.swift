@@ -378,7 +378,7 @@ extension PostgresServerStore: ServerStorage, GroupCommitting {
             """, logger: logger))
         if let row = newest.first {
             let (cv, key, ccid, endVersion) = try row.decode((Int64, String, String, Int).self)
-            return ChangeSequence.render(cv, tag: ChangeSequence.tag(key: key, ccid: ccid, endVersion: endVersion), history: history)
+            return ChangeSequence.render(cv, key: key, ccid: ccid, endVersion: endVersion, history: history)
         }
         let base = try await PostgresRows.rows(
             connection.query("SELECT base_cv, base_tag FROM buckets WHERE id = \(bucketID)", logger: logger)).first
