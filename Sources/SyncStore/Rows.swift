@@ -173,12 +173,20 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// it again (`SyncStore.applyIndexPage`); other replicas follow the server meanwhile, so a
     /// removal or an edit made since is not undone by every copy of the old value.
     var authored: Bool
+    /// How many saves of the file have given the entity a value here (`Schema` v11), and how
+    /// many of them the server has acknowledged: a change carries the count its value was
+    /// computed at (`ChangeRow.editSeq`), and its acknowledgement raises `acknowledgedEditSeq` to
+    /// it. A value that differs from the server's only by how the two merged concurrent changes
+    /// (what goes after an acknowledgement with no save since) holds no edit of the user's the
+    /// server has not had: a removal from elsewhere takes it (issue 34).
+    var editSeq: Int64
+    var acknowledgedEditSeq: Int64
 
     init(
         id: Int64, bucketID: Int64, key: String, ghostVersion: Int?, ghostData: String, localValue: String?,
         content: Data?, mtime: Int64, ctime: Int64, state: String, reason: String?, deletedPending: Bool,
         reloadVersion: Int?, needsReload: Bool, seenGeneration: Int64, nodeID: Int64? = nil, mode: Int64? = nil,
-        atime: Int64? = nil, authored: Bool = false
+        atime: Int64? = nil, authored: Bool = false, editSeq: Int64 = 0, acknowledgedEditSeq: Int64 = 0
     ) {
         self.id = id
         self.bucketID = bucketID
@@ -199,6 +207,8 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         self.mode = mode
         self.atime = atime
         self.authored = authored
+        self.editSeq = editSeq
+        self.acknowledgedEditSeq = acknowledgedEditSeq
     }
 
     init(row: Row) {
@@ -221,6 +231,8 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         mode = row[16]
         atime = row[17]
         authored = row[18]
+        editSeq = row[19]
+        acknowledgedEditSeq = row[20]
     }
 
     init(_ columns: ColumnReader) throws {
@@ -243,18 +255,21 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         mode = columns.optional(16)
         atime = columns.optional(17)
         authored = try columns.value(18)
+        editSeq = try columns.value(19)
+        acknowledgedEditSeq = try columns.value(20)
     }
 
     func insert(_ db: Database) throws {
         let statement = try db.cachedStatement(
             sql: """
                 INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime,
-                state, reason, deleted_pending, reload_version, needs_reload, seen_generation, node_id, mode, atime, authored)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                state, reason, deleted_pending, reload_version, needs_reload, seen_generation, node_id, mode, atime, authored,
+                edit_seq, acknowledged_edit_seq)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         try statement.execute(arguments: [
             id, bucketID, key, ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
-            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored,
+            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq,
         ])
     }
 
@@ -275,11 +290,12 @@ struct EntityRow: FetchableRecord, PersistableRecord {
             sql: """
                 UPDATE entity SET ghost_version = ?, ghost_data = ?, local_value = ?,
                 content = ?, mtime = ?, ctime = ?, state = ?, reason = ?, deleted_pending = ?, reload_version = ?,
-                needs_reload = ?, seen_generation = ?, node_id = ?, mode = ?, atime = ?, authored = ? WHERE id = ?
+                needs_reload = ?, seen_generation = ?, node_id = ?, mode = ?, atime = ?, authored = ?, edit_seq = ?,
+                acknowledged_edit_seq = ? WHERE id = ?
                 """)
         try statement.execute(arguments: [
             ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
-            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, id,
+            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, id,
         ])
         try requireUpdated(db)
     }
@@ -288,8 +304,11 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// value and bytes stay as they are, unbound and uncopied, and no index is touched.
     func updateSyncState(_ db: Database) throws {
         let statement = try db.cachedStatement(
-            sql: "UPDATE entity SET ghost_version = ?, ghost_data = ?, state = ?, reason = ?, authored = ? WHERE id = ?")
-        try statement.execute(arguments: [ghostVersion, ghostData, state, reason, authored, id])
+            sql: """
+                UPDATE entity SET ghost_version = ?, ghost_data = ?, state = ?, reason = ?, authored = ?, acknowledged_edit_seq = ?
+                WHERE id = ?
+                """)
+        try statement.execute(arguments: [ghostVersion, ghostData, state, reason, authored, acknowledgedEditSeq, id])
         try requireUpdated(db)
     }
 
@@ -327,6 +346,8 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         container["mode"] = mode
         container["atime"] = atime
         container["authored"] = authored
+        container["edit_seq"] = editSeq
+        container["acknowledged_edit_seq"] = acknowledgedEditSeq
     }
 
     /// A fresh row for a key this store has not seen; `id`: one reserved for it already (else a
@@ -375,12 +396,11 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         content != nil && !deletedPending && state == EntityState.invalid.description
     }
 
-    /// The file is gone (deleted locally while the row waits for the server). A file made under
-    /// the same key later is a new file, with a number no descriptor still holds; `SyncStore.save`
-    /// gives it one then, as most removed files are never made again.
     /// Whether the file holds a value the server has not acknowledged (an edit, or a change in
-    /// flight): what a removal from elsewhere must not take. `open`: the row's open change.
+    /// flight) made by a save here the server has not acknowledged either: what a removal from
+    /// elsewhere must not take. `open`: the row's open change.
     func hasLocalEdit(open: ChangeRow?) throws -> Bool {
+        guard holdsUnacknowledgedEdit else { return false }
         guard !deletedPending, let local = try local() else { return false }
         return local != (try ghost()) || open != nil || ghostVersion == nil
     }
@@ -391,10 +411,21 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         needsReload && reloadVersion != nil && reloadVersion == ghostVersion && seenGeneration < bucket.indexGeneration
     }
 
+    /// A save here gave the entity a value the server has not acknowledged yet (`editSeq`).
+    var holdsUnacknowledgedEdit: Bool { editSeq > acknowledgedEditSeq }
+
+    /// The acknowledgement of `change`: the saves its value was computed from are the server's.
+    mutating func acknowledgeEdits(of change: ChangeRow) {
+        acknowledgedEditSeq = max(acknowledgedEditSeq, change.editSeq)
+    }
+
     func hasLocalEdit(_ db: Database) throws -> Bool {
         try hasLocalEdit(open: ChangeRow.open(entityID: id, db))
     }
 
+    /// The file is gone (deleted locally while the row waits for the server). A file made under
+    /// the same key later is a new file, with a number no descriptor still holds; `SyncStore.save`
+    /// gives it one then, as most removed files are never made again.
     mutating func removeFile(now: Int64) {
         content = nil
         localValue = nil
@@ -423,10 +454,12 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
     var fullData: String?
     var state: String
     var created: Int64
+    /// The entity's `editSeq` when this change's value was computed from its local value.
+    var editSeq: Int64
 
     init(
         seq: Int64? = nil, entityID: Int64, ccid: String, sv: Int?, op: String, diff: String?, fullData: String?,
-        state: String, created: Int64
+        state: String, created: Int64, editSeq: Int64 = 0
     ) {
         self.seq = seq
         self.entityID = entityID
@@ -437,6 +470,7 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
         self.fullData = fullData
         self.state = state
         self.created = created
+        self.editSeq = editSeq
     }
 
     init(row: Row) {
@@ -449,6 +483,7 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
         fullData = row[6]
         state = row[7]
         created = row[8]
+        editSeq = row[9]
     }
 
     init(_ columns: ColumnReader) throws {
@@ -461,6 +496,7 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
         fullData = columns.optional(6)
         state = try columns.value(7)
         created = try columns.value(8)
+        editSeq = try columns.value(9)
     }
 
     /// Inserted (it gets its `seq`), or updated once it has one; what GRDB's `save` does, on
@@ -477,10 +513,10 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
     mutating func insert(_ db: Database) throws {
         let statement = try db.cachedStatement(
             sql: """
-                INSERT INTO pending_change (seq, entity_id, ccid, sv, op, diff, full_data, state, created)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO pending_change (seq, entity_id, ccid, sv, op, diff, full_data, state, created, edit_seq)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
-        try statement.execute(arguments: [seq, entityID, ccid, sv, op, diff, fullData, state, created])
+        try statement.execute(arguments: [seq, entityID, ccid, sv, op, diff, fullData, state, created, editSeq])
         seq = db.lastInsertedRowID
     }
 
@@ -491,9 +527,9 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
         let statement = try db.cachedStatement(
             sql: """
                 UPDATE pending_change SET entity_id = ?, ccid = ?, sv = ?, op = ?, diff = ?, full_data = ?, state = ?,
-                created = ? WHERE seq = ?
+                created = ?, edit_seq = ? WHERE seq = ?
                 """)
-        try statement.execute(arguments: [entityID, ccid, sv, op, diff, fullData, state, created, seq])
+        try statement.execute(arguments: [entityID, ccid, sv, op, diff, fullData, state, created, editSeq, seq])
         guard db.changesCount > 0 else {
             throw RecordError.recordNotFound(databaseTableName: Self.databaseTableName, key: ["seq": seq.databaseValue])
         }
@@ -516,6 +552,7 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
         container["full_data"] = fullData
         container["state"] = state
         container["created"] = created
+        container["edit_seq"] = editSeq
     }
 
     mutating func didInsert(_ inserted: InsertionSuccess) {

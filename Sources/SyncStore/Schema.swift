@@ -224,6 +224,18 @@ enum Schema {
                 END;
                 """)
         }
+        migrator.registerMigration("v11 edit counts") { db in
+            // Issue 34: which saves of a file the server has acknowledged (`EntityRow.editSeq`).
+            // Rows from before count as holding an unacknowledged edit, as every local value
+            // that differed from the server's did then; the next acknowledgement settles them.
+            try db.execute(sql: """
+                ALTER TABLE entity ADD COLUMN edit_seq INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE entity ADD COLUMN acknowledged_edit_seq INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE pending_change ADD COLUMN edit_seq INTEGER NOT NULL DEFAULT 0;
+                UPDATE entity SET edit_seq = 1 WHERE local_value IS NOT NULL;
+                UPDATE pending_change SET edit_seq = 1;
+                """)
+        }
         return migrator
     }
 

@@ -147,8 +147,20 @@ extension SyncStore {
                     return .resend(created)
                 }
                 guard let local = try entity.local() else { return .none }  // handled above
+                if !entity.holdsUnacknowledgedEdit {
+                    // Issue 34: the change carries no save of this file the server has not had
+                    // (what went after an acknowledgement that left our merge of concurrent
+                    // changes differing from the server's): the server removed the note after
+                    // it had every edit made here. Re-created from it, the note would come back
+                    // on every device after a removal made by someone who saw our edits. The
+                    // change goes; the catch-up brings the removal, which takes the file.
+                    try change.delete(db)
+                    entity.reason = "removed on the server after it had every edit made here; following the removal"
+                    return .catchUp
+                }
                 entity.setGhost([:], version: nil)
                 change.sv = nil
+                change.editSeq = entity.editSeq
                 change.diff = StoredJSON.text(try Merge.diff(from: [:], to: local))
                 change.fullData = StoredJSON.text(local)
                 change.state = "queued"
@@ -175,7 +187,9 @@ extension SyncStore {
                 try change.update(db)
                 return .catchUp
             case 412:
+                // The server has the value already: the saves it came from are the server's.
                 try change.delete(db)
+                entity.acknowledgeEdits(of: change)
                 entity.reason = nil
                 if try ChangeRow.open(entityID: entity.id, db) == nil {
                     entity.state = EntityState.synced.description
@@ -196,6 +210,7 @@ extension SyncStore {
                 }
                 guard let local = try entity.local() else { return .none }  // handled above
                 change.fullData = StoredJSON.text(local)
+                change.editSeq = entity.editSeq
                 change.state = "queued"
                 try change.update(db)
                 entity.reason = "server could not apply the diff (440); resending with the whole object"

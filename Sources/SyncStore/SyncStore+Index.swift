@@ -222,6 +222,9 @@ extension SyncStore {
         row.setGhost(ghost, version: version)
         row.needsReload = false
         row.reloadVersion = nil
+        // The value is owed again, as a save's is: a removal the server answers it with does
+        // not take it (`EntityRow.editSeq`).
+        row.editSeq += 1
         let ready = try reconcileQueue(&row, bucket: bucket.name, db)
         if ready != nil && row.state != EntityState.invalid.description { row.reason = reason }
         try row.update(db)

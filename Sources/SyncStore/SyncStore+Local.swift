@@ -291,7 +291,9 @@ extension SyncStore {
         row.deletedPending = false
         var parseError: String?
         switch parsed {
-        case .success(let object): row.localValue = StoredJSON.text(object)
+        case .success(let object):
+            row.localValue = StoredJSON.text(object)
+            row.editSeq += 1
         case .failure(let problem): parseError = problem.description
         }
         let ready: OutgoingChange?
@@ -415,6 +417,7 @@ extension SyncStore {
         change.diff = diffText
         change.sv = row.ghostVersion
         change.fullData = nil
+        change.editSeq = row.editSeq
         try change.save(db)
         if row.state != EntityState.invalid.description { row.state = EntityState.pending.description }
         let basis = diffText.flatMap { diff in

@@ -156,6 +156,7 @@ extension SyncStore {
     ) throws {
         try open.delete(db)
         outcome.acknowledged.append(open.ccid)
+        row.acknowledgeEdits(of: open)
         // The file's ctime stays: only its bytes, name or times change it, never the sync state
         // (backup tools key on ctime; an acknowledgement must not make them read the file again).
         // The server's echo says what it did (the row may have been re-queued meanwhile).

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import JSONDiff
 import Testing
 @testable import SyncStore
@@ -300,6 +301,109 @@ struct ApplyRemoteTests {
                 }
             }
         }
+    }
+
+    /// Issue 34 (model seed 3956992952): an edit refused 404 (the note removed elsewhere) goes
+    /// again whole, a create; meanwhile another mount made the note again, and the server's
+    /// answer to ours leaves a difference with the merged local value (the server replaced what
+    /// the other mount made; the local merge kept both). What goes next for that difference
+    /// carries no edit made here that the server has not had: when the note is then removed by
+    /// someone who saw ours, the removal holds (never a re-create from it), whether the removal
+    /// comes before the change goes, while it is in flight (then refused 404), or after the 404.
+    /// An edit saved here meanwhile is another matter: it is re-created (edit wins a removal).
+    @Test func aMergeLeftOverFromARecreatedEditNeverRecreatesARemovedNote() throws {
+        let ours: JSONObject = ["by": "m0", "n": 19, "text": "note 19 from m0"]
+        let theirs4: JSONObject = ["by": "m2", "n": 20, "text": "note 20 from m2"]
+        let theirs5: JSONObject = ["by": "m2", "n": 21, "text": "note 21 from m2"]
+        for (order, savedMeanwhile) in [("before sent", false), ("in flight", false), ("after 404", false), ("in flight", true)] {
+            try withStore { store, _ in
+                _ = try seed(store, key: "k", version: 2, data: ["by": "m1", "n": 1, "text": "note 1 from m1"])
+                let edit = try #require(try store.saveLocal(bucket: "notes", key: "k", value: ours).readyToSend)
+                try store.markSent([edit])
+                _ = try store.applyRemote(
+                    bucket: "notes",
+                    changes: [RemoteChange(key: "k", operation: .remove, sourceVersion: 2, endVersion: 3, cv: "c3", clientID: "m2", ccids: ["m2-rm"])])
+                guard case .resend(let whole) = try store.reject(bucket: "notes", ccid: edit.ccid, code: 404) else {
+                    Issue.record("404 resends the edit whole")
+                    return
+                }
+                try store.markSent([whole])
+                _ = try store.applyRemote(
+                    bucket: "notes",
+                    changes: [
+                        RemoteChange(key: "k", operation: .modify(diff: wireDiff([:], theirs4)), sourceVersion: nil, endVersion: 4, cv: "c4", clientID: "m2", ccids: ["m2-c"]),
+                        RemoteChange(key: "k", operation: .modify(diff: wireDiff(theirs4, theirs5)), sourceVersion: 4, endVersion: 5, cv: "c5", clientID: "m2", ccids: ["m2-m"]),
+                    ])
+                if savedMeanwhile {
+                    var edited = try #require(try store.entity(bucket: "notes", key: "k")?.value)
+                    edited["n"] = 22
+                    _ = try store.saveLocal(bucket: "notes", key: "k", value: edited)
+                }
+                // The server applied our whole object over version 5 (it replaces what is there).
+                _ = try store.applyRemote(
+                    bucket: "notes",
+                    changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(theirs5, ours)), sourceVersion: 5, endVersion: 6, cv: "c6", clientID: "m0", ccids: [edit.ccid])])
+                let leftOver = try #require(try store.outgoingChanges(bucket: "notes").first, "the local merge differs from the server's value")
+                let removal = RemoteChange(key: "k", operation: .remove, sourceVersion: 6, endVersion: 7, cv: "c7", clientID: "m1", ccids: ["m1-rm"])
+                switch order {
+                case "before sent":
+                    _ = try store.applyRemote(bucket: "notes", changes: [removal])
+                case "in flight":
+                    try store.markSent([leftOver])
+                    _ = try store.applyRemote(bucket: "notes", changes: [removal])
+                    if let followUp = try? store.reject(bucket: "notes", ccid: leftOver.ccid, code: 404), case .resend(let again) = followUp {
+                        #expect(savedMeanwhile, "the left-over merge is sent again as a create: \(again)")
+                    }
+                default:
+                    try store.markSent([leftOver])
+                    let followUp = try store.reject(bucket: "notes", ccid: leftOver.ccid, code: 404)
+                    #expect(followUp == .catchUp, "the left-over merge, refused 404, is not sent again as a create: the catch-up brings the removal")
+                    #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+                    _ = try store.applyRemote(bucket: "notes", changes: [removal])
+                }
+                let kept = try store.entity(bucket: "notes", key: "k")
+                let owed = try store.outgoingChanges(bucket: "notes")
+                if savedMeanwhile {
+                    #expect(kept?.value?["n"] == 22, "\(order): the edit saved here meanwhile is kept")
+                    #expect(owed.count == 1, "\(order): and sent")
+                } else {
+                    #expect(kept == nil, "\(order): the removal holds, but the note is \(String(describing: kept?.value))")
+                    #expect(owed.isEmpty, "\(order): nothing is owed, but \(owed)")
+                }
+            }
+        }
+    }
+
+    /// A store from before the edit counts (schema v11): an edit in flight then is still one a
+    /// removal from elsewhere does not take.
+    @Test func anEditInFlightInAStoreFromBeforeEditCountsIsStillKeptOverARemoval() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        do {
+            let old = try DatabaseQueue(path: directory.storePath)
+            try Schema.migrator.migrate(old, upTo: "v10 highest versions")
+            try old.write { db in
+                try db.execute(sql: """
+                    INSERT INTO bucket (id, name, ctime) VALUES (1, 'notes', 0);
+                    INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime, state,
+                        deleted_pending, needs_reload, seen_generation, node_id, authored)
+                    VALUES (2, 1, 'k', 1, '{"n":1}', '{"n":2}', X'7B226E223A327D0A', 0, 0, 'pending', 0, 0, 0, 2, 1);
+                    INSERT INTO pending_change (entity_id, ccid, sv, op, diff, state, created)
+                    VALUES (2, 'ours', 1, 'M', '{"n":{"o":"r","v":2}}', 'sent', 0);
+                    """)
+            }
+        }
+        let store = try SyncStore(path: directory.storePath)
+        defer { try? store.close() }
+        _ = try store.applyRemote(
+            bucket: "notes",
+            changes: [RemoteChange(key: "k", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c2", clientID: "m1", ccids: ["m1-rm"])])
+        #expect(try store.entity(bucket: "notes", key: "k")?.value == ["n": 2])
+        guard case .resend(let created) = try store.reject(bucket: "notes", ccid: "ours", code: 404) else {
+            Issue.record("the edit is re-created")
+            return
+        }
+        #expect(created.fullData == ["n": 2])
     }
 
     /// Removed elsewhere while this file holds invalid JSON (the user mid-edit): the bytes stay.
