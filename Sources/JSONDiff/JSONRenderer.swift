@@ -185,9 +185,7 @@ struct JSONWriter {
         case .object(let members):
             guard !members.isEmpty else { return append("{}") }
             output.append(UInt8(ascii: "{"))
-            // Sorting the pairs (not the keys) saves a hash lookup per member.
-            let sorted = members.sorted { $0.key < $1.key }
-            for (index, member) in sorted.enumerated() {
+            for (index, member) in Self.sortedMembers(members).enumerated() {
                 if index > 0 { output.append(UInt8(ascii: ",")) }
                 newline(indent + 1)
                 writeString(member.key.string)
@@ -198,6 +196,32 @@ struct JSONWriter {
             newline(indent)
             output.append(UInt8(ascii: "}"))
         }
+    }
+
+    /// An object's members in their keys' code point order. A small object's pairs are sorted
+    /// as they are (sorting the pairs, not the keys, saves a hash lookup per member). A large
+    /// one's would be moved and retained at every step, and their keys compared byte by byte:
+    /// 40 % of the time of rendering a note of 750,000 keys (issue 37). So what is sorted is
+    /// each key's first eight UTF-8 bytes as one number, beside the member's index, and keys
+    /// compare whole only where those are equal. Where two prefixes differ, their order is the
+    /// keys' order: at the first byte that differs, either both keys have it, or the one padded
+    /// with zero there is the shorter, which sorts first.
+    static func sortedMembers(_ members: JSONObject) -> [(key: JSONKey, value: JSONValue)] {
+        guard members.count > 32 else { return members.sorted { $0.key < $1.key } }
+        let entries = Array(members)
+        var order: [(prefix: UInt64, index: Int)] = []
+        order.reserveCapacity(entries.count)
+        for (index, entry) in entries.enumerated() {
+            var key = entry.key.string
+            let prefix = key.withUTF8 { bytes -> UInt64 in
+                var value: UInt64 = 0
+                for position in 0..<8 { value = value << 8 | UInt64(position < bytes.count ? bytes[position] : 0) }
+                return value
+            }
+            order.append((prefix, index))
+        }
+        order.sort { a, b in a.prefix != b.prefix ? a.prefix < b.prefix : entries[a.index].key < entries[b.index].key }
+        return order.map { entries[$0.index] }
     }
 
     private mutating func newline(_ indent: Int) {

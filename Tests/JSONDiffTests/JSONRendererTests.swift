@@ -48,6 +48,24 @@ struct JSONRendererTests {
         #expect(value.compactRendered() == "{\"Z\":3,\"a\":6,\"ab\":5,\"z\":2,\"é\":1,\"\u{FFFF}\":7,\"😀\":4}")
     }
 
+    /// A large object's keys are sorted by their first eight bytes first (issue 37): keys that
+    /// share those, are shorter or longer than eight, hold NUL bytes or several-byte characters
+    /// still come in code point order, as a small object's do.
+    @Test func aLargeObjectsKeysSortByCodePointToo() {
+        var keys: Set<String> = ["", "\u{0}", "a", "a\u{0}", "a\u{0}b", "abcdefgh", "abcdefg", "abcdefgh\u{0}", "abcdefghi",
+                                 "abcdefghé", "abcdefgh😀", "é", "e\u{301}", "😀", "Z", "zz"]
+        var generator = SystemRandomNumberGenerator()
+        let alphabet: [Character] = ["a", "b", "\u{0}", "é", "😀", "z", "A"]
+        while keys.count < 400 {
+            let length = Int.random(in: 0...12, using: &generator)
+            keys.insert(String((0..<length).map { _ in alphabet.randomElement(using: &generator)! }))
+        }
+        let object = JSONValue.object(JSONObject(uniqueKeysWithValues: keys.map { (JSONKey($0), JSONValue.integer(1)) }))
+        let ordered = keys.map { JSONKey($0) }.sorted()
+        let expected = "{" + ordered.map { JSONValue.string($0.string).compactRendered() + ":1" }.joined(separator: ",") + "}"
+        #expect(object.compactRendered() == expected)
+    }
+
     @Test func controlCharactersAreEscaped() throws {
         let text = String(decoding: (0..<0x20).map { UInt8($0) }, as: UTF8.self)
         let rendered = JSONValue.string(text).compactRendered()
