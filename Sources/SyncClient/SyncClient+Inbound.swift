@@ -78,9 +78,9 @@ extension SyncClient {
             // A version asked for by `fetchVersions` is history, not a reload: never applied.
             if versionFetches.received(channel: channel, key: key, version: version, reply: reply) { return }
             machines[channel].entityReceived(key: key, version: version)
-            let data: JSONObject? = if case .data(let object, _) = reply { object } else { nil }
+            let (data, madeBy): (JSONObject?, String?) = if case .data(let object, _, let ccid) = reply { (object, ccid) } else { (nil, nil) }
             do {
-                let outcome = try store.applyEntity(bucket: bucket, key: key, version: version, data: data)
+                let outcome = try store.applyEntity(bucket: bucket, key: key, version: version, data: data, madeBy: madeBy)
                 await follow(outcome, channel: channel)
             } catch {
                 await serverDataNotStored("storing \(bucket)/\(key).\(version)", bucket: bucket, error)

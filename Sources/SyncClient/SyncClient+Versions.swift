@@ -82,7 +82,7 @@ struct VersionFetches {
         guard let waiting, var fetch = fetches[waiting] else { return true }
         fetch.remaining.remove(version)
         switch reply {
-        case .data(let data, let acceptedAt):
+        case .data(let data, let acceptedAt, _):
             fetch.results.append(
                 EntityVersion(version: version, data: data, acceptedAt: acceptedAt.map(Date.init(timeIntervalSince1970:))))
         case .unknown:

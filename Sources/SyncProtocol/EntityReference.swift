@@ -29,13 +29,18 @@ struct EntityReference {
 /// The body of the server's `e` reply (spec "Entity: e").
 public enum EntityReply: Hashable, Sendable {
     /// `{"data": {...}}`: the entity at that version. bucketfs's own server adds
-    /// `"accepted_at"`, when it accepted that version (Unix seconds); other servers send none.
-    case data(JSONObject, acceptedAt: Double? = nil)
+    /// `"accepted_at"`, when it accepted that version (Unix seconds), and `"ccid"`, the ccid of
+    /// the change that made it while the server's change log still holds that change (a client
+    /// tells by it whether the version is the one its own change made, or the same number and
+    /// data in another history of a server restored from a backup); other servers send neither.
+    case data(JSONObject, acceptedAt: Double? = nil, ccid: String? = nil)
     /// `?`: the server has no such key or version.
     case unknown
 
     /// The wire name of the acceptance time, an extra field only bucketfs's server sends.
     static let acceptedAtField = "accepted_at"
+    /// The wire name of the ccid of the change that made the version, another of bucketfs's own.
+    static let ccidField = "ccid"
 
     /// Parses the line after `e:key.v\n`. `{"data": null}` is read as unknown (nothing to apply).
     init(body: Substring) throws(ProtocolError) {
@@ -55,16 +60,18 @@ public enum EntityReply: Hashable, Sendable {
         case .integer(let seconds)?: Double(seconds)
         default: nil
         }
-        self = .data(data, acceptedAt: acceptedAt)
+        let ccid: String? = if case .string(let ccid)? = fields.object[JSONKey(Self.ccidField)] { ccid } else { nil }
+        self = .data(data, acceptedAt: acceptedAt, ccid: ccid)
     }
 
     var rendered: String {
         switch self {
         case .unknown: return "?"
-        case .data(let object, let acceptedAt):
+        case .data(let object, let acceptedAt, let ccid):
             var json = OrderedJSONObject()
             json.add("data", .object(object))
             if let acceptedAt { json.add(Self.acceptedAtField, .double(acceptedAt)) }
+            if let ccid { json.add(Self.ccidField, string: ccid) }
             return json.rendered()
         }
     }

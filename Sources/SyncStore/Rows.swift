@@ -181,12 +181,17 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// server has not had: a removal from elsewhere takes it (issue 34).
     var editSeq: Int64
     var acknowledgedEditSeq: Int64
+    /// The ccid of our change whose acknowledgement made the ghost's version (`Schema` v12),
+    /// when `authored`: a server restored from a backup may hold a version of the same number
+    /// and data made by another change, in another history; its `e` answer names that change.
+    var authoredCCID: String?
 
     init(
         id: Int64, bucketID: Int64, key: String, ghostVersion: Int?, ghostData: String, localValue: String?,
         content: Data?, mtime: Int64, ctime: Int64, state: String, reason: String?, deletedPending: Bool,
         reloadVersion: Int?, needsReload: Bool, seenGeneration: Int64, nodeID: Int64? = nil, mode: Int64? = nil,
-        atime: Int64? = nil, authored: Bool = false, editSeq: Int64 = 0, acknowledgedEditSeq: Int64 = 0
+        atime: Int64? = nil, authored: Bool = false, editSeq: Int64 = 0, acknowledgedEditSeq: Int64 = 0,
+        authoredCCID: String? = nil
     ) {
         self.id = id
         self.bucketID = bucketID
@@ -209,6 +214,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         self.authored = authored
         self.editSeq = editSeq
         self.acknowledgedEditSeq = acknowledgedEditSeq
+        self.authoredCCID = authoredCCID
     }
 
     init(row: Row) {
@@ -233,6 +239,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         authored = row[18]
         editSeq = row[19]
         acknowledgedEditSeq = row[20]
+        authoredCCID = row[21]
     }
 
     init(_ columns: ColumnReader) throws {
@@ -257,6 +264,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         authored = try columns.value(18)
         editSeq = try columns.value(19)
         acknowledgedEditSeq = try columns.value(20)
+        authoredCCID = columns.optional(21)
     }
 
     func insert(_ db: Database) throws {
@@ -264,12 +272,12 @@ struct EntityRow: FetchableRecord, PersistableRecord {
             sql: """
                 INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime,
                 state, reason, deleted_pending, reload_version, needs_reload, seen_generation, node_id, mode, atime, authored,
-                edit_seq, acknowledged_edit_seq)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                edit_seq, acknowledged_edit_seq, authored_ccid)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         try statement.execute(arguments: [
             id, bucketID, key, ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
-            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq,
+            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, authoredCCID,
         ])
     }
 
@@ -291,11 +299,11 @@ struct EntityRow: FetchableRecord, PersistableRecord {
                 UPDATE entity SET ghost_version = ?, ghost_data = ?, local_value = ?,
                 content = ?, mtime = ?, ctime = ?, state = ?, reason = ?, deleted_pending = ?, reload_version = ?,
                 needs_reload = ?, seen_generation = ?, node_id = ?, mode = ?, atime = ?, authored = ?, edit_seq = ?,
-                acknowledged_edit_seq = ? WHERE id = ?
+                acknowledged_edit_seq = ?, authored_ccid = ? WHERE id = ?
                 """)
         try statement.execute(arguments: [
             ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
-            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, id,
+            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, authoredCCID, id,
         ])
         try requireUpdated(db)
     }
@@ -305,10 +313,10 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     func updateSyncState(_ db: Database) throws {
         let statement = try db.cachedStatement(
             sql: """
-                UPDATE entity SET ghost_version = ?, ghost_data = ?, state = ?, reason = ?, authored = ?, acknowledged_edit_seq = ?
-                WHERE id = ?
+                UPDATE entity SET ghost_version = ?, ghost_data = ?, state = ?, reason = ?, authored = ?, acknowledged_edit_seq = ?,
+                authored_ccid = ? WHERE id = ?
                 """)
-        try statement.execute(arguments: [ghostVersion, ghostData, state, reason, authored, acknowledgedEditSeq, id])
+        try statement.execute(arguments: [ghostVersion, ghostData, state, reason, authored, acknowledgedEditSeq, authoredCCID, id])
         try requireUpdated(db)
     }
 
@@ -348,6 +356,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         container["authored"] = authored
         container["edit_seq"] = editSeq
         container["acknowledged_edit_seq"] = acknowledgedEditSeq
+        container["authored_ccid"] = authoredCCID
     }
 
     /// A fresh row for a key this store has not seen; `id`: one reserved for it already (else a
@@ -409,6 +418,14 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// (`SyncStore.applyIndexPage`): the answer says whether the server removed it or lost it.
     func awaitsVerification(in bucket: BucketRow) -> Bool {
         needsReload && reloadVersion != nil && reloadVersion == ghostVersion && seenGeneration < bucket.indexGeneration
+    }
+
+    /// Whether the server's version of our ghost's number and data, made by the change `ccid`
+    /// (nil: the server does not say), can be the one our change made: the same data in another
+    /// history of a restored server is made by another change (the same note made again).
+    func mayHaveMade(version ccid: String?) -> Bool {
+        guard authored, let ours = authoredCCID, let ccid else { return true }
+        return ours == ccid
     }
 
     /// A save here gave the entity a value the server has not acknowledged yet (`editSeq`).

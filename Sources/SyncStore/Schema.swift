@@ -236,6 +236,11 @@ enum Schema {
                 UPDATE pending_change SET edit_seq = 1;
                 """)
         }
+        migrator.registerMigration("v12 authored ccid") { db in
+            // Which change of ours made the acknowledged version (`EntityRow.authoredCCID`); rows
+            // from before do not know, and compare a restored server's version by its data alone.
+            try db.execute(sql: "ALTER TABLE entity ADD COLUMN authored_ccid TEXT")
+        }
         return migrator
     }
 

@@ -38,7 +38,11 @@ extension SyncStore {
 
     /// Applies an `e` response (a reload, or data missing from an index page); `data` nil means
     /// the server answered `?`. Local edits are rebased over the difference to the new version.
-    public func applyEntity(bucket: String, key: String, version: Int, data: JSONObject?) throws(StoreError) -> RemoteOutcome {
+    /// `madeBy`: the ccid of the change that made the version, when the server says (bucketfs's
+    /// own server does, while its change log holds that change).
+    public func applyEntity(
+        bucket: String, key: String, version: Int, data: JSONObject?, madeBy: String? = nil
+    ) throws(StoreError) -> RemoteOutcome {
         takeLocalEditsFirst(bucket: bucket, keys: [key])
         let outcome = try write(.deferred) { db in
             let bucketRow = try BucketRow.named(bucket, db)
@@ -47,7 +51,7 @@ extension SyncStore {
             // no row means the entity was removed meanwhile, so a late answer must not revive it.
             guard try EntityRow.find(bucketID: bucketRow.id, key: key, db) != nil else { return outcome }
             let now = Self.now()
-            try Self.load(key: key, version: version, data: data, bucket: bucketRow, now: now, outcome: &outcome, db)
+            try Self.load(key: key, version: version, data: data, madeBy: madeBy, bucket: bucketRow, now: now, outcome: &outcome, db)
             try Self.recordServerLoss(outcome, bucket: bucketRow, now: now, db)
             return outcome
         }
@@ -175,6 +179,7 @@ extension SyncStore {
         } else if case .modify(let diff) = change.operation {
             let endVersion = change.endVersion ?? (change.sourceVersion ?? 0) + 1
             row.authored = true
+            row.authoredCCID = open.ccid
             if let ghost = sent?.acknowledgedGhost(of: open, echo: diff, sourceVersion: change.sourceVersion, entity: row) {
                 row.ghostData = ghost
                 row.ghostVersion = endVersion
@@ -223,6 +228,7 @@ extension SyncStore {
         // A change of ours that came back as a remote one (`applyRemote`'s `ownClientID`) keeps
         // the value ours; any other makes it someone else's.
         row.authored = ours
+        row.authoredCCID = nil
         let open = row.deletedPending ? try ChangeRow.open(entityID: row.id, db) : nil
         if row.deletedPending, removalBase == nil || remoteDiff == nil, open?.state != "sent" {
             // A removal made here must only ever take the note it was made against. This version
@@ -281,8 +287,8 @@ extension SyncStore {
     }
 
     static func load(
-        key: String, version: Int, data: JSONObject?, bucket: BucketRow, now: Int64, outcome: inout RemoteOutcome,
-        _ db: Database
+        key: String, version: Int, data: JSONObject?, madeBy: String? = nil, bucket: BucketRow, now: Int64,
+        outcome: inout RemoteOutcome, _ db: Database
     ) throws {
         guard var row = try EntityRow.find(bucketID: bucket.id, key: key, db) else {
             guard let data else { return }
@@ -300,7 +306,7 @@ extension SyncStore {
             let listedVersion: Int = listed["version"]
             let listedData = try StoredJSON.object(listed["data"], column: "listed_version.data")
             let ghost = try row.ghost()
-            if let data, data == ghost {
+            if let data, data == ghost, row.mayHaveMade(version: madeBy) {
                 try adopt(listedData, version: listedVersion, oldGhost: ghost, remoteDiff: nil, row: &row, bucket: bucket, now: now, outcome: &outcome, db)
                 return
             }
@@ -319,7 +325,7 @@ extension SyncStore {
             // The same version with other data is another history's (a restore of a backup
             // taken before an earlier restore, whose versions ours reuse): the server never had
             // ours, so it did not remove it.
-            let hadOurs = try data.map { try $0 == row.ghost() } ?? false
+            let hadOurs = try data.map { try $0 == row.ghost() } ?? false && row.mayHaveMade(version: madeBy)
             if hadOurs || !row.authored {
                 // It had it, so it removed the entity since: a removal like any other. Or it
                 // lost a value another mount made: that mount sends it again (`resendIfServerLost`).

@@ -19,10 +19,11 @@ let messageTimeout: Duration = .seconds(30)
 /// The longest a test may wait for something that must eventually happen (a close, a drain).
 let hangGuard: Duration = .seconds(60)
 
-/// An `e` reply without the time the server accepted the version (issue 17), which every reply
-/// with data carries: for comparing replies whole.
-func withoutAcceptedTime(_ frame: String) -> String {
+/// An `e` reply without the time the server accepted the version (issue 17) and the ccid of the
+/// change that made it (issue 34), which replies with data carry: for comparing replies whole.
+func withoutVersionFacts(_ frame: String) -> String {
     frame.replacingOccurrences(of: #",\"accepted_at\":[0-9.eE+-]+"#, with: "", options: .regularExpression)
+        .replacingOccurrences(of: #",\"ccid\":\"[^\"]*\""#, with: "", options: .regularExpression)
 }
 
 /// A temporary data directory, removed by `remove()`.

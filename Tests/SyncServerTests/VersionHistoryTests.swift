@@ -18,13 +18,15 @@ struct VersionHistoryTests {
         return socket
     }
 
-    /// The data and acceptance time of an `e` reply.
-    private func entity(_ socket: TestSocket, _ reference: String) async throws -> (data: JSONObject?, acceptedAt: Double?) {
+    /// The data, acceptance time and making change of an `e` reply.
+    private func entity(
+        _ socket: TestSocket, _ reference: String
+    ) async throws -> (data: JSONObject?, acceptedAt: Double?, ccid: String?) {
         let message = try ServerMessage.parse(try await socket.request("0:e:\(reference)"))
         guard case .channel(0, .entity(_, _, let reply)) = message else { throw TestFailure("not an e reply: \(message)") }
         switch reply {
-        case .data(let data, let acceptedAt): return (data, acceptedAt)
-        case .unknown: return (nil, nil)
+        case .data(let data, let acceptedAt, let ccid): return (data, acceptedAt, ccid)
+        case .unknown: return (nil, nil, nil)
         }
     }
 
@@ -43,7 +45,7 @@ struct VersionHistoryTests {
             let after = Date().timeIntervalSince1970
             var previous = before
             for version in 1...3 {
-                let (data, acceptedAt) = try await entity(socket, "doc.\(version)")
+                let (data, acceptedAt, _) = try await entity(socket, "doc.\(version)")
                 #expect(data == ["n": .integer(Int64(version))])
                 let accepted = try #require(acceptedAt)
                 #expect(accepted >= previous && accepted <= after)
@@ -52,6 +54,22 @@ struct VersionHistoryTests {
             // The field rides beside `data`, which a client that does not know it reads as before.
             let raw = try await socket.request("0:e:doc.1")
             #expect(raw.hasPrefix("0:e:doc.1\n{\"data\":{\"n\":1},\"accepted_at\":"), "\(raw)")
+            await socket.close()
+        }
+    }
+
+    /// Issue 34's model run: a client whose note was made again with the same data, at the same
+    /// version number, in another history of a restored server tells the two apart by the change
+    /// that made each.
+    @Test(arguments: StoreKind.allCases) func everyKeptVersionNamesTheChangeThatMadeIt(store: StoreKind) async throws {
+        try await withServer(store: store) { server in
+            let socket = try await authorized(server)
+            _ = try await socket.receiveMessage(after: changeFrame(key: "doc", diff: #"{"n":{"o":"+","v":1}}"#, ccid: "made-first"))
+            _ = try await socket.receiveMessage(after: changeFrame(key: "doc", diff: #"{"n":{"o":"r","v":2}}"#, sv: 1, ccid: "made-second"))
+            #expect(try await entity(socket, "doc.1").ccid == "made-first")
+            #expect(try await entity(socket, "doc.2").ccid == "made-second")
+            let raw = try await socket.request("0:e:doc.2")
+            #expect(raw.contains(#""ccid":"made-second""#), "\(raw)")
             await socket.close()
         }
     }
@@ -109,6 +127,7 @@ struct VersionHistoryTests {
         let kept = try #require(try await store.entityVersion(bucket: bucket, key: "doc", version: 1))
         #expect(kept.data == ["n": 1])
         #expect(kept.acceptedAt == nil)
-        #expect(EntityReply.data(kept.data, acceptedAt: kept.acceptedAt) == .data(["n": 1]))
+        #expect(kept.ccid == nil)
+        #expect(EntityReply.data(kept.data, acceptedAt: kept.acceptedAt, ccid: kept.ccid) == .data(["n": 1]))
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import JSONDiff
 import Testing
 @testable import SyncStore
@@ -367,6 +368,35 @@ extension ReplicaReindexTests {
             let outcome = try Self.reindex(store, ["a": (6, ["n": "new"])])
             #expect(outcome.lostOnServer.isEmpty && outcome.readyToSend.isEmpty)
             #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": "new"])
+        }
+    }
+
+    /// Issue 34's model run (seed 2484293109): two restores, from backups in reverse order. Our
+    /// note was made again, with the data it had once, at the version number it had once, in the
+    /// history the first restore began; the second restore's history holds that old version, with
+    /// the same data, and a newer one. Data alone take the old version for ours; the change that
+    /// made it (`e`'s `ccid`) says it is not: ours is sent again over the listed version, and the
+    /// same when the note is missing from the index. With our own change named, it is ours.
+    @Test(arguments: [false, true]) func theSameVersionAndDataMadeByAnotherChangeIsAnotherHistorys(missing: Bool) throws {
+        try withStore { store, _ in
+            try Self.ours(store, ["a": (1, ["n": 20])])
+            let outcome = try Self.reindex(store, missing ? [:] : ["a": (3, ["n": 26])])
+            #expect(outcome.reloads == [ReloadRequest(key: "a", version: 1)])
+            let answer = try store.applyEntity(bucket: "notes", key: "a", version: 1, data: ["n": 20], madeBy: "another-change")
+            #expect(answer.lostOnServer == ["a"])
+            #expect(answer.events.isEmpty, "the file stays")
+            let resend = try #require(answer.readyToSend.first)
+            #expect(resend.sourceVersion == (missing ? nil : 3))
+            #expect(try store.entity(bucket: "notes", key: "a")?.value == ["n": 20])
+        }
+        try withStore { store, _ in
+            try Self.ours(store, ["a": (1, ["n": 20])])
+            let ours = try #require(try store.read { db in try String.fetchOne(db, sql: "SELECT authored_ccid FROM entity") })
+            _ = try Self.reindex(store, missing ? [:] : ["a": (3, ["n": 26])])
+            let answer = try store.applyEntity(bucket: "notes", key: "a", version: 1, data: ["n": 20], madeBy: ours)
+            #expect(answer.lostOnServer.isEmpty && answer.readyToSend.isEmpty)
+            // Ours, then changed (listed) or removed (missing) since: that holds.
+            #expect(try store.entity(bucket: "notes", key: "a")?.value == (missing ? nil : ["n": 26]))
         }
     }
 

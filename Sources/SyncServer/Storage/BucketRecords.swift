@@ -27,6 +27,9 @@ struct KeptVersion: Sendable, Hashable {
     var data: JSONObject
     /// Unix seconds; nil for a version stored before the server recorded acceptance times.
     var acceptedAt: Double?
+    /// The ccid of the change that made this version, while the change log holds it (`e`'s
+    /// `ccid`: a client's own change, or another history's version of the same number).
+    var ccid: String? = nil
 }
 
 extension StoredChange {

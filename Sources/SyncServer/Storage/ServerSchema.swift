@@ -137,6 +137,12 @@ enum ServerSchema {
                 ALTER TABLE server_state ADD COLUMN history_origin TEXT;
                 """)
         }
+        migrator.registerMigration("v10 changes by version") { db in
+            // `e` answers with the ccid of the change that made the version asked for: a client
+            // tells its own version from another history's of the same number and data (issue
+            // 34's model run: two restores, from backups in reverse order).
+            try db.execute(sql: "CREATE INDEX changes_by_version ON changes(bucket_id, key, end_version)")
+        }
         return migrator
     }
 }

@@ -63,13 +63,20 @@ extension ServerStore {
         let row = try await pool.read { db in
             try Row.fetchOne(
                 db,
-                sql: "SELECT data, accepted_at FROM entity_versions WHERE bucket_id = ? AND key = ? AND version = ?",
+                sql: """
+                    SELECT v.data, v.accepted_at, (
+                        SELECT c.ccid FROM changes c WHERE c.bucket_id = v.bucket_id AND c.key = v.key AND c.end_version = v.version
+                        ORDER BY c.cv DESC LIMIT 1
+                    ) AS ccid
+                    FROM entity_versions v WHERE v.bucket_id = ? AND v.key = ? AND v.version = ?
+                    """,
                 arguments: [bucket.id, key, version]
             )
         }
         guard let row else { return nil }
         return KeptVersion(
-            data: try Self.decodeObject(row["data"], what: "entity \(key).\(version)"), acceptedAt: row["accepted_at"])
+            data: try Self.decodeObject(row["data"], what: "entity \(key).\(version)"), acceptedAt: row["accepted_at"],
+            ccid: row["ccid"])
     }
 
     func entity(bucket: BucketHandle, key: String) async throws -> EntityState? {

@@ -242,7 +242,7 @@ final class StreamingSession {
     private func sendEntity(key: String, version: Int, channel: Int, authorized: AuthorizedChannel) async -> Verdict {
         do {
             let kept = try await store.entityVersion(bucket: authorized.bucket, key: key, version: version)
-            let reply = kept.map { EntityReply.data($0.data, acceptedAt: $0.acceptedAt) } ?? .unknown
+            let reply = kept.map { EntityReply.data($0.data, acceptedAt: $0.acceptedAt, ccid: $0.ccid) } ?? .unknown
             send(.channel(channel, .entity(key: key, version: version, reply)))
         } catch {
             return internalFailure("entity", error)

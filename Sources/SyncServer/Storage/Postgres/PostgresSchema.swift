@@ -121,6 +121,8 @@ enum PostgresSchema {
             "ALTER TABLE server_state ADD COLUMN history BIGINT",
             "ALTER TABLE server_state ADD COLUMN history_origin TEXT",
         ]),
+        // `e` answers with the ccid of the change that made the version, as SQLite's "v10 changes by version".
+        (version: 10, sql: ["CREATE INDEX changes_by_version ON changes(bucket_id, key, end_version)"]),
     ]
 
     /// Applies the migrations the database lacks, each in its own transaction, under a

@@ -346,11 +346,16 @@ extension PostgresServerStore: ServerStorage, GroupCommitting {
 
     func entityVersion(bucket: BucketHandle, key: String, version: Int) async throws -> KeptVersion? {
         let rows = try await client.rows("""
-            SELECT data, accepted_at FROM entity_versions WHERE bucket_id = \(bucket.id) AND key = \(key) AND version = \(version)
+            SELECT v.data, v.accepted_at, (
+                SELECT c.ccid FROM changes c WHERE c.bucket_id = v.bucket_id AND c.key = v.key AND c.end_version = v.version
+                ORDER BY c.cv DESC LIMIT 1
+            ) AS ccid
+            FROM entity_versions v WHERE v.bucket_id = \(bucket.id) AND v.key = \(key) AND v.version = \(version)
             """, "reading an entity version", logger: logger)
         guard let row = rows.first else { return nil }
-        let (text, acceptedAt) = try row.decode((String, Double?).self)
-        return KeptVersion(data: try ServerStore.decodeObject(text, what: "entity \(key).\(version)"), acceptedAt: acceptedAt)
+        let (text, acceptedAt, ccid) = try row.decode((String, Double?, String?).self)
+        return KeptVersion(
+            data: try ServerStore.decodeObject(text, what: "entity \(key).\(version)"), acceptedAt: acceptedAt, ccid: ccid)
     }
 
     func entity(bucket: BucketHandle, key: String) async throws -> EntityState? {
