@@ -18,7 +18,25 @@ public final class ServerStatistics: Sendable {
     /// leak (issue 20: each WebSocket connection kept its channel and ~6 KiB for good).
     private let channels = NIOLockedValueBox([WeakChannel]())
     /// What `/metrics` renders (`--metrics-port`, README "Health and metrics").
-    let registry = PrometheusCollectorRegistry()
+    let registry: PrometheusCollectorRegistry
+    // The handles of the series counted on every change, frame and connection, made once: the
+    // registry checks a metric's name and help text, character by character, at every `make`,
+    // and looks it up under its lock (issue 38: that doubled the server's instructions per
+    // delivery, scripts/bench-server). Series labelled by what happens (an error code, a
+    // reason) are made when first counted, and kept (`labelled`).
+    private let connectionsGauge: Gauge
+    private let webSocketGauges: [WebSocketProtocol: Gauge]
+    private let acceptedCounters: [WebSocketProtocol: Counter]
+    private let outboundBytesGauges: [WebSocketProtocol: Gauge]
+    private let outboundWaitHistograms: [WebSocketProtocol: DurationHistogram]
+    private let batchHistogram: ValueHistogram
+    private let commitLatencyHistogram: DurationHistogram
+    private let labelled = NIOLockedValueBox(LabelledSeries())
+
+    private struct LabelledSeries {
+        var counters: [String: Counter] = [:]
+        var connectionWait: DurationHistogram?
+    }
 
     // Only read and written under the lock; the channels themselves are Sendable.
     private struct WeakChannel: @unchecked Sendable {
@@ -32,16 +50,29 @@ public final class ServerStatistics: Sendable {
 
     public init() {
         // Every series exists from the start, at 0, so a scrape sees the counters move from there.
-        for kind in WebSocketProtocol.allCases { _ = webSocketGauge(kind) }
-        _ = registry.makeGauge(descriptor: Self.named("bucketfs_connections", Help.connections), labels: [("state", "open")])
-        for kind in WebSocketProtocol.allCases {
-            _ = registry.makeCounter(descriptor: Self.named("bucketfs_changes_accepted_total", Help.accepted), labels: [("protocol", kind.rawValue)])
+        let registry = PrometheusCollectorRegistry()
+        self.registry = registry
+        func byProtocol<Series>(_ make: (WebSocketProtocol) -> Series) -> [WebSocketProtocol: Series] {
+            Dictionary(uniqueKeysWithValues: WebSocketProtocol.allCases.map { ($0, make($0)) })
         }
-        _ = registry.makeValueHistogram(descriptor: Self.named("bucketfs_commit_batch_changes", Help.batch), buckets: Self.batchBuckets)
-        _ = registry.makeDurationHistogram(descriptor: Self.named("bucketfs_change_commit_seconds", Help.latency), buckets: Self.latencyBuckets)
-        for kind in WebSocketProtocol.allCases {
-            _ = outboundBytesGauge(kind)
-            _ = outboundWaitHistogram(kind)
+        webSocketGauges = byProtocol { kind in
+            registry.makeGauge(descriptor: Self.named("bucketfs_websockets", Help.webSockets), labels: [("protocol", kind.rawValue)])
+        }
+        connectionsGauge = registry.makeGauge(descriptor: Self.named("bucketfs_connections", Help.connections), labels: [("state", "open")])
+        acceptedCounters = byProtocol { kind in
+            registry.makeCounter(descriptor: Self.named("bucketfs_changes_accepted_total", Help.accepted), labels: [("protocol", kind.rawValue)])
+        }
+        batchHistogram = registry.makeValueHistogram(
+            descriptor: Self.named("bucketfs_commit_batch_changes", Help.batch), buckets: Self.batchBuckets)
+        commitLatencyHistogram = registry.makeDurationHistogram(
+            descriptor: Self.named("bucketfs_change_commit_seconds", Help.latency), buckets: Self.latencyBuckets)
+        outboundBytesGauges = byProtocol { kind in
+            registry.makeGauge(descriptor: Self.named("bucketfs_outbound_queued_bytes", Help.outboundBytes), labels: [("protocol", kind.rawValue)])
+        }
+        outboundWaitHistograms = byProtocol { kind in
+            registry.makeDurationHistogram(
+                descriptor: Self.named("bucketfs_outbound_wait_seconds", Help.outboundWait), labels: [("protocol", kind.rawValue)],
+                buckets: Self.latencyBuckets)
         }
     }
 
@@ -83,7 +114,7 @@ public final class ServerStatistics: Sendable {
 
     /// Counts a close for `reason`; true the first time for that reason (the one to log).
     func countClose(reason: String) -> Bool {
-        registry.makeCounter(descriptor: Self.named("bucketfs_http_closes_total", Help.closes), labels: [("reason", reason)]).increment()
+        counter("bucketfs_http_closes_total", Help.closes, labels: [("reason", reason)]).increment()
         return counts.withLockedValue { counts in
             counts.closes[reason, default: 0] += 1
             return counts.closes[reason] == 1
@@ -92,94 +123,97 @@ public final class ServerStatistics: Sendable {
 
     func connectionOpened() {
         counts.withLockedValue { $0.connections += 1 }
-        registry.makeGauge(descriptor: Self.named("bucketfs_connections", Help.connections), labels: [("state", "open")]).increment()
+        connectionsGauge.increment()
     }
 
     func connectionClosed() {
         counts.withLockedValue { $0.connections -= 1 }
-        registry.makeGauge(descriptor: Self.named("bucketfs_connections", Help.connections), labels: [("state", "open")]).decrement()
+        connectionsGauge.decrement()
     }
 
     func webSocketOpened(_ kind: WebSocketProtocol) {
         counts.withLockedValue { $0.webSockets += 1 }
-        webSocketGauge(kind).increment()
+        webSocketGauges[kind]?.increment()
     }
 
     func webSocketClosed(_ kind: WebSocketProtocol) {
         counts.withLockedValue { $0.webSockets -= 1 }
-        webSocketGauge(kind).decrement()
+        webSocketGauges[kind]?.decrement()
     }
 
     /// A change committed, made `via` a protocol (a Simperium change, a Telepat create, update or
     /// delete, an Apptimist WRITE or REMOVE), `latency` after it was submitted.
     func changeAccepted(via kind: WebSocketProtocol, latency: Duration) {
-        registry.makeCounter(descriptor: Self.named("bucketfs_changes_accepted_total", Help.accepted), labels: [("protocol", kind.rawValue)]).increment()
+        acceptedCounters[kind]?.increment()
         changeCommitted(latency: latency)
     }
 
     /// A change answered with error `code` (the protocol's own), by the store after `latency`
     /// or before it.
     func changeRefused(via kind: WebSocketProtocol, code: Int, latency: Duration? = nil) {
-        registry.makeCounter(
-            descriptor: Self.named("bucketfs_changes_refused_total", Help.refused), labels: [("protocol", kind.rawValue), ("code", "\(code)")]
-        ).increment()
+        counter("bucketfs_changes_refused_total", Help.refused, labels: [("protocol", kind.rawValue), ("code", "\(code)")]).increment()
         if let latency { changeCommitted(latency: latency) }
     }
 
     /// The bytes queued for `kind`'s connections (`FrameOutbox`) grew or shrank by `change`.
     func outboundBytesChanged(_ kind: WebSocketProtocol, by change: Int) {
-        let gauge = outboundBytesGauge(kind)
+        guard let gauge = outboundBytesGauges[kind] else { return }
         if change > 0 { gauge.increment(by: Double(change)) } else { gauge.decrement(by: Double(-change)) }
     }
 
     /// Frames for `kind`'s connections left their outboxes for the socket after `waits`.
     func outboundFramesWaited(_ kind: WebSocketProtocol, _ waits: [Duration]) {
-        let histogram = outboundWaitHistogram(kind)
+        guard let histogram = outboundWaitHistograms[kind] else { return }
         for wait in waits { histogram.record(wait) }
-    }
-
-    private func outboundBytesGauge(_ kind: WebSocketProtocol) -> Gauge {
-        registry.makeGauge(descriptor: Self.named("bucketfs_outbound_queued_bytes", Help.outboundBytes), labels: [("protocol", kind.rawValue)])
-    }
-
-    private func outboundWaitHistogram(_ kind: WebSocketProtocol) -> DurationHistogram {
-        registry.makeDurationHistogram(
-            descriptor: Self.named("bucketfs_outbound_wait_seconds", Help.outboundWait), labels: [("protocol", kind.rawValue)],
-            buckets: Self.latencyBuckets)
     }
 
     /// A commit of `changes` changes in one transaction (`CommitQueue`).
     func batchCommitted(changes: Int) {
-        registry.makeValueHistogram(descriptor: Self.named("bucketfs_commit_batch_changes", Help.batch), buckets: Self.batchBuckets).record(Double(changes))
+        batchHistogram.record(Double(changes))
     }
 
     /// A 429 answered by `api` ("auth", "telepat").
     func tooManyRequests(api: String) {
-        registry.makeCounter(descriptor: Self.named("bucketfs_http_too_many_requests_total", Help.tooMany), labels: [("api", api)]).increment()
+        counter("bucketfs_http_too_many_requests_total", Help.tooMany, labels: [("api", api)]).increment()
     }
 
     /// What the database connection did (PostgreSQL).
     func database(_ event: DatabaseEvent) {
         switch event {
         case .listenLost:
-            registry.makeCounter(descriptor: Self.named("bucketfs_postgres_listen_lost_total", Help.listenLost)).increment()
+            counter("bucketfs_postgres_listen_lost_total", Help.listenLost, labels: []).increment()
         case .connectionWait(let waited):
-            registry.makeDurationHistogram(descriptor: Self.named("bucketfs_database_connection_wait_seconds", Help.connectionWait), buckets: Self.latencyBuckets)
-                .record(waited)
+            let histogram = labelled.withLockedValue { series in
+                if let made = series.connectionWait { return made }
+                let made = registry.makeDurationHistogram(
+                    descriptor: Self.named("bucketfs_database_connection_wait_seconds", Help.connectionWait), buckets: Self.latencyBuckets)
+                series.connectionWait = made
+                return made
+            }
+            histogram.record(waited)
         }
     }
 
     /// The database did not answer `operation` ("change", "auth", "readiness").
     func databaseUnavailable(operation: String) {
-        registry.makeCounter(descriptor: Self.named("bucketfs_database_unavailable_total", Help.unavailable), labels: [("operation", operation)]).increment()
+        counter("bucketfs_database_unavailable_total", Help.unavailable, labels: [("operation", operation)]).increment()
     }
 
     private func changeCommitted(latency: Duration) {
-        registry.makeDurationHistogram(descriptor: Self.named("bucketfs_change_commit_seconds", Help.latency), buckets: Self.latencyBuckets).record(latency)
+        commitLatencyHistogram.record(latency)
     }
 
-    private func webSocketGauge(_ kind: WebSocketProtocol) -> Gauge {
-        registry.makeGauge(descriptor: Self.named("bucketfs_websockets", Help.webSockets), labels: [("protocol", kind.rawValue)])
+    /// The counter `name` with `labels`, made the first time it is counted, then kept.
+    private func counter(_ name: String, _ help: String, labels: [(String, String)]) -> Counter {
+        let key = ([name] + labels.flatMap { [$0.0, $0.1] }).joined(separator: "\u{0}")
+        return labelled.withLockedValue { series in
+            if let made = series.counters[key] { return made }
+            let made = labels.isEmpty
+                ? registry.makeCounter(descriptor: Self.named(name, help))
+                : registry.makeCounter(descriptor: Self.named(name, help), labels: labels)
+            series.counters[key] = made
+            return made
+        }
     }
 
     /// A metric's full name (no unit part: the names say theirs) and its help text.
