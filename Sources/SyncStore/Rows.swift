@@ -421,9 +421,10 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     }
 
     /// Whether the server's version of our ghost's number and data, made by the change `ccid`
-    /// (nil: the server does not say), can be the one our change made: the same data in another
-    /// history of a restored server is made by another change (the same note made again).
-    func mayHaveMade(version ccid: String?) -> Bool {
+    /// (nil: the server does not say), may be the one our change made. The same number and data
+    /// in another history of a restored server (the note made again as it once was) were made by
+    /// another change.
+    func mayBeOurs(versionMadeBy ccid: String?) -> Bool {
         guard authored, let ours = authoredCCID, let ccid else { return true }
         return ours == ccid
     }

@@ -306,7 +306,7 @@ extension SyncStore {
             let listedVersion: Int = listed["version"]
             let listedData = try StoredJSON.object(listed["data"], column: "listed_version.data")
             let ghost = try row.ghost()
-            if let data, data == ghost, row.mayHaveMade(version: madeBy) {
+            if let data, data == ghost, row.mayBeOurs(versionMadeBy: madeBy) {
                 try adopt(listedData, version: listedVersion, oldGhost: ghost, remoteDiff: nil, row: &row, bucket: bucket, now: now, outcome: &outcome, db)
                 return
             }
@@ -325,7 +325,7 @@ extension SyncStore {
             // The same version with other data is another history's (a restore of a backup
             // taken before an earlier restore, whose versions ours reuse): the server never had
             // ours, so it did not remove it.
-            let hadOurs = try data.map { try $0 == row.ghost() } ?? false && row.mayHaveMade(version: madeBy)
+            let hadOurs = try data.map { try $0 == row.ghost() } ?? false && row.mayBeOurs(versionMadeBy: madeBy)
             if hadOurs || !row.authored {
                 // It had it, so it removed the entity since: a removal like any other. Or it
                 // lost a value another mount made: that mount sends it again (`resendIfServerLost`).
