@@ -229,6 +229,19 @@ extension SyncStore {
         // the value ours; any other makes it someone else's.
         row.authored = ours
         row.authoredCCID = nil
+        if !row.deletedPending, row.content != nil, row.state != EntityState.synced.description,
+            let removal = try ChangeRow.open(entityID: row.id, db), removal.op == "-"
+        {
+            // Made again here after a removal of ours went out (or under a removal sent again,
+            // `resendLostRemoval`): the file is a new note. This version is the old note's, which
+            // the removal follows; the file keeps what it holds, and is created as a new note
+            // once the removal is acknowledged (`acknowledge`). Rebased, an edit of the old note
+            // would show in the file as if made here, and go out with its create (issue 34's
+            // model run, seed 3725294980: a note renamed away and back brought back another
+            // mount's edit, which that mount had removed since).
+            try row.update(db)
+            return
+        }
         let open = row.deletedPending ? try ChangeRow.open(entityID: row.id, db) : nil
         if row.deletedPending, removalBase == nil || remoteDiff == nil, open?.state != "sent" {
             // A removal made here must only ever take the note it was made against. This version

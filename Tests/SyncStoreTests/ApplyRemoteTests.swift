@@ -406,6 +406,35 @@ struct ApplyRemoteTests {
         #expect(created.fullData == ["n": 2])
     }
 
+    /// Issue 34 (model seed 3725294980): a file renamed away and back (`mv k2.json k2.bak; mv
+    /// k2.bak k2.json`) while its removal was on the wire: the file made again is a new note,
+    /// whatever it holds. Another mount's edit of the old note, applied by the server before our
+    /// removal, moves the ghost (the removal's base) and leaves the new file alone; once the
+    /// removal is acknowledged, the new note is created with the file's value. (The edit used to
+    /// be rebased into the file, which looked unedited against the old note, and the create then
+    /// brought back the other mount's value, which that mount had removed since.)
+    @Test func aFileMadeAgainWhileItsRemovalIsInFlightKeepsItsValueOverEditsOfTheOldNote() throws {
+        try withStore { store, _ in
+            let old: JSONObject = ["by": "m2", "n": 1_000_002]
+            _ = try seed(store, key: "k", version: 3, data: old)
+            let removal = try #require(try store.deleteLocal(bucket: "notes", key: "k"))
+            try store.markSent(ccids: [removal.ccid])
+            _ = try store.saveLocal(bucket: "notes", key: "k", value: old)
+            let theirs: JSONObject = ["by": "m1", "n": 53]
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(old, theirs)), sourceVersion: 3, endVersion: 4, cv: "c4", clientID: "m1", ccids: ["m1-edit"])])
+            #expect(try store.entity(bucket: "notes", key: "k")?.value == old, "the file made again keeps its value")
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .remove, sourceVersion: 4, endVersion: 5, cv: "c5", clientID: "m0", ccids: [removal.ccid])])
+            let create = try #require(try store.outgoingChanges(bucket: "notes").first)
+            #expect(create.sourceVersion == nil)
+            #expect(create.operation == .modify(diff: wireDiff([:], old)))
+            #expect(try store.entity(bucket: "notes", key: "k")?.value == old)
+        }
+    }
+
     /// Removed elsewhere while this file holds invalid JSON (the user mid-edit): the bytes stay.
     @Test func aRemoteRemovalKeepsAFileHoldingInvalidJSON() throws {
         try withStore { store, _ in
