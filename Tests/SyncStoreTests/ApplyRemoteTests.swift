@@ -435,6 +435,33 @@ struct ApplyRemoteTests {
         }
     }
 
+    /// Issue 34's model run (seed 2505818249): a new file saved and removed at once, its create
+    /// already on the wire, while another mount made and removed a note under the same key. The
+    /// server applies theirs first, then makes the note again with our create. Their removal
+    /// must not forget our row (whose removal is still to go): the echo of our create would find
+    /// no row, and show the note on every device.
+    @Test func aRemovalElsewhereWhileOurCreateIsInFlightLeavesOurRemovalToFollowIt() throws {
+        try withStore { store, _ in
+            let create = try #require(try store.saveLocal(bucket: "notes", key: "k", value: ["n": 73]).readyToSend)
+            try store.markSent([create])
+            #expect(try store.deleteLocal(bucket: "notes", key: "k") != nil)
+            _ = try store.applyRemote(
+                bucket: "notes",
+                changes: [
+                    RemoteChange(key: "k", operation: .modify(diff: wireDiff([:], ["n": 71])), sourceVersion: nil, endVersion: 1, cv: "c1", clientID: "m0", ccids: ["m0-c"]),
+                    RemoteChange(key: "k", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c2", clientID: "m0", ccids: ["m0-r"]),
+                ])
+            #expect(try store.readEntity(bucket: "notes", key: "k") == nil)
+            let echo = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff([:], ["n": 73])), sourceVersion: nil, endVersion: 3, cv: "c3", clientID: "us", ccids: [create.ccid])])
+            #expect(echo.events.isEmpty, "no file comes back")
+            #expect(try store.readEntity(bucket: "notes", key: "k") == nil)
+            let removal = try #require(try store.outgoingChanges(bucket: "notes").first)
+            #expect(removal.operation == .remove && removal.sourceVersion == 3)
+        }
+    }
+
     /// Removed elsewhere while this file holds invalid JSON (the user mid-edit): the bytes stay.
     @Test func aRemoteRemovalKeepsAFileHoldingInvalidJSON() throws {
         try withStore { store, _ in
