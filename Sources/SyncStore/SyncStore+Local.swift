@@ -341,6 +341,8 @@ extension SyncStore {
         row.removeFile(now: now)
         row.deletedPending = true
         row.reason = nil
+        // Invalid bytes go with the file: nothing is left to fix (`reconcileQueue` says pending).
+        if row.state == EntityState.invalid.description { row.state = EntityState.pending.description }
         let ready = try reconcileQueue(&row, bucket: bucket.name, db)
         try row.update(db)
         return ready

@@ -291,7 +291,7 @@ extension SyncStore {
                 row.reason = "local and remote edits could not be merged (\(error)); local value kept"
             } }
         }
-        if row.state == EntityState.invalid.description {
+        if row.holdsInvalidBytes {
             // The file holds bytes that are not JSON; keep them (the user is mid-edit), track the value.
             row.localValue = StoredJSON.text(merged)
         } else if let localBefore, row.content != nil, merged == localBefore {

@@ -462,6 +462,23 @@ struct ApplyRemoteTests {
         }
     }
 
+    /// Issue 34's model run (seed 2089151026): a file holding invalid JSON, removed here, then
+    /// another note under its key arrives whole while the removal waits (it gives way). The
+    /// file is gone, so nothing invalid is left: the new note shows, in sync (it stayed
+    /// `invalid` without a file, and `bucketfs sync` never finished).
+    @Test func aFileRemovedWhileItHeldInvalidJSONIsNotInvalidAnyMore() throws {
+        try withStore { store, _ in
+            _ = try seed(store, key: "k", version: 1, data: ["n": 22])
+            _ = try store.saveLocal(bucket: "notes", key: "k", bytes: bytes("{\"n\": 25,"))
+            _ = try store.deleteLocal(bucket: "notes", key: "k")
+            #expect(try store.entity(bucket: "notes", key: "k")?.state != .invalid)
+            _ = try store.applyEntity(bucket: "notes", key: "k", version: 4, data: ["n": 39])
+            let entity = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(entity.value == ["n": 39] && entity.state == .synced && !entity.deletedPending)
+            #expect(try store.readEntity(bucket: "notes", key: "k") != nil, "the new note shows")
+        }
+    }
+
     /// Removed elsewhere while this file holds invalid JSON (the user mid-edit): the bytes stay.
     @Test func aRemoteRemovalKeepsAFileHoldingInvalidJSON() throws {
         try withStore { store, _ in
