@@ -79,14 +79,15 @@ extension SyncStore {
             // Our create the server has not acknowledged yet: the removal is of an earlier entity
             // under this key (the server answers a change before anyone can remove what it made),
             // and must not take the new one, removed here since or not.
-            if existing.ghostVersion == nil, try ChangeRow.open(entityID: existing.id, db) != nil { return }
+            let open = existing.ghostVersion == nil || existing.deletedPending ? try ChangeRow.open(entityID: existing.id, db) : nil
+            if existing.ghostVersion == nil, open != nil { return }
             // The same while our create is in flight under a removal made here since, when a note
             // made elsewhere came meanwhile (the ghost is its version): the server makes the note
             // again with our create after this removal, and our removal follows that. Forgotten
             // here, the row would be missing when our create's echo comes, which would then show
             // the note on every device (issue 34's model run, seed 2505818249). The server has no
             // note now: the ghost says so, and our create's echo is applied over nothing.
-            if existing.deletedPending, let open = try ChangeRow.open(entityID: existing.id, db), open.op == "M", open.sv == nil {
+            if existing.deletedPending, let open, open.op == "M", open.sv == nil {
                 var row = existing
                 row.setGhost([:], version: nil)
                 try row.update(db)
