@@ -217,8 +217,14 @@ extension SyncClient {
         logger.notice("change \(ccid) to \(bucket)/\(key) refused: \(code)")
         await remoteLog("change \(ccid) refused with \(code)")
         sentOnConnection.remove(ccid)
+        // The count of this ccid's 405s goes into the store's decision (rebase, or whole object),
+        // made in the transaction that reads what the change is now.
+        let badVersionRefusals = code == 405 ? (badVersionCounts[ccid] ?? 0) + 1 : 0
+        if code == 405 { badVersionCounts[ccid] = badVersionRefusals }
         do {
-            switch try store.reject(bucket: bucket, ccid: ccid, code: code) {
+            switch try store.reject(
+                bucket: bucket, ccid: ccid, code: code, wholeObjectAfter405: badVersionRefusals > configuration.badVersionRetries)
+            {
             case .none:
                 break
             case .resend(let change) where (500...599).contains(code):
@@ -226,14 +232,6 @@ extension SyncClient {
             case .resend(let change):
                 await send([change])
             case .catchUp:
-                if code == 405 {
-                    let count = (badVersionCounts[ccid] ?? 0) + 1
-                    badVersionCounts[ccid] = count
-                    if count > configuration.badVersionRetries, let whole = try store.sendWholeObject(ccid: ccid) {
-                        await send([whole])
-                        return
-                    }
-                }
                 await perform(machines[channel].catchUp(), channel: channel)
             case .reauthorize:
                 // Refused again after authorizing anew (a token that may read but not write):

@@ -99,7 +99,14 @@ extension SyncStore {
     /// 404 resend as a full object (re-create); 405 reload, rebase, resend; 409 already applied,
     /// catch up via cv; 412 drop; 440 resend with the whole object in `d` (refused so too, stop
     /// and keep the local value: `rejected:440`); 5xx resend later.
-    public func reject(bucket: String, ccid: String, code: Int) throws(StoreError) -> ChangeErrorFollowUp {
+    ///
+    /// `wholeObjectAfter405`: the engine has had 405 for this ccid as often as it rebases (the
+    /// spec's other option comes next): an edit goes whole over the current `sv`, a removal stops
+    /// (`rejected:405`). Decided here, in the transaction that reads the change: a save or an
+    /// unlink made between two transactions would rewrite a queued edit into a removal, and a
+    /// removal that never went would be given up as "refused again and again" (issue 34's model
+    /// run, seed 1256986464).
+    public func reject(bucket: String, ccid: String, code: Int, wholeObjectAfter405: Bool = false) throws(StoreError) -> ChangeErrorFollowUp {
         try write { db in
             guard var change = try ChangeRow.filter(Column("ccid") == ccid).fetchOne(db),
                 var entity = try EntityRow.fetchOne(db, key: change.entityID)
@@ -168,6 +175,14 @@ extension SyncStore {
                 entity.reason = "server did not have the entity (404); re-creating it"
                 return .resend(try change.outgoing(bucket: bucket, key: entity.key))
             case 405 where change.op == "-":
+                if wholeObjectAfter405 {
+                    // Refused as stale again and again (no newer version reaches this store): it
+                    // stops, kept here with the reason, rather than loop.
+                    try Self.refuse(
+                        &change, &entity, code: 405,
+                        reason: "the server keeps refusing this removal as made against an older version (405); the file stays removed here only", db)
+                    return .none
+                }
                 // A removal made against an older version than the server's (the note changed
                 // since, or was removed and made again by someone else): it goes again over the
                 // version this store has now, and the catch-up brings the newer ones, which
@@ -177,6 +192,16 @@ extension SyncStore {
                 try change.update(db)
                 entity.reason = "the server has a newer version than this removal was made against (405); catching up"
                 return .catchUp
+            case 405 where wholeObjectAfter405:
+                // The spec's other option: the whole object over the current `sv` (remote edits
+                // stay in the server's history). A value is there: the branch above took the rest.
+                guard let local = try entity.local() else { return .none }
+                change.fullData = StoredJSON.text(local)
+                change.editSeq = entity.editSeq
+                change.state = "queued"
+                try change.update(db)
+                entity.reason = "server rejected the source version again (405); sending the whole object"
+                return .resend(try change.outgoing(bucket: bucket, key: entity.key))
             case 405:
                 change.state = "queued"
                 try change.update(db)
@@ -264,37 +289,6 @@ extension SyncStore {
         try change.update(db)
         entity.state = EntityState.rejected(code: code).description
         entity.reason = reason
-    }
-
-    /// Second and later 405s for the same change: the spec's other option, send the whole
-    /// object over the current `sv` (remote edits stay in the server's history).
-    public func sendWholeObject(ccid: String) throws(StoreError) -> OutgoingChange? {
-        try write { db in
-            guard var change = try ChangeRow.filter(Column("ccid") == ccid).fetchOne(db),
-                var entity = try EntityRow.fetchOne(db, key: change.entityID),
-                let bucket = try BucketRow.fetchOne(db, key: entity.bucketID)
-            else { return nil }
-            guard change.op == "M" else {
-                // A removal refused as stale again and again (no newer version reaches this
-                // store): it stops, kept here with the reason, rather than loop.
-                try Self.refuse(
-                    &change, &entity, code: 405,
-                    reason: "the server keeps refusing this removal as made against an older version (405); the file stays removed here only", db)
-                try entity.update(db)
-                return nil
-            }
-            guard let local = try entity.local(), !entity.deletedPending else {
-                // No value to send whole (as in `reject`): the removal goes, or nothing.
-                var entity = entity
-                let removal = try Self.giveWayToRemoval(change, &entity, bucket: bucket.name, db)
-                try entity.update(db)
-                return removal
-            }
-            change.fullData = StoredJSON.text(local)
-            change.state = "queued"
-            try change.update(db)
-            return try change.outgoing(bucket: bucket.name, key: entity.key)
-        }
     }
 
     /// After a cv catch-up: a change the server called a duplicate (409) whose echo did not

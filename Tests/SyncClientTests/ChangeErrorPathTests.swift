@@ -40,6 +40,18 @@ struct ChangeErrorPathTests {
     @Test func unauthorizedReauthorizesAndResends() async throws { try await recovers(code: 401) }
     @Test func notFoundResendsFullObject() async throws { try await recovers(code: 404) }
     @Test func badVersionCatchesUpAndResends() async throws { try await recovers(code: 405) }
+
+    /// 405 again after the rebase: the change goes with the whole object, and is taken.
+    @Test func badVersionAgainSendsTheWholeObject() async throws {
+        try await scenario(code: 405, times: 2) { a, b, server in
+            #expect(try await eventually { server.faults.isExhausted })
+            #expect(try await eventually { try b.value("doc") == ["n": 1] })
+            try await a.idle()
+            let entity = try #require(try a.store.entity(bucket: "notes", key: "doc"))
+            #expect(entity.state == .synced)
+            #expect(entity.ghost == ["n": 1])
+        }
+    }
     @Test func duplicateCatchesUpAndTheEditIsNotLost() async throws { try await recovers(code: 409) }
     @Test func emptyChangeIsDroppedButTheEditIsNotLost() async throws { try await recovers(code: 412) }
     @Test func invalidDiffResendsWithWholeObject() async throws { try await recovers(code: 440) }

@@ -88,9 +88,10 @@ struct ChangeErrorTests {
             // The edit is in flight: the removal waits for its answer.
             _ = try store.deleteLocal(bucket: "notes", key: "k")
             let followUp: OutgoingChange?
-            if code == 0 {
-                followUp = try store.sendWholeObject(ccid: change.ccid)
-            } else if case .resend(let removal) = try store.reject(bucket: "notes", ccid: change.ccid, code: code) {
+            // 0: a 405 once the engine has rebased as often as it does (the whole object next).
+            if case .resend(let removal) = try store.reject(
+                bucket: "notes", ccid: change.ccid, code: code == 0 ? 405 : code, wholeObjectAfter405: code == 0)
+            {
                 followUp = removal
             } else {
                 followUp = nil
@@ -108,7 +109,8 @@ struct ChangeErrorTests {
             let change = try sentEdit(store)
             try store.write { db in try db.execute(sql: "UPDATE entity SET local_value = NULL WHERE key = 'k'") }
             switch code {
-            case 0: #expect(try store.sendWholeObject(ccid: change.ccid) == nil)
+            case 0:
+                #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: 405, wholeObjectAfter405: true) == .catchUp)
             case 405: #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: code) == .catchUp)
             default: #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: code) == ChangeErrorFollowUp.none)
             }
@@ -143,9 +145,53 @@ struct ChangeErrorTests {
             #expect(try store.entity(bucket: "notes", key: "k")?.value == ["a": 2, "b": 9])
             #expect(try store.finishCatchUp(bucket: "notes").map(\.ccid) == [change.ccid])
             // A repeated 405 escalates to the whole object.
-            let whole = try #require(try store.sendWholeObject(ccid: change.ccid))
+            guard case .resend(let whole) = try store.reject(bucket: "notes", ccid: change.ccid, code: 405, wholeObjectAfter405: true)
+            else {
+                Issue.record("expected the whole object"); return
+            }
             #expect(whole.fullData == ["a": 2, "b": 9])
             #expect(whole.ccid == change.ccid)
+        }
+    }
+
+    /// Issue 34's model run, seed 1256986464: an edit refused 405 twice (a create under a key
+    /// another device had taken), and the file unlinked between the store's answer to the second
+    /// 405 and the engine's next step. The queued edit became the removal, which the engine then
+    /// gave up as "refused again and again" although it never went; the note stayed on the server
+    /// and `bucketfs sync` never finished. The decision is made in the transaction that reads the
+    /// change now: after any number of 405s of an edit, a removal made since is sent; only a
+    /// removal itself refused as stale, past the rebases, stops.
+    @Test func aRemovalMadeAfterAnEditsRefusalsIsSentNeverGivenUp() throws {
+        // The unlink after the first 405 (the edit queued, to go again after the catch-up) and
+        // after the second (the whole object queued).
+        for unlinkAfter in [1, 2] {
+            try withStore { store, _ in
+                let change = try sentEdit(store)
+                #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: 405) == .catchUp)
+                if unlinkAfter == 2 {
+                    try store.markSent(ccids: [change.ccid])
+                    guard case .resend(let whole) = try store.reject(
+                        bucket: "notes", ccid: change.ccid, code: 405, wholeObjectAfter405: true)
+                    else {
+                        Issue.record("expected the whole object"); return
+                    }
+                    #expect(whole.fullData == ["a": 2])
+                }
+                _ = try store.deleteLocal(bucket: "notes", key: "k")
+                let owed = try store.outgoingChanges(bucket: "notes")
+                #expect(owed.map(\.operation) == [.remove], "unlinked after \(unlinkAfter) refusals")
+                #expect(owed.first?.ccid == change.ccid)
+                #expect(owed.first?.fullData == nil)
+                #expect(try store.entity(bucket: "notes", key: "k")?.state != .rejected(code: 405))
+                // The removal goes; a server that refuses it as stale, past the rebases, stops it.
+                try store.markSent(ccids: [change.ccid])
+                #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: 405) == .catchUp)
+                #expect(try store.outgoingChanges(bucket: "notes").map(\.operation) == [.remove])
+                try store.markSent(ccids: [change.ccid])
+                #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: 405, wholeObjectAfter405: true) == .none)
+                #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+                #expect(try store.entity(bucket: "notes", key: "k")?.state == .rejected(code: 405))
+            }
         }
     }
 
