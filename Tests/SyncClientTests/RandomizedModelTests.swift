@@ -133,7 +133,13 @@ struct RandomizedModel {
                 online[index].toggle()
             case 1 where allowDeletes:
                 if try client.store.lookup(bucket: "notes", name: .entity(key: key)) != nil {
-                    try await client.client.delete(bucket: "notes", key: key)
+                    do {
+                        try await client.client.delete(bucket: "notes", key: key)
+                    } catch {
+                        // Removed by another client's change applied since the lookup: gone, as
+                        // this step wanted (rm of a file another program removed first).
+                        guard case .store(.unknownEntity) = error else { throw error }
+                    }
                 }
             default:
                 // Read-modify-write in one store transaction, like an editor that reloads

@@ -32,6 +32,22 @@ struct TwoNodeModelTests {
             try await model.run(token: try await nodes[0].makeToken(), directory: directory) { clients, converged in
                 let stored = try await DatabaseBucket.read(cluster: cluster, database: database)
                 #expect(converged == stored.entities, "seed \(seed): the clients' entities differ from the database's")
+                // What the log of each key the clients disagree on says (the databases go with
+                // the test): the story of a failure that does not replay.
+                let views = try clients.map { try snapshot($0.store) }
+                let disputed = Set(views.flatMap(\.keys)).union(stored.entities.keys).filter { key in
+                    views.contains { $0[key] != stored.entities[key] }
+                }
+                for key in disputed.sorted() {
+                    print("seed \(seed): \(key) in the database: \(stored.entities[key].map { JSONValue.object($0).compactRendered() } ?? "removed") at v\(stored.versions[key] ?? -1)")
+                    for change in stored.changes where change.key == key {
+                        print("  cv \(change.cv) v\(change.version) by \(change.clientID) ccid \(change.ccid)")
+                    }
+                    for client in clients {
+                        let entity = try client.store.entity(bucket: "notes", key: key)
+                        print("  \(client.name): v\(entity?.version ?? -1) \(entity?.state.description ?? "no row") \(entity?.reason ?? "")")
+                    }
+                }
                 for problem in stored.orderingProblems() { Issue.record("seed \(seed): \(problem)") }
                 // Every client acknowledged up to the bucket's newest change.
                 for client in clients {
