@@ -112,6 +112,19 @@ extension SyncStore {
                 var entity = try EntityRow.fetchOne(db, key: change.entityID)
             else { return .none }
             defer { _ = try? entity.update(db) }
+            if code == 404, change.op == "M", let live = entity.ghostVersion, live > (change.sv ?? 0) {
+                // Stale: the server remembers a refusal by ccid and request, and answers a resend
+                // of the same request (after a reconnect) the same, though the note was made
+                // again since. The store has it live at a newer version: what is owed (the edit,
+                // or a removal made here since) is computed over that one and goes as a new
+                // request (a new ccid). Taken for "no note", the row was forgotten, and a removal
+                // made here never went (two-node randomized test beside PostgreSQL faults, seed
+                // 11312772414599283553).
+                try change.delete(db)
+                entity.reason = nil
+                guard let owed = try Self.reconcileQueue(&entity, bucket: bucket, db) else { return .none }
+                return .resend(owed)
+            }
             if change.op == "M", [404, 405, 440].contains(code), try entity.deletedPending || entity.local() == nil {
                 // Never this edit again, nor `{}` for "no value" (which blanks the note on every
                 // device): the removal made here since goes instead (the entity is gone from the

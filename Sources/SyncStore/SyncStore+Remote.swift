@@ -256,15 +256,19 @@ extension SyncStore {
             return
         }
         let open = row.deletedPending ? try ChangeRow.open(entityID: row.id, db) : nil
-        if row.deletedPending, removalBase == nil || remoteDiff == nil, open?.state != "sent" {
+        // An edit of ours in flight against a note the server removed since (the ghost is nothing
+        // after a version): whatever its answer, the removal made here was of that note.
+        let editOfARemovedNote = removalBase == nil && open?.op == "M" && open?.sv != nil
+        if row.deletedPending, removalBase == nil || remoteDiff == nil, open?.state != "sent" || editOfARemovedNote {
             // A removal made here must only ever take the note it was made against. This version
             // may be another note: one made elsewhere while ours never reached the server, or,
             // when the server's value comes whole (a reload, an index), one made after the server
             // removed ours (the removal between is not seen). The removal gives way and the
-            // server's note shows, as a new file. Not while a change of ours is in flight: the
-            // server answers it after this version (our create refused as the key is taken, or
-            // applied), and the removal follows that answer, as it always has.
-            if let open { try open.delete(db) }
+            // server's note shows, as a new file. Not while a create of ours is in flight: the
+            // server answers it after this version (refused as the key is taken, or applied), and
+            // the removal follows that answer, as it always has. An edit in flight stays open for
+            // its answer (an echo, or a 404 `reject` finds stale), with nothing to remove after it.
+            if let open, open.state != "sent" { try open.delete(db) }
             row.deletedPending = false
             row.nodeID = try Schema.allocateNodeID(db)
             isNew = true

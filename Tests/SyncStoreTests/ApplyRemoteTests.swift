@@ -406,6 +406,64 @@ struct ApplyRemoteTests {
         #expect(created.fullData == ["n": 2])
     }
 
+    /// Issue 34 (found by the two-node randomized test beside PostgreSQL faults, seed
+    /// 11312772414599283553): an edit sent against version 4 was answered 404 (another device had
+    /// removed the note at 5). The server remembers a refusal by ccid and request, and answers a
+    /// resend of the same request the same: our edit went again after reconnecting, and its 404
+    /// came back after the note had been made again (6) and edited (7). The store took that 404
+    /// for "no note on the server" and forgot its row, so a removal made here meanwhile was never
+    /// sent, and this client lost the note everyone else kept. A 404 is stale once the store has
+    /// the note live at a version newer than the change's: the change is computed again over it
+    /// (a new ccid: the server answers a new request anew), and a removal made here goes.
+    @Test func aStale404AfterTheNoteWasMadeAgainNeitherDropsTheNoteNorTheRemovalMadeHere() throws {
+        // Where the local removal falls: none, before the note is made again, after it.
+        for removal in ["none", "before", "after"] {
+            try withStore { store, _ in
+                _ = try seed(store, key: "k", version: 4, data: ["n": 4])
+                let edit = try #require(try store.saveLocal(bucket: "notes", key: "k", value: ["n": 4, "c": 1]).readyToSend)
+                try store.markSent([edit])
+                _ = try store.applyRemote(
+                    bucket: "notes",
+                    changes: [RemoteChange(key: "k", operation: .remove, sourceVersion: 4, endVersion: 5, cv: "c5", clientID: "b", ccids: ["b-rm"])])
+                if removal == "before" { _ = try store.deleteLocal(bucket: "notes", key: "k") }
+                _ = try store.applyRemote(
+                    bucket: "notes",
+                    changes: [
+                        RemoteChange(
+                            key: "k", operation: .modify(diff: wireDiff([:], ["n": 6])), sourceVersion: nil, endVersion: 6, cv: "c6",
+                            clientID: "b", ccids: ["b-create"]),
+                        RemoteChange(
+                            key: "k", operation: .modify(diff: wireDiff(["n": 6], ["n": 7])), sourceVersion: 6, endVersion: 7, cv: "c7",
+                            clientID: "a", ccids: ["a-edit"]),
+                    ])
+                if removal == "after" { _ = try store.deleteLocal(bucket: "notes", key: "k") }
+                let followUp = try store.reject(bucket: "notes", ccid: edit.ccid, code: 404)
+                let owed = try store.outgoingChanges(bucket: "notes")
+                let entity = try store.entity(bucket: "notes", key: "k")
+                #expect(entity != nil, "\(removal): the note's row stays")
+                #expect(!owed.contains { $0.ccid == edit.ccid }, "\(removal): the stale request is not sent again")
+                switch removal {
+                case "after":
+                    // Removed here after seeing version 7: the removal goes over it.
+                    guard case .resend(let sent) = followUp else { Issue.record("\(removal): \(followUp)"); return }
+                    #expect(sent.operation == .remove)
+                    #expect(sent.sourceVersion == 7)
+                case "before":
+                    // Removed here before the new note came: the removal was of the old note, which
+                    // the server removed already; the new one shows, and nothing is owed.
+                    #expect(followUp == .none)
+                    #expect(owed.isEmpty)
+                    #expect(entity?.value == ["n": 7])
+                default:
+                    // The edit goes again over version 7, kept in the file.
+                    guard case .resend(let sent) = followUp else { Issue.record("\(removal): \(followUp)"); return }
+                    #expect(sent.operation != .remove && sent.sourceVersion == 7)
+                    #expect(entity?.value?["c"] == 1, "the edit made here is kept")
+                }
+            }
+        }
+    }
+
     /// Issue 34 (model seed 3725294980): a file renamed away and back (`mv k2.json k2.bak; mv
     /// k2.bak k2.json`) while its removal was on the wire: the file made again is a new note,
     /// whatever it holds. Another mount's edit of the old note, applied by the server before our
