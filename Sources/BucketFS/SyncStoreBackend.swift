@@ -43,6 +43,26 @@ public final class SyncStoreBackend: MountBackend {
     /// The most edits one store transaction takes: a long one holds up the file system's other
     /// store work (renames, listings) and the sync engine, which wait for it.
     static let editsPerTransaction = 256
+    /// The most saved bytes one store transaction takes (one larger save goes alone): a save is
+    /// parsed, diffed and rendered in it, and every copy lives until it commits, so twelve 15 MiB
+    /// notes saved at once took 4 GiB in one transaction (issue 37).
+    static let savedBytesPerTransaction = 4 << 20
+
+    /// How many of `edits` (oldest first, none after `last`) one transaction takes: at most
+    /// `editsPerTransaction`, and `savedBytesPerTransaction` of saves unless the first alone is more.
+    static func transactionLength(of edits: ArraySlice<JournaledEdit>, upTo last: Int64 = .max) -> Int {
+        var count = 0
+        var bytes = 0
+        for edit in edits {
+            guard count < editsPerTransaction, edit.sequence <= last else { break }
+            if case .save(let saved) = edit.edit {
+                if count > 0 && bytes + saved.count > savedBytesPerTransaction { break }
+                bytes += saved.count
+            }
+            count += 1
+        }
+        return count
+    }
 
     struct JournaledEdits {
         /// Nil until `prepareForMount`: edits go straight to the store.
@@ -104,9 +124,10 @@ public final class SyncStoreBackend: MountBackend {
             for key in edit.entityKeys { countPerFile[FileKey(bucket: edit.bucket, key: key), default: 0] += 1 }
         }
 
-        /// The oldest `limit` edits at most, none after sequence `last`.
-        func oldest(_ limit: Int, upTo last: Int64) -> [JournaledEdit] {
-            Array(edits[start...].prefix(limit).prefix { $0.sequence <= last })
+        /// The oldest edits, none after sequence `last`, as many as one transaction takes.
+        func oldestForOneTransaction(upTo last: Int64) -> [JournaledEdit] {
+            let waiting = edits[start...]
+            return Array(waiting.prefix(SyncStoreBackend.transactionLength(of: waiting, upTo: last)))
         }
 
         mutating func removeOldest(_ count: Int) {
@@ -398,7 +419,7 @@ public final class SyncStoreBackend: MountBackend {
             // One transaction at a time: callers take turns, in the journal's order.
             applying.lock()
             defer { applying.unlock() }
-            let batch = journaled.withLock { $0.waiting.oldest(Self.editsPerTransaction, upTo: last) }
+            let batch = journaled.withLock { $0.waiting.oldestForOneTransaction(upTo: last) }
             guard !batch.isEmpty else { return }
             let outcome = try store.applyJournaledEdits(batch)
             let appliedThrough = store.committedWrites
@@ -491,8 +512,11 @@ public final class SyncStoreBackend: MountBackend {
         let left = try journal.recorded()
         if !left.isEmpty {
             logger.info("applying \(left.count) edits the last mount left in its journal")
-            for start in stride(from: 0, to: left.count, by: Self.editsPerTransaction) {
-                report(try store.applyJournaledEdits(Array(left[start..<min(start + Self.editsPerTransaction, left.count)])))
+            var start = 0
+            while start < left.count {
+                let length = Self.transactionLength(of: left[start...])
+                report(try store.applyJournaledEdits(Array(left[start..<start + length])))
+                start += length
             }
             // The journal may have been fsynced: its edits leave it only once the WAL is on disk.
             try store.syncDeferredWrites()

@@ -32,10 +32,9 @@ struct WaitingEditsTests {
                 waiting.append(edit)
                 model.append(edit)
             }
-            let limit = 1 + Int(generator.next() % 8)
             let upTo = model.isEmpty ? 0 : model[Int(generator.next() % UInt64(model.count))].sequence
-            let batch = waiting.oldest(limit, upTo: upTo)
-            #expect(batch == Array(model.prefix(limit).prefix { $0.sequence <= upTo }))
+            let batch = waiting.oldestForOneTransaction(upTo: upTo)
+            #expect(batch == Array(model.prefix(SyncStoreBackend.transactionLength(of: model[...], upTo: upTo))))
             waiting.removeOldest(batch.count)
             model.removeFirst(batch.count)
             #expect(waiting.isEmpty == model.isEmpty)
@@ -52,8 +51,33 @@ struct WaitingEditsTests {
             }
         }
         // Emptied, every file's count goes with it.
-        waiting.removeOldest(waiting.oldest(.max, upTo: .max).count)
+        while !waiting.isEmpty { waiting.removeOldest(waiting.oldestForOneTransaction(upTo: .max).count) }
         #expect(waiting.isEmpty && waiting.last == nil)
         #expect(!waiting.hasEdit(bucket: "notes", ofAnyOf: Set((0..<40).map { "k\($0)" })))
+    }
+
+    /// A transaction takes at most 256 edits and 4 MiB of saved bytes, unless its first save
+    /// alone is more: twelve big notes saved at once are parsed in twelve transactions, each
+    /// freeing its copies when it commits, not all held in one (issue 37).
+    @Test func aTransactionTakesAtMostFourMiBOfSavesOrOneLargerSave() {
+        let mib = 1 << 20
+        func save(_ sequence: Int64, _ bytes: Int) -> JournaledEdit {
+            JournaledEdit(sequence: sequence, bucket: "notes", file: .entity(key: "k\(sequence)"), edit: .save([UInt8](repeating: 0, count: bytes)), time: sequence)
+        }
+        func remove(_ sequence: Int64) -> JournaledEdit {
+            JournaledEdit(sequence: sequence, bucket: "notes", file: .entity(key: "k\(sequence)"), edit: .remove, time: sequence)
+        }
+        let edits = [save(1, mib), save(2, 2 * mib), remove(3), save(4, 2 * mib), save(5, 15 * mib), save(6, 10), save(7, 16 * mib)]
+        var lengths: [Int] = []
+        var start = 0
+        while start < edits.count {
+            let length = SyncStoreBackend.transactionLength(of: edits[start...])
+            lengths.append(length)
+            start += length
+        }
+        #expect(lengths == [3, 1, 1, 1, 1])
+        #expect(SyncStoreBackend.transactionLength(of: edits[...], upTo: 2) == 2)
+        let small = (1...600).map { save(Int64($0), 100) }
+        #expect(SyncStoreBackend.transactionLength(of: small[...]) == SyncStoreBackend.editsPerTransaction)
     }
 }
