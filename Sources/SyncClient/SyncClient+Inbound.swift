@@ -352,6 +352,12 @@ extension SyncClient {
         var requests: [(channel: Int, requests: [ChangeRequest])] = []
         for change in going {
             guard let channel = liveChannel(of: change.bucket) else { continue }
+            if change.leastRequestBytes > configuration.maxChangeFrameBytes {
+                // Too large for any message, known from the store's text: not decoded and rendered
+                // only to find so.
+                keepBack(ccid: change.ccid, key: change.key, frameBytes: change.leastRequestBytes, bucket: change.bucket)
+                continue
+            }
             let request: ChangeRequest
             do {
                 request = try Conversions.request(change, clientID: configuration.clientID)
@@ -377,7 +383,7 @@ extension SyncClient {
             sentOnConnection.formUnion(requests.map(\.ccid))
             for (change, frameBytes) in packed.tooLarge {
                 sentOnConnection.remove(change.ccid)
-                keepBack(change, frameBytes: frameBytes, bucket: machines[channel].bucket)
+                keepBack(ccid: change.ccid, key: change.id, frameBytes: frameBytes, bucket: machines[channel].bucket)
             }
         }
         for frame in frames { await write(frame) }
@@ -413,15 +419,16 @@ extension SyncClient {
     /// A change too large for any frame the server takes: sending it would only make the server
     /// close the connection, again at every reconnect, and nothing else would sync. It is kept
     /// locally and shown as refused for its size; the next save of the file tries again.
-    private func keepBack(_ change: ChangeRequest, frameBytes: Int, bucket: String) {
+    /// `frameBytes`: the change's frame, or (known before rendering it) at least that many.
+    private func keepBack(ccid: String, key: String, frameBytes: Int, bucket: String) {
         let mebibytes = { (bytes: Int) in String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
         let reason = "too large to send: the change takes \(mebibytes(frameBytes)), over the \(mebibytes(configuration.maxChangeFrameBytes)) "
             + "one message may carry (413); kept locally"
-        logger.warning("\(bucket)/\(change.id) not sent: \(reason)")
+        logger.warning("\(bucket)/\(key) not sent: \(reason)")
         do {
-            try store.refuse(ccid: change.ccid, code: 413, reason: reason)
+            try store.refuse(ccid: ccid, code: 413, reason: reason)
         } catch {
-            logger.error("recording that \(change.ccid) is too large failed: \(error)")
+            logger.error("recording that \(ccid) is too large failed: \(error)")
         }
     }
 

@@ -211,11 +211,19 @@ public struct OutgoingChange: Hashable, Sendable {
     /// computed it (`reconcileQueue`): what `markSent` remembers for applying its echo. Not part
     /// of the change's identity.
     var basis = NotCompared<SentChanges.Sent?>(nil)
+    /// The bytes of the change's diff and whole object as the store keeps them (compact JSON, as
+    /// a request carries them): fewer than its request takes, known without rendering it.
+    var storedBytes = NotCompared<Int>(0)
+
+    /// At least the bytes of this change's request on the wire: a change of a note of several
+    /// MiB that cannot fit a message is known so before it is decoded and rendered (issue 37:
+    /// that took most of a mount's time while big notes were saved).
+    public var leastRequestBytes: Int { storedBytes.value }
 
     func marked(_ state: ChangeState) -> OutgoingChange {
         OutgoingChange(
             bucket: bucket, key: key, entityID: entityID, ccid: ccid, sourceVersion: sourceVersion, operation: operation,
-            fullData: fullData, state: state, basis: basis)
+            fullData: fullData, state: state, basis: basis, storedBytes: storedBytes)
     }
 }
 

@@ -609,7 +609,8 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
         return OutgoingChange(
             bucket: bucket, key: key, entityID: entityID, ccid: ccid, sourceVersion: sv, operation: operation,
             fullData: try fullData.map { try StoredJSON.object($0, column: "pending_change.full_data") },
-            state: ChangeState(text: state) ?? .queued, basis: NotCompared(basis))
+            state: ChangeState(text: state) ?? .queued, basis: NotCompared(basis),
+            storedBytes: NotCompared((diff?.utf8.count ?? 0) + (fullData?.utf8.count ?? 0)))
     }
 }
 

@@ -51,6 +51,47 @@ struct OversizedChangeTests {
         }
     }
 
+    /// A change is kept back whether the store's text alone shows it too large (known before it
+    /// is decoded and rendered) or only its rendered frame does (the envelope puts it over).
+    @Test(arguments: [frameLimit - 40, 100_000]) func aChangeOverTheLimitByItsTextOrByItsFrameIsKeptBack(length: Int) async throws {
+        try await run { a, b in
+            let value: JSONObject = ["text": .string(String(repeating: "y", count: length))]
+            _ = try await a.client.save(bucket: "notes", key: "edge", value: value)
+            _ = try await a.client.save(bucket: "notes", key: "small", value: ["n": 2])
+            #expect(try await eventually { try b.value("small") == ["n": 2] })
+            #expect(try await eventually { try a.store.entity(bucket: "notes", key: "edge")?.state == .rejected(code: 413) })
+            #expect(try b.value("edge") == nil)
+            #expect(await a.client.connectionCounter == 1)
+        }
+    }
+
+    /// What the store says a change takes at least is never more than its request renders to.
+    @Test func theLeastRequestBytesAreALowerBound() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try SyncStore(path: directory.file("lower.sqlite"))
+        defer { try? store.close() }
+        _ = try store.ensureBucket("notes")
+        let values: [JSONObject] = [
+            ["text": "caf\u{e9} \u{1F600} \"quoted\"\n"], ["n": 1, "list": [1, 2, "three"], "nested": ["a": ["b": .null]]], Self.big,
+        ]
+        for (index, value) in values.enumerated() {
+            let change = try #require(try store.saveLocal(bucket: "notes", key: "k\(index)", value: value).readyToSend)
+            let request = try Conversions.request(change, clientID: "a")
+            #expect(change.leastRequestBytes > 0)
+            #expect(change.leastRequestBytes <= request.renderedJSON().utf8.count, "\(value)")
+            // Sent again whole (after 440): the diff and the whole object both go.
+            try store.markSent([change])
+            guard case .resend(let whole) = try store.reject(bucket: "notes", ccid: change.ccid, code: 440) else {
+                Issue.record("expected the whole object"); continue
+            }
+            #expect(whole.fullData == value)
+            #expect(whole.leastRequestBytes > change.leastRequestBytes)
+            let wholeRequest = try Conversions.request(whole, clientID: "a")
+            #expect(whole.leastRequestBytes <= wholeRequest.renderedJSON().utf8.count, "\(value)")
+        }
+    }
+
     /// A client told no limit (or a larger one than the server's) saves a change too large for
     /// the server, which closes the connection, at every reconnect; `body` watches the client's
     /// connection states from just before the save.
