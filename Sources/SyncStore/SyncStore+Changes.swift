@@ -208,13 +208,8 @@ extension SyncStore {
             case 405 where wholeObjectAfter405:
                 // The spec's other option: the whole object over the current `sv` (remote edits
                 // stay in the server's history). A value is there: the branch above took the rest.
-                guard let local = try entity.local() else { return .none }
-                change.fullData = StoredJSON.text(local)
-                change.editSeq = entity.editSeq
-                change.state = "queued"
-                try change.update(db)
-                entity.reason = "server rejected the source version again (405); sending the whole object"
-                return .resend(try change.outgoing(bucket: bucket, key: entity.key))
+                return try Self.resendWhole(
+                    &change, &entity, bucket: bucket, reason: "server rejected the source version again (405); sending the whole object", db)
             case 405:
                 change.state = "queued"
                 try change.update(db)
@@ -246,13 +241,8 @@ extension SyncStore {
                         reason: "server could not apply the change, even with the whole object (440); kept locally", db)
                     return .none
                 }
-                guard let local = try entity.local() else { return .none }  // handled above
-                change.fullData = StoredJSON.text(local)
-                change.editSeq = entity.editSeq
-                change.state = "queued"
-                try change.update(db)
-                entity.reason = "server could not apply the diff (440); resending with the whole object"
-                return .resend(try change.outgoing(bucket: bucket, key: entity.key))
+                return try Self.resendWhole(
+                    &change, &entity, bucket: bucket, reason: "server could not apply the diff (440); resending with the whole object", db)
             default:
                 change.state = "queued"
                 try change.update(db)
@@ -260,6 +250,20 @@ extension SyncStore {
                 return .resend(try change.outgoing(bucket: bucket, key: entity.key))
             }
         }
+    }
+
+    /// The edit goes again with the whole local value in `d` (and every save made so far in it).
+    /// A value is there: `reject`'s first branch took a change without one.
+    static func resendWhole(
+        _ change: inout ChangeRow, _ entity: inout EntityRow, bucket: String, reason: String, _ db: Database
+    ) throws -> ChangeErrorFollowUp {
+        guard let local = try entity.local() else { return .none }
+        change.fullData = StoredJSON.text(local)
+        change.editSeq = entity.editSeq
+        change.state = "queued"
+        try change.update(db)
+        entity.reason = reason
+        return .resend(try change.outgoing(bucket: bucket, key: entity.key))
     }
 
     /// Drops an edit whose entity has no value to send: the removal made here since, if any, is
