@@ -354,17 +354,21 @@ extension SyncStore {
     /// too. A server restored from a backup that holds it lists it again, and this store is
     /// then the one to remove it again (`applyIndexPage`).
     static func rememberRemovalOfAKnownNote(key: String, bucket: BucketRow, _ db: Database) throws {
-        guard
-            let known = try Int.fetchOne(
-                db.cachedStatement(sql: "SELECT version FROM entity_highest_version WHERE bucket = ? AND key = ?"),
-                arguments: [bucket.name, key])
-        else { return }
+        guard let known = try highestVersionKnown(key: key, bucket: bucket, db) else { return }
         try db.cachedStatement(
             sql: """
                 INSERT INTO removed_entity (bucket, key, last_version, removed_here) VALUES (?, ?, ?, 1)
                 ON CONFLICT (bucket, key) DO UPDATE SET removed_here = 1
                 """
         ).execute(arguments: [bucket.name, key, known])
+    }
+
+    /// The highest version of `key` this store has known a note at, before its row's ghost moved
+    /// lower (a restored server) or its row went (`Schema`'s triggers keep it); nil if none.
+    static func highestVersionKnown(key: String, bucket: BucketRow, _ db: Database) throws -> Int? {
+        try Int.fetchOne(
+            db.cachedStatement(sql: "SELECT version FROM entity_highest_version WHERE bucket = ? AND key = ?"),
+            arguments: [bucket.name, key])
     }
 
     /// Brings the entity's unsent change in line with its local value (coalescing saves: one

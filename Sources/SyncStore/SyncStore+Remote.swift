@@ -259,7 +259,17 @@ extension SyncStore {
         // An edit of ours in flight against a note the server removed since (the ghost is nothing
         // after a version): whatever its answer, the removal made here was of that note.
         let editOfARemovedNote = removalBase == nil && open?.op == "M" && open?.sv != nil
-        if row.deletedPending, removalBase == nil || remoteDiff == nil, open?.state != "sent" || editOfARemovedNote {
+        // A whole value at or below the highest version this store knew of the note is that note
+        // as a server restored from a backup has it, not another one: the removal made here
+        // takes it (issue 34's model run, seed 2401763981: after two restores, a note removed
+        // here came back with a value from before them, at the version its resend had taken).
+        let restoredPast: Bool
+        if row.deletedPending, remoteDiff == nil, let removalBase {
+            restoredPast = version <= max(removalBase, try highestVersionKnown(key: row.key, bucket: bucket, db) ?? 0)
+        } else {
+            restoredPast = false
+        }
+        if row.deletedPending, removalBase == nil || remoteDiff == nil, !restoredPast, open?.state != "sent" || editOfARemovedNote {
             // A removal made here must only ever take the note it was made against. This version
             // may be another note: one made elsewhere while ours never reached the server, or,
             // when the server's value comes whole (a reload, an index), one made after the server

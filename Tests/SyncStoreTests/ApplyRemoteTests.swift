@@ -172,6 +172,32 @@ struct ApplyRemoteTests {
         }
     }
 
+    /// But a value that comes whole at or below the highest version this store knew of the note
+    /// is the note as a restored server has it, not another one: the removal made here takes it
+    /// (issue 34's model run, seed 2401763981: after two restores, the note this mount removed,
+    /// whose resend had taken version 6 again, came back with the older backup's version 6).
+    @Test func aRemovalWaitingHereTakesTheNoteARestoredServerHasAtAnOlderVersion() throws {
+        // (the version coming whole, the ghost the removal was made against, the highest known)
+        for (version, ghost, highest) in [(6, 6, 8), (5, 6, 8), (7, 6, 8), (6, 6, nil as Int?)] {
+            try withStore { store, _ in
+                _ = try seed(store, key: "k", version: ghost, data: ["n": 1_000_003])
+                if let highest {
+                    try store.write { db in
+                        try db.execute(
+                            sql: "INSERT INTO entity_highest_version (bucket, key, version) VALUES ('notes', 'k', ?)", arguments: [highest])
+                    }
+                }
+                #expect(try store.deleteLocal(bucket: "notes", key: "k")?.operation == .remove)
+                _ = try store.applyEntity(bucket: "notes", key: "k", version: version, data: ["n": 85])
+                let owed = try store.outgoingChanges(bucket: "notes")
+                #expect(owed.map(\.operation) == [.remove], "\((version, ghost, highest))")
+                // (A version below the ghost is not applied at all: the removal stays over the ghost's.)
+                #expect(owed.first?.sourceVersion == max(version, ghost))
+                #expect(try store.entity(bucket: "notes", key: "k")?.deletedPending == true)
+            }
+        }
+    }
+
     /// A local change the store holds back until a reload (the server's versions were missed)
     /// counts as owed, so `bucketfs sync` and status wait for it, until the reload sends it.
     @Test func aChangeHeldBackForAReloadCountsAsOwed() throws {
