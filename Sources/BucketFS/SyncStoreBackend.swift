@@ -47,6 +47,18 @@ public final class SyncStoreBackend: MountBackend {
     /// parsed, diffed and rendered in it, and every copy lives until it commits, so twelve 15 MiB
     /// notes saved at once took 4 GiB in one transaction (issue 37).
     static let savedBytesPerTransaction = 4 << 20
+    /// Saves of entity files this large or larger go into the store as their bytes alone, and
+    /// are parsed, diffed and queued afterwards on `parser` (`SyncStore.finishDeferredParse`):
+    /// the seconds a note of several MiB takes then hold up no other file's save (issue 37).
+    public static let parsedLaterFrom = 1 << 20
+    /// `parsedLaterFrom`, or another size the mount was given (the tests' small one, so that
+    /// their small notes take this path too).
+    private let parsingLaterFrom: Int
+    /// Where saves left unparsed are parsed, oldest first.
+    private let parser = DispatchQueue(label: "bucketfs-parse")
+    /// The entities `parser` has still to look at (a key may be listed twice: the second look
+    /// finds nothing left to parse, where a skipped one could miss a save made meanwhile).
+    private let parsesWaiting = Mutex<[(bucket: String, key: String)]>([])
 
     /// How many of `edits` (oldest first, none after `last`) one transaction takes: at most
     /// `editsPerTransaction`, and `savedBytesPerTransaction` of saves unless the first alone is more.
@@ -156,14 +168,16 @@ public final class SyncStoreBackend: MountBackend {
     /// `onBucketCreated` the name of a bucket made with mkdir (so the engine starts syncing it),
     /// `onBucketRemoved` the name of one removed with rmdir (so the engine stops),
     /// `onOpenedForWriting` the bucket and key of an entity opened for writing (it must not wait).
+    /// `parsingLaterFrom`: the size from which saves are parsed after the store took them.
     public init(
-        store: SyncStore, logger: Logger = Logger(label: "bucketfs.fuse"),
+        store: SyncStore, logger: Logger = Logger(label: "bucketfs.fuse"), parsingLaterFrom: Int = parsedLaterFrom,
         onBucketCreated: @escaping @Sendable (String) -> Void = { _ in },
         onBucketRemoved: @escaping @Sendable (String) -> Void = { _ in },
         onOpenedForWriting: @escaping @Sendable (_ bucket: String, _ key: String) -> Void = { _, _ in },
         onOutgoing: @escaping @Sendable ([OutgoingChange]) -> Void = { _ in }
     ) {
         self.store = store
+        self.parsingLaterFrom = max(parsingLaterFrom, 1)
         scratchDirectory = (store.path as NSString).deletingLastPathComponent
         self.logger = logger
         self.onBucketCreated = onBucketCreated
@@ -421,7 +435,7 @@ public final class SyncStoreBackend: MountBackend {
             defer { applying.unlock() }
             let batch = journaled.withLock { $0.waiting.oldestForOneTransaction(upTo: last) }
             guard !batch.isEmpty else { return }
-            let outcome = try store.applyJournaledEdits(batch)
+            let outcome = try store.applyJournaledEdits(batch, parsingLaterFrom: parsingLaterFrom)
             let appliedThrough = store.committedWrites
             let settling = journaled.withLock { edits -> Bool in
                 edits.waiting.removeOldest(batch.count)
@@ -479,6 +493,7 @@ public final class SyncStoreBackend: MountBackend {
     private func report(_ outcome: AppliedEdits) {
         let ready = outcome.applied.flatMap(\.readyToSend)
         if !ready.isEmpty { onOutgoing(ready) }
+        parseLater(outcome.parsedLater)
         for applied in outcome.applied {
             if let problem = applied.parseError, case .save(let bytes) = applied.edit.edit, !bytes.isEmpty {
                 reportInvalid(bucket: applied.edit.bucket, key: applied.edit.fileName, problem)
@@ -499,6 +514,35 @@ public final class SyncStoreBackend: MountBackend {
         }
     }
 
+    /// Has `parser` parse the saves of `entities` the store took unparsed.
+    private func parseLater(_ entities: [(bucket: String, key: String)]) {
+        guard !entities.isEmpty else { return }
+        let wasIdle = parsesWaiting.withLock { waiting in
+            defer { waiting += entities }
+            return waiting.isEmpty
+        }
+        if wasIdle { parser.async { [self] in finishParses() } }
+    }
+
+    private func finishParses() {
+        while let next = parsesWaiting.withLock({ $0.first }) {
+            do throws(StoreError) {
+                if let finished = try store.finishDeferredParse(bucket: next.bucket, key: next.key) {
+                    if let change = finished.readyToSend { onOutgoing([change]) }
+                    if let problem = finished.parseError { reportInvalid(bucket: next.bucket, key: next.key, problem) }
+                    FreedMemory.afterWork(on: finished.entity.content.count)
+                }
+            } catch .closed {
+                // Unmounted: the store keeps the bytes unparsed, and the next mount parses them.
+                parsesWaiting.withLock { $0.removeAll() }
+                return
+            } catch {
+                logger.error("a large save is kept unparsed for now: \(error)", metadata: ["bucket": "\(next.bucket)", "key": "\(next.key)"])
+            }
+            parsesWaiting.withLock { _ = $0.removeFirst() }
+        }
+    }
+
     private func reportInvalid(bucket: String, key: String, _ problem: String) {
         // DESIGN.md: an invalid write is kept, not sent, and reported (xattr, log, status).
         logger.warning("saved locally only: \(problem)", metadata: ["bucket": "\(bucket)", "key": "\(key)"])
@@ -515,13 +559,15 @@ public final class SyncStoreBackend: MountBackend {
             var start = 0
             while start < left.count {
                 let length = Self.transactionLength(of: left[start...])
-                report(try store.applyJournaledEdits(Array(left[start..<start + length])))
+                report(try store.applyJournaledEdits(Array(left[start..<start + length]), parsingLaterFrom: parsingLaterFrom))
                 start += length
             }
             // The journal may have been fsynced: its edits leave it only once the WAL is on disk.
             try store.syncDeferredWrites()
             try journal.removeAll()
         }
+        // Saves a mount stopped before it parsed (the journal's among them).
+        parseLater(try store.entitiesParsedLater())
         let next = max(try store.appliedJournalSequence(), left.last?.sequence ?? 0) + 1
         journaled.withLock { edits in
             edits.journal = journal

@@ -156,6 +156,8 @@ public struct RenameResult: Hashable, Sendable {
     public let changes: [OutgoingChange]
     /// The target as it now is.
     public let destination: DirectoryEntry
+    /// The target's bytes went in unparsed (`SyncStore.finishDeferredParse` does the rest).
+    public var parsedLater = false
 }
 
 /// Where an outgoing change is in its life.
@@ -380,5 +382,8 @@ public struct StoreStats: Hashable, Sendable {
     public var sentChanges = 0
     /// Local changes (an edit, a removal) held back until a reload brings the server's version.
     public var changesAwaitingReload = 0
+    /// Saves of large notes whose bytes the store has and has not parsed yet (the mount does,
+    /// in the background): owed to the server too, though no change of them is queued yet.
+    public var savesParsedLater = 0
     public var rejectedChanges = 0
 }

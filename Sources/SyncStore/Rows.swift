@@ -185,13 +185,18 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// when `authored`: a server restored from a backup may hold a version of the same number
     /// and data made by another change, in another history; its `e` answer names that change.
     var authoredCCID: String?
+    /// The file's bytes (`content`) are a save not parsed yet (`Schema` v13): the local value,
+    /// its edit count and the queue are those of the save before it until the store parses it
+    /// (`SyncStore.finishDeferredParse`), which every path that reads the value or writes the
+    /// file from it does first (`SyncStore.parseFirst`).
+    var unparsed: Bool
 
     init(
         id: Int64, bucketID: Int64, key: String, ghostVersion: Int?, ghostData: String, localValue: String?,
         content: Data?, mtime: Int64, ctime: Int64, state: String, reason: String?, deletedPending: Bool,
         reloadVersion: Int?, needsReload: Bool, seenGeneration: Int64, nodeID: Int64? = nil, mode: Int64? = nil,
         atime: Int64? = nil, authored: Bool = false, editSeq: Int64 = 0, acknowledgedEditSeq: Int64 = 0,
-        authoredCCID: String? = nil
+        authoredCCID: String? = nil, unparsed: Bool = false
     ) {
         self.id = id
         self.bucketID = bucketID
@@ -215,6 +220,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         self.editSeq = editSeq
         self.acknowledgedEditSeq = acknowledgedEditSeq
         self.authoredCCID = authoredCCID
+        self.unparsed = unparsed
     }
 
     init(row: Row) {
@@ -240,6 +246,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         editSeq = row[19]
         acknowledgedEditSeq = row[20]
         authoredCCID = row[21]
+        unparsed = row[22]
     }
 
     init(_ columns: ColumnReader) throws {
@@ -265,6 +272,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         editSeq = try columns.value(19)
         acknowledgedEditSeq = try columns.value(20)
         authoredCCID = columns.optional(21)
+        unparsed = try columns.value(22)
     }
 
     func insert(_ db: Database) throws {
@@ -272,12 +280,13 @@ struct EntityRow: FetchableRecord, PersistableRecord {
             sql: """
                 INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime,
                 state, reason, deleted_pending, reload_version, needs_reload, seen_generation, node_id, mode, atime, authored,
-                edit_seq, acknowledged_edit_seq, authored_ccid)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                edit_seq, acknowledged_edit_seq, authored_ccid, unparsed)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         try statement.execute(arguments: [
             id, bucketID, key, ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
             reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, authoredCCID,
+            unparsed,
         ])
     }
 
@@ -299,11 +308,12 @@ struct EntityRow: FetchableRecord, PersistableRecord {
                 UPDATE entity SET ghost_version = ?, ghost_data = ?, local_value = ?,
                 content = ?, mtime = ?, ctime = ?, state = ?, reason = ?, deleted_pending = ?, reload_version = ?,
                 needs_reload = ?, seen_generation = ?, node_id = ?, mode = ?, atime = ?, authored = ?, edit_seq = ?,
-                acknowledged_edit_seq = ?, authored_ccid = ? WHERE id = ?
+                acknowledged_edit_seq = ?, authored_ccid = ?, unparsed = ? WHERE id = ?
                 """)
         try statement.execute(arguments: [
             ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
-            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, authoredCCID, id,
+            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, authoredCCID,
+            unparsed, id,
         ])
         try requireUpdated(db)
     }
@@ -357,6 +367,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         container["edit_seq"] = editSeq
         container["acknowledged_edit_seq"] = acknowledgedEditSeq
         container["authored_ccid"] = authoredCCID
+        container["unparsed"] = unparsed
     }
 
     /// A fresh row for a key this store has not seen; `id`: one reserved for it already (else a
@@ -453,11 +464,15 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     }
 
     /// `value`: the local value when the caller has it parsed already (a save just parsed the bytes).
-    func info(bucket: String, value: JSONObject? = nil) throws -> EntityInfo {
+    /// `decodingValues` false: the ghost and value are left out (`[:]`, nil), not decoded (a save
+    /// whose bytes are parsed later: decoding the value before them would cost as much).
+    func info(bucket: String, value: JSONObject? = nil, decodingValues: Bool = true) throws -> EntityInfo {
         EntityInfo(
-            id: id, nodeID: nodeID, bucket: bucket, key: key, version: ghostVersion, ghost: try ghost(),
-            value: try value ?? local(), content: content.map { [UInt8]($0) } ?? [], mtime: mtime, ctime: ctime,
-            state: EntityState(text: state) ?? .conflict, reason: reason, deletedPending: deletedPending, mode: mode, atime: atime)
+            id: id, nodeID: nodeID, bucket: bucket, key: key, version: ghostVersion, ghost: decodingValues ? try ghost() : [:],
+            value: decodingValues ? try value ?? local() : nil, content: content.map { [UInt8]($0) } ?? [], mtime: mtime, ctime: ctime,
+            // Bytes not parsed yet are a save on its way to the server, whatever the value before them is.
+            state: unparsed ? .pending : EntityState(text: state) ?? .conflict, reason: reason, deletedPending: deletedPending,
+            mode: mode, atime: atime)
     }
 }
 

@@ -241,6 +241,15 @@ enum Schema {
             // from before do not know, and compare a restored server's version by its data alone.
             try db.execute(sql: "ALTER TABLE entity ADD COLUMN authored_ccid TEXT")
         }
+        migrator.registerMigration("v13 saves parsed later") { db in
+            // Issue 37: a save of several MiB goes into the store as its bytes alone, and is
+            // parsed, diffed and queued afterwards, off the path of every other file's save
+            // (`EntityRow.unparsed`). The partial index finds the few such rows at once.
+            try db.execute(sql: """
+                ALTER TABLE entity ADD COLUMN unparsed INTEGER NOT NULL DEFAULT 0;
+                CREATE INDEX entity_unparsed ON entity (bucket_id) WHERE unparsed = 1;
+                """)
+        }
         return migrator
     }
 

@@ -15,6 +15,8 @@ extension SyncStore {
             let stored = StoredFileFormat.text(bucket.format)
             let wanted = format.flatMap(StoredFileFormat.text)
             guard stored != wanted else { return }
+            // Bytes saved but not parsed yet are read in the format they were written in.
+            _ = try parseFirst(keys: nil, bucket: bucket, db)
             if let wanted {
                 try db.execute(
                     sql: "INSERT INTO bucket_file_format (bucket_id, format) VALUES (?, ?) ON CONFLICT (bucket_id) DO UPDATE SET format = excluded.format",

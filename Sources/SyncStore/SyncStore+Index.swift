@@ -41,6 +41,8 @@ extension SyncStore {
                 bucketRow.indexCV = current
             }
             let replica = bucketRow.cv != nil
+            // Every entity of the bucket: those missing from the index are judged by their value too.
+            for change in try parseFirst(keys: nil, bucket: bucketRow, db) { outcome.ready(change) }
             try Self.applyIndexEntries(entries, bucket: bucketRow, replica: replica, now: now, outcome: &outcome, db)
             if isLast {
                 let unseen = try EntityRow.fetchAll(

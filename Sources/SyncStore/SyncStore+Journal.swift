@@ -17,6 +17,9 @@ public struct AppliedEdits: Sendable {
     /// Edits the store refused (the bucket is gone; a removal of a file that is gone already):
     /// dropped, with the reason.
     public var refused: [(edit: JournaledEdit, reason: StoreError)] = []
+    /// Entities whose saved bytes went in unparsed (`parsingLaterFrom`), for
+    /// `finishDeferredParse`.
+    public var parsedLater: [(bucket: String, key: String)] = []
 }
 
 extension SyncStore {
@@ -32,8 +35,11 @@ extension SyncStore {
     /// newer save) must not be undone by applying them again. An edit the store refuses is
     /// dropped and reported, not retried; any other failure (a full disk) applies none of them,
     /// for the caller to try again.
-    public func applyJournaledEdits(_ edits: [JournaledEdit]) throws(StoreError) -> AppliedEdits {
-        try write(.deferred) { db in
+    ///
+    /// `parsingLaterFrom`: saves of entity files of this many bytes or more go in unparsed
+    /// (`save`), listed in `AppliedEdits.parsedLater`.
+    public func applyJournaledEdits(_ edits: [JournaledEdit], parsingLaterFrom: Int? = nil) throws(StoreError) -> AppliedEdits {
+        let outcome = try write(.deferred) { db in
             var outcome = AppliedEdits()
             let appliedThrough = try Self.appliedJournalSequence(db)
             var buckets: [String: BucketRow] = [:]
@@ -50,10 +56,11 @@ extension SyncStore {
                     let bucket = try buckets[edit.bucket] ?? BucketRow.named(edit.bucket, db)
                     buckets[edit.bucket] = bucket
                     if index < pending.count,
-                        let changes = try Self.applyEditorsSave(edit, then: pending[index], bucket: bucket, db)
+                        let saved = try Self.applyEditorsSave(edit, then: pending[index], bucket: bucket, parsingLaterFrom: parsingLaterFrom, db)
                     {
                         outcome.applied.append(AppliedEdit(edit: edit, readyToSend: [], parseError: nil))
-                        outcome.applied.append(AppliedEdit(edit: pending[index], readyToSend: changes, parseError: nil))
+                        outcome.applied.append(AppliedEdit(edit: pending[index], readyToSend: saved.changes, parseError: nil))
+                        if saved.parsedLater { outcome.parsedLater.append((edit.bucket, saved.key)) }
                         index += 1
                         continue
                     }
@@ -61,7 +68,9 @@ extension SyncStore {
                     case (.save(let bytes), .entity(let key)):
                         let moved = edit.nodeID.map { MovedFile(nodeID: $0, mode: nil, atime: nil) }
                         let result = try Self.save(
-                            .bytes(bytes), key: key, bucket: bucket, now: edit.time, moved: moved, reservedID: edit.nodeID, db)
+                            .bytes(bytes), key: key, bucket: bucket, now: edit.time, moved: moved, reservedID: edit.nodeID,
+                            parsingLaterFrom: parsingLaterFrom, db)
+                        if result.parsedLater { outcome.parsedLater.append((edit.bucket, key)) }
                         outcome.applied.append(
                             AppliedEdit(edit: edit, readyToSend: result.readyToSend.map { [$0] } ?? [], parseError: result.parseError))
                     case (.save(let bytes), .localFile(let name)):
@@ -76,7 +85,9 @@ extension SyncStore {
                         try Self.removeLocalFile(name, bucket: bucket, db)
                         outcome.applied.append(AppliedEdit(edit: edit, readyToSend: [], parseError: nil))
                     case (.rename(let destination), let source):
-                        let renamed = try Self.rename(bucket: bucket, from: source, to: destination, now: edit.time, db)
+                        let renamed = try Self.rename(
+                            bucket: bucket, from: source, to: destination, now: edit.time, parsingLaterFrom: parsingLaterFrom, db)
+                        if renamed.parsedLater, case .entity(let key) = destination { outcome.parsedLater.append((edit.bucket, key)) }
                         outcome.applied.append(AppliedEdit(edit: edit, readyToSend: renamed.changes, parseError: nil))
                     }
                 } catch let error as StoreError where error.isRefusal {
@@ -88,6 +99,8 @@ extension SyncStore {
             }
             return outcome
         }
+        if !outcome.parsedLater.isEmpty { mayHaveUnparsed.withLock { $0 = true } }
+        return outcome
     }
 
     /// An editor's save, a new scratch file written and then renamed over an entity's file, as
@@ -97,16 +110,16 @@ extension SyncStore {
     /// caller applies them one by one): a scratch file the store has already keeps its own
     /// number and attributes, and one too large for an entity stays a local file.
     static func applyEditorsSave(
-        _ save: JournaledEdit, then rename: JournaledEdit, bucket: BucketRow, _ db: Database
-    ) throws -> [OutgoingChange]? {
+        _ save: JournaledEdit, then rename: JournaledEdit, bucket: BucketRow, parsingLaterFrom: Int?, _ db: Database
+    ) throws -> (changes: [OutgoingChange], key: String, parsedLater: Bool)? {
         guard case .save(let bytes) = save.edit, case .localFile(let name) = save.file, let nodeID = save.nodeID,
             case .rename(to: .entity(let key)) = rename.edit, rename.file == save.file, rename.bucket == save.bucket,
             bytes.count <= entityFileLimit, try LocalFileRow.find(bucketID: bucket.id, name: name, db) == nil
         else { return nil }
         let saved = try Self.save(
             .bytes(bytes), key: key, bucket: bucket, now: rename.time, mtime: save.time,
-            moved: MovedFile(nodeID: nodeID, mode: nil, atime: nil), db)
-        return saved.readyToSend.map { [$0] } ?? []
+            moved: MovedFile(nodeID: nodeID, mode: nil, atime: nil), parsingLaterFrom: parsingLaterFrom, db)
+        return (saved.readyToSend.map { [$0] } ?? [], key, saved.parsedLater)
     }
 
     static func appliedJournalSequence(_ db: Database) throws -> Int64 {

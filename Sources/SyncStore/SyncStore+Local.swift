@@ -10,6 +10,8 @@ public struct SaveResult: Hashable, Sendable {
     public let parseError: String?
     /// The change to send now, if the entity has none in flight.
     public let readyToSend: OutgoingChange?
+    /// The bytes are kept, not parsed yet: `SyncStore.finishDeferredParse` does the rest.
+    public var parsedLater = false
 }
 
 extension SyncStore {
@@ -44,6 +46,7 @@ extension SyncStore {
     ) throws(StoreError) -> SaveResult {
         try write { db in
             let bucketRow = try BucketRow.named(bucket, db)
+            _ = try parseFirst(keys: [key], bucket: bucketRow, db)
             let current = try EntityRow.find(bucketID: bucketRow.id, key: key, db).flatMap { $0.content == nil ? nil : try $0.local() }
             return try Self.save(.value(try edit(current)), key: key, bucket: bucketRow, now: Self.now(), db)
         }
@@ -125,11 +128,13 @@ extension SyncStore {
 
     /// `rename` inside the caller's transaction, made at `now`.
     static func rename(
-        bucket bucketRow: BucketRow, from source: EntryName, to target: EntryName, now: Int64, _ db: Database
+        bucket bucketRow: BucketRow, from source: EntryName, to target: EntryName, now: Int64, parsingLaterFrom: Int? = nil,
+        _ db: Database
     ) throws -> RenameResult {
         let bucket = bucketRow.name
         var ready: [OutgoingChange] = []
         let destination: DirectoryEntry
+        var parsedLater = false
         let bytes: [UInt8]
         var sourceSize: Int? = nil
         // rename(2) moves the file, times included (`rsync -a` sets the temp file's mtime, then renames it).
@@ -185,15 +190,21 @@ extension SyncStore {
             destination = DirectoryEntry(
                 id: movedID, name: target, size: sourceSize ?? bytes.count, mtime: sourceMTime, ctime: now, mode: moved.mode, atime: moved.atime)
         case (.localFile, .entity(let key)):
-            let saved = try Self.save(.bytes(bytes), key: key, bucket: bucketRow, now: now, mtime: sourceMTime, moved: moved, db)
+            let saved = try Self.save(
+                .bytes(bytes), key: key, bucket: bucketRow, now: now, mtime: sourceMTime, moved: moved,
+                parsingLaterFrom: parsingLaterFrom, db)
             if let change = saved.readyToSend { ready.append(change) }
             destination = saved.entity.directoryEntry
+            parsedLater = saved.parsedLater
         case (.entity(let from), .entity(let key)):
             // The source's row gives up the number first (`delete` hands it a fresh one or drops it).
             if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
-            let saved = try Self.save(.bytes(bytes), key: key, bucket: bucketRow, now: now, mtime: sourceMTime, moved: moved, db)
+            let saved = try Self.save(
+                .bytes(bytes), key: key, bucket: bucketRow, now: now, mtime: sourceMTime, moved: moved,
+                parsingLaterFrom: parsingLaterFrom, db)
             if let change = saved.readyToSend { ready.append(change) }
             destination = saved.entity.directoryEntry
+            parsedLater = saved.parsedLater
         case (.entity(let from), .localFile(let name)):
             if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
             try db.execute(
@@ -204,7 +215,7 @@ extension SyncStore {
             try file.insert(db)
             destination = file.directoryEntry
         }
-        return RenameResult(changes: ready, destination: destination)
+        return RenameResult(changes: ready, destination: destination, parsedLater: parsedLater)
     }
 
     /// Creates or replaces a local file's bytes inside the caller's transaction; `mtime` is now,
@@ -250,9 +261,14 @@ extension SyncStore {
     /// new one gets a new number. `reservedID`: an id nothing in the store has used (from
     /// `reserveNodeIDs`, for a file made before its first save), which a new row takes as its
     /// own instead of allocating one (a rename's `moved` number may still be its source row's).
+    ///
+    /// `parsingLaterFrom`: bytes this many or more (of a format that parses them alone, as JSON
+    /// does) go in as the file's bytes only, `unparsed`, and `SaveResult.parsedLater` says so: the
+    /// caller has them parsed, diffed and queued outside this transaction (`finishDeferredParse`),
+    /// so a note of several MiB holds up no other file's save (issue 37).
     static func save(
         _ written: Written, key: String, bucket: BucketRow, now: Int64, mtime: Int64? = nil, moved: MovedFile? = nil,
-        reservedID: Int64? = nil, _ db: Database
+        reservedID: Int64? = nil, parsingLaterFrom: Int? = nil, _ db: Database
     ) throws -> SaveResult {
         var row: EntityRow
         let isNew: Bool
@@ -271,6 +287,15 @@ extension SyncStore {
         let madeAgain = row.deletedPending && row.content == nil
         let parsed: Result<JSONObject, EntityFileFormatError>
         switch written {
+        case .bytes(let bytes) where parsingLaterFrom.map({ bytes.count >= $0 }) ?? false && !bucket.format.parsesOntoBase:
+            row.content = Data(bytes)
+            try row.place(moved: moved, madeAgain: madeAgain, mtime: mtime ?? now, ctime: now, db)
+            row.unparsed = true
+            row.reason = nil
+            row.state = EntityState.pending.description
+            try isNew ? row.insert(db) : row.update(db)
+            return SaveResult(
+                entity: try row.info(bucket: bucket.name, decodingValues: false), parseError: nil, readyToSend: nil, parsedLater: true)
         case .bytes(let bytes):
             // A file made again after a removal builds on the last value the server has.
             let replacingFile = row.content != nil
@@ -281,18 +306,22 @@ extension SyncStore {
             parsed = .success(value)
             row.content = bucket.format.render(value).map { Data($0) }
         }
-        if let moved {
-            (row.nodeID, row.mode, row.atime) = (moved.nodeID, moved.mode, moved.atime)
-        } else if madeAgain {
-            row.nodeID = try Schema.allocateNodeID(db)
-        }
-        row.mtime = mtime ?? now
-        row.ctime = now
-        row.deletedPending = false
+        try row.place(moved: moved, madeAgain: madeAgain, mtime: mtime ?? now, ctime: now, db)
+        row.unparsed = false
+        return try settle(&row, parsed: parsed, isNew: isNew, bucket: bucket, db)
+    }
+
+    /// The rest of a save once its bytes are parsed (or its value given): the local value, the
+    /// state and the queued change; writes the row (`isNew`: inserts it).
+    /// `compact`: the value's compact JSON when the caller rendered it already.
+    static func settle(
+        _ row: inout EntityRow, parsed: Result<JSONObject, EntityFileFormatError>, compact: String? = nil, isNew: Bool,
+        bucket: BucketRow, _ db: Database
+    ) throws -> SaveResult {
         var parseError: String?
         switch parsed {
         case .success(let object):
-            row.localValue = StoredJSON.text(object)
+            row.localValue = compact ?? StoredJSON.text(object)
             row.editSeq += 1
         case .failure(let problem): parseError = problem.description
         }
@@ -324,6 +353,8 @@ extension SyncStore {
         guard var row = try EntityRow.find(bucketID: bucket.id, key: key, db), row.content != nil else {
             throw StoreError.unknownEntity(bucket: bucket.name, key: key)
         }
+        // The value the removal takes (or a trash flag keeps) is the one the file last held.
+        _ = try parseNow(&row, bucket: bucket, db)
         if let value = try row.local(), let kept = bucket.format.removal(of: value, at: now) {
             // The format keeps the entity (a trash flag): a save of that value, without a file.
             // A file made under the key later is a new file, with a number no descriptor holds.
@@ -430,6 +461,21 @@ extension SyncStore {
             row.localValue.map { SentChanges.Sent(sourceVersion: row.ghostVersion, diff: diff, ghost: row.ghostData, result: $0) }
         }
         return try change.outgoing(bucket: bucket, key: row.key, diff: diff, basis: basis)
+    }
+}
+
+extension EntityRow {
+    /// Where a save leaves the file: the number and metadata a rename brings (`moved`), a new
+    /// number for a file made again after its removal, else its own; and the save's times.
+    mutating func place(moved: MovedFile?, madeAgain: Bool, mtime: Int64, ctime: Int64, _ db: Database) throws {
+        if let moved {
+            (nodeID, mode, atime) = (moved.nodeID, moved.mode, moved.atime)
+        } else if madeAgain {
+            nodeID = try Schema.allocateNodeID(db)
+        }
+        self.mtime = mtime
+        self.ctime = ctime
+        deletedPending = false
     }
 }
 

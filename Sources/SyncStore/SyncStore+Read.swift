@@ -130,7 +130,7 @@ extension SyncStore {
     public func unsyncedEntities() throws(StoreError) -> [EntityInfo] {
         try read { db in
             let buckets = Dictionary(uniqueKeysWithValues: try BucketRow.fetchAll(db).map { ($0.id, $0.name) })
-            return try EntityRow.filter(Column("state") != "synced" || Column("deleted_pending") == true)
+            return try EntityRow.filter(Column("state") != "synced" || Column("deleted_pending") == true || Column("unparsed") == true)
                 .order(Column("id")).fetchAll(db)
                 .map { row in try row.info(bucket: buckets[row.bucketID] ?? "") }
         }
@@ -163,6 +163,7 @@ extension SyncStore {
                     SELECT count(*) FROM entity WHERE needs_reload = 1 AND (deleted_pending = 1 OR state IN ('pending', 'conflict'))
                     AND NOT EXISTS (SELECT 1 FROM pending_change c WHERE c.entity_id = entity.id AND c.state IN ('queued', 'sent'))
                     """) ?? 0
+            stats.savesParsedLater = try Int.fetchOne(db, sql: "SELECT count(*) FROM entity WHERE unparsed = 1") ?? 0
             return stats
         }
     }

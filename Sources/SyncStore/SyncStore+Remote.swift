@@ -18,6 +18,7 @@ extension SyncStore {
         let outcome = try write(.deferred) { db in
             var bucketRow = try BucketRow.named(bucket, db)
             var outcome = RemoteOutcome()
+            for change in try parseFirst(keys: changes.map(\.key), bucket: bucketRow, db) { outcome.ready(change) }
             let now = Self.now()
             for change in changes {
                 try Self.apply(
@@ -50,6 +51,7 @@ extension SyncStore {
             // Every `e` this client sends is for a row it keeps (a placeholder or a real entity);
             // no row means the entity was removed meanwhile, so a late answer must not revive it.
             guard try EntityRow.find(bucketID: bucketRow.id, key: key, db) != nil else { return outcome }
+            for change in try parseFirst(keys: [key], bucket: bucketRow, db) { outcome.ready(change) }
             let now = Self.now()
             try Self.load(key: key, version: version, data: data, madeBy: madeBy, bucket: bucketRow, now: now, outcome: &outcome, db)
             try Self.recordServerLoss(outcome, bucket: bucketRow, now: now, db)

@@ -22,6 +22,9 @@ public final class SyncStore: Sendable {
     /// Whether any local file may have chunks (made or found by this process): until then a
     /// save needs no look for chunks to reclaim.
     let mayHaveChunks = Mutex(false)
+    /// Whether an entity may hold saved bytes not parsed yet (`EntityRow.unparsed`): until then
+    /// what applies remote data needs no look for them.
+    let mayHaveUnparsed = Mutex(false)
     /// What each change in flight brings its entity to, for applying its acknowledgement.
     let sentChanges = SentChanges()
     /// Runs before what a server sent is applied (`applyRemote`, `applyEntity`,
@@ -65,6 +68,8 @@ public final class SyncStore: Sendable {
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
             try Schema.migrator.migrate(pool)
+            let unparsed = try pool.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM entity WHERE unparsed = 1)") }
+            mayHaveUnparsed.withLock { $0 = unparsed ?? false }
         } catch {
             throw StoreError(error)
         }

@@ -349,6 +349,9 @@ private struct MountSession {
 
         let backend = SyncStoreBackend(
             store: store, logger: logger,
+            // The tests' small size (`BUCKETFS_PARSE_LATER_FROM`) sends their small notes this way too.
+            parsingLaterFrom: ProcessInfo.processInfo.environment["BUCKETFS_PARSE_LATER_FROM"].flatMap(Int.init)
+                ?? SyncStoreBackend.parsedLaterFrom,
             onBucketCreated: { bucketEditsInput.yield(.created($0)) },
             onBucketRemoved: { bucketEditsInput.yield(.removed($0)) },
             onOpenedForWriting: onOpenedForWriting,

@@ -118,7 +118,7 @@ struct MountReport: Codable {
             }
             let stats = try store.stats()
             // A change held back for a reload is a save waiting too: `bucketfs sync` waits for it.
-            pendingSaves = stats.queuedChanges + stats.sentChanges + stats.changesAwaitingReload + notInStore
+            pendingSaves = stats.queuedChanges + stats.sentChanges + stats.changesAwaitingReload + stats.savesParsedLater + notInStore
             let unsynced = try store.unsyncedEntities()
             pendingFiles = unsynced.filter(\.awaitsServer).map { entity in
                 let title = names.title(bucket: entity.bucket, value: entity.value ?? entity.ghost).map { " \"\($0)\"" } ?? ""

@@ -141,6 +141,44 @@ struct SaveJournalMountTests {
         #expect(try mount.store.entity(bucket: "notes", key: "k")?.value == ["v": 2, "saved": "by an editor"])
     }
 
+    /// A note of over a MiB goes into the store as its bytes, is parsed afterwards off the path
+    /// of other saves (issue 37), and ends as a save parsed at once would: its value in the
+    /// store, its change owed. A small note saved right after it is owed too.
+    @Test func aLargeNoteIsParsedAfterItsSaveAndEndsAsAnyOther() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let value = Dictionary(uniqueKeysWithValues: (0..<80_000).map { ("k\($0)", $0) })
+        let big = try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])
+        #expect(big.count > SyncStoreBackend.parsedLaterFrom)
+        try big.write(to: URL(fileURLWithPath: mount.path("notes/big.json")))
+        try Data(#"{"small": true}"#.utf8).write(to: URL(fileURLWithPath: mount.path("notes/small.json")))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: mount.path("notes/big.json"))) == big)
+        #expect(eventually { (try? mount.store.entitiesParsedLater().isEmpty) == true })
+        let stored = try #require(try mount.store.entity(bucket: "notes", key: "big"))
+        #expect(stored.value?.count == value.count && stored.value?["k79999"] == 79_999 && stored.content == [UInt8](big))
+        #expect(Set(try mount.store.outgoingChanges(bucket: "notes").map(\.key)) == ["big", "small"])
+    }
+
+    /// A large save the last mount took but did not parse (it stopped first) is parsed by the next.
+    @Test func aLargeSaveLeftUnparsedIsParsedAtTheNextMount() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let storePath = directory.appendingPathComponent("left.sqlite").path
+        do {
+            let store = try SyncStore(path: storePath)
+            defer { try? store.close() }
+            _ = try store.ensureBucket("notes")
+            let save = JournaledEdit(sequence: 1, bucket: "notes", key: "k", edit: .save(Array(#"{"left": 1}"#.utf8)), time: 1)
+            #expect(try store.applyJournaledEdits([save], parsingLaterFrom: 1).parsedLater.map(\.key) == ["k"])
+        }
+        let mount = try MountFixture(storePath: storePath)
+        defer { mount.close() }
+        #expect(eventually { (try? mount.store.entitiesParsedLater().isEmpty) == true })
+        #expect(try mount.store.entity(bucket: "notes", key: "k")?.value == ["left": 1])
+        #expect(try mount.store.outgoingChanges(bucket: "notes").map(\.key) == ["k"])
+    }
+
     /// A backend over a new store with bucket `notes`, journaling as a mount's does, with no
     /// file system over it.
     static func withMountedBackend(_ body: (SyncStoreBackend, SyncStore) throws -> Void) throws {

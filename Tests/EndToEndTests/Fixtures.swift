@@ -59,15 +59,18 @@ final class MountProcess: @unchecked Sendable {
     private(set) var arguments: [String]
     private(set) var process: Background
     private var launches = 1
+    /// Variables this mount's process has besides the sandbox's (every launch of it).
+    let extraEnvironment: [String: String]
 
     /// Mounts `mountPoint` (created in the sandbox) with `arguments` after the mount point, and
     /// waits until the kernel shows the mount.
-    init(_ sandbox: Sandbox, at name: String, arguments: [String]) throws {
+    init(_ sandbox: Sandbox, at name: String, arguments: [String], extraEnvironment: [String: String] = [:]) throws {
         self.sandbox = sandbox
         mountPoint = try sandbox.directory(name)
         self.arguments = arguments
+        self.extraEnvironment = extraEnvironment
         sandbox.track(mountPoint: mountPoint)
-        process = try Self.launch(sandbox, mountPoint, arguments, log: "\(name).log")
+        process = try Self.launch(sandbox, mountPoint, arguments, log: "\(name).log", extraEnvironment: extraEnvironment)
     }
 
     /// A mount of `bucket` on `server`, with its store file inside the sandbox.
@@ -79,8 +82,11 @@ final class MountProcess: @unchecked Sendable {
         try self.init(sandbox, at: name, arguments: arguments)
     }
 
-    private static func launch(_ sandbox: Sandbox, _ mountPoint: String, _ arguments: [String], log: String) throws -> Background {
-        let process = try sandbox.start(["mount", mountPoint, "--foreground"] + arguments, log: log, endsOnUnmount: true)
+    private static func launch(
+        _ sandbox: Sandbox, _ mountPoint: String, _ arguments: [String], log: String, extraEnvironment: [String: String]
+    ) throws -> Background {
+        let process = try sandbox.start(
+            ["mount", mountPoint, "--foreground"] + arguments, log: log, endsOnUnmount: true, extraEnvironment: extraEnvironment)
         let mounted = eventually { Mounts.isMounted(mountPoint) || !process.isRunning }
         guard mounted, Mounts.isMounted(mountPoint) else {
             throw SandboxError("bucketfs mount \(mountPoint) did not mount (running: \(process.isRunning)):\n\(process.logTail)")
@@ -101,7 +107,9 @@ final class MountProcess: @unchecked Sendable {
         if let newArguments { arguments = newArguments }
         launches += 1
         let name = URL(fileURLWithPath: mountPoint).lastPathComponent
-        process = try Self.launch(sandbox, mountPoint, arguments, log: launches == 2 ? "\(name)-again.log" : "\(name)-\(launches).log")
+        process = try Self.launch(
+            sandbox, mountPoint, arguments, log: launches == 2 ? "\(name)-again.log" : "\(name)-\(launches).log",
+            extraEnvironment: extraEnvironment)
     }
 
     /// `fusermount3 -u` and waits for the process to finish (it sends what is pending first).

@@ -79,9 +79,12 @@ final class Sandbox: @unchecked Sendable {
 
     /// Starts `bucketfs ARGS...` in the background, output to `log`; stopped by `close()`: a
     /// mount process (`endsOnUnmount`) is given time to finish after its unmount, others get SIGTERM.
-    func start(_ arguments: [String], log: String, endsOnUnmount: Bool = false) throws -> Background {
+    /// `extraEnvironment`: variables this process has besides `environment`.
+    func start(
+        _ arguments: [String], log: String, endsOnUnmount: Bool = false, extraEnvironment: [String: String] = [:]
+    ) throws -> Background {
         let process = try Background(
-            executable: binary, arguments: arguments, environment: environment, log: root + "/" + log,
+            executable: binary, arguments: arguments, environment: environment.merging(extraEnvironment) { $1 }, log: root + "/" + log,
             endsOnUnmount: endsOnUnmount)
         lock.withLock { processes.append(process) }
         return process

@@ -18,7 +18,7 @@ struct RecordColumnOrderTests {
             id: 901, bucketID: 900, key: "k", ghostVersion: 3, ghostData: "{\"g\":1}", localValue: "{\"l\":2}",
             content: Data([1, 2]), mtime: 12, ctime: 13, state: "pending", reason: "why", deletedPending: true,
             reloadVersion: 4, needsReload: true, seenGeneration: 5, nodeID: 903, mode: 0o600, atime: 17, authored: true,
-            editSeq: 19, acknowledgedEditSeq: 20, authoredCCID: "made-by")
+            editSeq: 19, acknowledgedEditSeq: 20, authoredCCID: "made-by", unparsed: true)
         var change = ChangeRow(
             entityID: 901, ccid: "c", sv: 6, op: "M", diff: "{\"d\":1}", fullData: "{\"f\":1}", state: "sent", created: 14, editSeq: 21)
         let file = LocalFileRow(id: 902, bucketID: 900, name: "n", content: Data([3]), mtime: 15, ctime: 16, mode: 0o640, atime: 18)

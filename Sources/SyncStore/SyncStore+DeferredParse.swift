@@ -1,0 +1,83 @@
+import Foundation
+import GRDB
+import JSONDiff
+
+/// Saves parsed after their transaction (issue 37). A note of several MiB took seconds to
+/// parse, diff and queue inside the transaction that applied its save, and every save after it
+/// (a 1 KB note's too) waited: the mount's journaled saves of that size go in as their bytes
+/// alone (`save`'s `parsingLaterFrom`, `EntityRow.unparsed`), and `finishDeferredParse` does
+/// the rest, its parse outside any transaction.
+///
+/// Until then the entity's value, edit count and queued change are those of the save before:
+/// the store acts as if the save had not come yet, except that its file shows the new bytes.
+/// So whatever reads the value to merge with it or writes the file from it parses those bytes
+/// first, in its own transaction (`parseFirst`): what applies remote data, a removal, a rename,
+/// an edit of the value, a change of file format. A crash leaves the bytes and the flag: the
+/// next mount parses them (`entitiesParsedLater`).
+extension SyncStore {
+    /// The entities whose saved bytes wait to be parsed, oldest first.
+    public func entitiesParsedLater() throws(StoreError) -> [(bucket: String, key: String)] {
+        try read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT b.name AS bucket, e.key AS key FROM entity e JOIN bucket b ON b.id = e.bucket_id
+                    WHERE e.unparsed = 1 ORDER BY e.ctime
+                    """
+            ).map { row in (bucket: row["bucket"] as String, key: row["key"] as String) }
+        }
+    }
+
+    /// Parses, diffs and queues the save of `key` left for later: the parse (and the value's
+    /// compact text) outside any transaction, the rest in a short one. Nil when nothing waits
+    /// (parsed already, saved over or removed since).
+    public func finishDeferredParse(bucket: String, key: String) throws(StoreError) -> SaveResult? {
+        while true {
+            let waiting = try read { db -> (bytes: Data, format: any EntityFileFormat)? in
+                let bucketRow = try BucketRow.named(bucket, db)
+                guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), row.unparsed, let bytes = row.content else {
+                    return nil
+                }
+                return (bytes, bucketRow.format)
+            }
+            guard let waiting else { return nil }
+            let parsed = waiting.format.parse([UInt8](waiting.bytes), base: nil, replacingFile: true, at: Self.now())
+            let compact = (try? parsed.get()).map(StoredJSON.text)
+            let finished = try write(.deferred) { db -> SaveResult?? in
+                let bucketRow = try BucketRow.named(bucket, db)
+                guard var row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), row.unparsed, let bytes = row.content else {
+                    return .some(nil)
+                }
+                // Saved again meanwhile: the newer bytes are the ones to parse.
+                guard bytes == waiting.bytes else { return nil }
+                row.unparsed = false
+                return try Self.settle(&row, parsed: parsed, compact: compact, isNew: false, bucket: bucketRow, db)
+            }
+            if let finished { return finished }
+        }
+    }
+
+    /// Inside a transaction about to read the value of `bucket`'s entities `keys` (nil: all of
+    /// them) or write their files from it: parses first the saves among them left for later.
+    /// Returns the changes that made ready to send.
+    func parseFirst(keys: @autoclosure () -> [String]?, bucket: BucketRow, _ db: Database) throws -> [OutgoingChange] {
+        guard mayHaveUnparsed.withLock({ $0 }) else { return [] }
+        let rows = try EntityRow.fetchAll(
+            db, sql: "SELECT * FROM entity WHERE bucket_id = ? AND unparsed = 1", arguments: [bucket.id])
+        // Keys by their bytes, as the store's rows are.
+        let wanted: Set<JSONKey>? = keys().map { keys in Set(keys.map { key in JSONKey(key) }) }
+        var ready: [OutgoingChange] = []
+        for var row in rows where wanted?.contains(JSONKey(row.key)) ?? true {
+            if let change = try Self.parseNow(&row, bucket: bucket, db) { ready.append(change) }
+        }
+        return ready
+    }
+
+    /// `parseFirst` for a row the caller holds: parses its bytes if they wait, and writes it.
+    static func parseNow(_ row: inout EntityRow, bucket: BucketRow, _ db: Database) throws -> OutgoingChange? {
+        guard row.unparsed, let bytes = row.content else { return nil }
+        let parsed = bucket.format.parse([UInt8](bytes), base: nil, replacingFile: true, at: row.ctime)
+        row.unparsed = false
+        return try settle(&row, parsed: parsed, isNew: false, bucket: bucket, db).readyToSend
+    }
+}

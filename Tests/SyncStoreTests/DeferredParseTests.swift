@@ -1,0 +1,162 @@
+import Foundation
+import JSONDiff
+import Testing
+@testable import SyncStore
+
+/// Saves the store takes as their bytes and parses afterwards (issue 37: a note of several MiB
+/// held up every save after it). `parsingLaterFrom: 1` here: any save is parsed later, so the
+/// cases are small and exact. Whatever happens before the parse, the outcome is the one the save
+/// parsed at once would have had.
+@Suite("saves parsed later", .timeLimit(.minutes(2)))
+struct DeferredParseTests {
+    typealias Journal = SaveJournalTests
+
+    static func owed(_ store: SyncStore) throws -> [String: OutgoingOperation] {
+        Dictionary(uniqueKeysWithValues: try store.outgoingChanges(bucket: "notes").map { ($0.key, $0.operation) })
+    }
+
+    @Test func aLargeSaveGoesInAsItsBytesAndIsQueuedOnceParsed() throws {
+        try withStore { store, _ in
+            let outcome = try store.applyJournaledEdits([Journal.save(1, "k", #"{"n": 2}"#, nodeID: 900)], parsingLaterFrom: 1)
+            #expect(outcome.parsedLater.map(\.key) == ["k"] && outcome.applied.flatMap(\.readyToSend).isEmpty)
+            let waiting = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(waiting.content == bytes(#"{"n": 2}"#) && waiting.nodeID == 900 && waiting.mtime == Journal.time(1))
+            #expect(waiting.state == .pending && waiting.value == nil)
+            #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+            #expect(try store.stats().savesParsedLater == 1)
+            #expect(try store.entitiesParsedLater().map(\.key) == ["k"])
+
+            let finished = try #require(try store.finishDeferredParse(bucket: "notes", key: "k"))
+            #expect(finished.readyToSend?.key == "k" && finished.parseError == nil)
+            let parsed = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(parsed.value == ["n": 2] && parsed.content == waiting.content && parsed.mtime == waiting.mtime)
+            #expect(try Self.owed(store).keys.sorted() == ["k"])
+            #expect(try store.stats().savesParsedLater == 0 && store.entitiesParsedLater().isEmpty)
+            #expect(try store.finishDeferredParse(bucket: "notes", key: "k") == nil)
+        }
+    }
+
+    /// A save over the waiting one, parsed at once or later itself: the newer bytes are the value.
+    @Test(arguments: [nil, 1])
+    func aSaveOverTheWaitingOneIsTheOneThatCounts(secondParsedLaterFrom: Int?) throws {
+        try withStore { store, _ in
+            _ = try store.applyJournaledEdits([Journal.save(1, "k", #"{"n": 1}"#)], parsingLaterFrom: 1)
+            _ = try store.applyJournaledEdits([Journal.save(2, "k", #"{"n": 2}"#)], parsingLaterFrom: secondParsedLaterFrom)
+            _ = try store.finishDeferredParse(bucket: "notes", key: "k")
+            #expect(try store.finishDeferredParse(bucket: "notes", key: "k") == nil)
+            #expect(try store.entity(bucket: "notes", key: "k")?.value == ["n": 2])
+            let owed = try store.outgoingChanges(bucket: "notes")
+            #expect(owed.count == 1 && owed.first?.operation == .modify(diff: wireDiff([:], ["n": 2])))
+        }
+    }
+
+    /// A change from the server to the note whose save waits merges with that save, as with
+    /// one parsed at once: the store parses it first, whichever entry point brings the change.
+    @Test(arguments: ["applyRemote", "applyEntity", "applyIndexPage"])
+    func remoteDataMergesWithTheWaitingSave(entryPoint: String) throws {
+        try withStore { store, _ in
+            let base: JSONObject = ["a": 1, "b": 1]
+            try seed(store, key: "k", version: 1, data: base)
+            _ = try store.applyJournaledEdits([Journal.save(1, "k", #"{"a": 2, "b": 1}"#)], parsingLaterFrom: 1)
+            let remote: JSONObject = ["a": 1, "b": 3]
+            let outcome: RemoteOutcome
+            switch entryPoint {
+            case "applyRemote":
+                outcome = try store.applyRemote(
+                    bucket: "notes",
+                    changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(base, remote)), sourceVersion: 1, endVersion: 2, cv: "c2")])
+            case "applyEntity":
+                outcome = try store.applyEntity(bucket: "notes", key: "k", version: 2, data: remote)
+            default:
+                outcome = try store.applyIndexPage(
+                    bucket: "notes", entries: [IndexEntry(key: "k", version: 2, data: remote)], current: nil, isLast: false)
+            }
+            let entity = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(entity.value == ["a": 2, "b": 3] && entity.version == 2)
+            #expect(try JSONValue(parsing: entity.content).objectValue == ["a": 2, "b": 3])
+            let owed = try store.outgoingChanges(bucket: "notes")
+            #expect(owed.map(\.key) == ["k"] && owed.first?.sourceVersion == 2)
+            #expect(outcome.readyToSend.map(\.key) == ["k"])
+            #expect(try store.entitiesParsedLater().isEmpty)
+            #expect(try store.finishDeferredParse(bucket: "notes", key: "k") == nil)
+        }
+    }
+
+    /// A removal from elsewhere does not take a note whose save here waits to be parsed: that
+    /// save is an edit the server has not had, as it is once parsed.
+    @Test func aRemovalFromElsewhereKeepsTheWaitingSave() throws {
+        try withStore { store, _ in
+            try seed(store, key: "k", version: 1, data: ["a": 1])
+            _ = try store.applyJournaledEdits([Journal.save(1, "k", #"{"a": 2}"#)], parsingLaterFrom: 1)
+            _ = try store.applyRemote(
+                bucket: "notes", changes: [RemoteChange(key: "k", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "c2")])
+            let entity = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(entity.value == ["a": 2] && entity.content == bytes(#"{"a": 2}"#))
+            #expect(try Self.owed(store).keys.sorted() == ["k"])
+        }
+    }
+
+    /// The file removed right after its large save (issue 34's class, with a big note): the
+    /// removal is what the server gets, for a note it has; a new note leaves nothing behind.
+    @Test func aRemovalRightAfterTheSaveIsSentNeverTheSave() throws {
+        try withStore { store, _ in
+            try seed(store, key: "old", version: 1, data: ["a": 1])
+            _ = try store.applyJournaledEdits(
+                [Journal.save(1, "old", #"{"a": 2}"#), Journal.save(2, "new", #"{"b": 1}"#), Journal.removal(3, "old"), Journal.removal(4, "new")],
+                parsingLaterFrom: 1)
+            #expect(try store.lookup(bucket: "notes", name: .entity(key: "old")) == nil)
+            #expect(try store.entity(bucket: "notes", key: "new") == nil)
+            #expect(try Self.owed(store) == ["old": .remove])
+            #expect(try store.entitiesParsedLater().isEmpty)
+            #expect(try store.finishDeferredParse(bucket: "notes", key: "old") == nil)
+            #expect(try store.finishDeferredParse(bucket: "notes", key: "new") == nil)
+        }
+    }
+
+    /// Renamed before it was parsed: the value goes under the new name, the old one is removed.
+    @Test func aRenameBeforeTheParseMovesTheSave() throws {
+        try withStore { store, _ in
+            try seed(store, key: "a", version: 1, data: ["n": 1])
+            _ = try store.applyJournaledEdits(
+                [Journal.save(1, "a", #"{"n": 2}"#), Journal.rename(2, .entity(key: "a"), to: .entity(key: "b"))], parsingLaterFrom: 1)
+            for key in try store.entitiesParsedLater().map(\.key) { _ = try store.finishDeferredParse(bucket: "notes", key: key) }
+            #expect(try store.lookup(bucket: "notes", name: .entity(key: "a")) == nil)
+            #expect(try store.entity(bucket: "notes", key: "b")?.value == ["n": 2])
+            #expect(try Self.owed(store) == ["a": .remove, "b": .modify(diff: wireDiff([:], ["n": 2]))])
+        }
+    }
+
+    /// Bytes that turn out not to be JSON are kept, `invalid`, and nothing is sent for them.
+    @Test func invalidBytesFoundLaterAreKeptAndShownInvalid() throws {
+        try withStore { store, _ in
+            try seed(store, key: "k", version: 1, data: ["a": 1])
+            _ = try store.applyJournaledEdits([Journal.save(1, "k", "not json")], parsingLaterFrom: 1)
+            let finished = try #require(try store.finishDeferredParse(bucket: "notes", key: "k"))
+            #expect(finished.parseError != nil && finished.readyToSend == nil)
+            let entity = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(entity.state == .invalid && entity.content == bytes("not json") && entity.value == ["a": 1])
+            #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+        }
+    }
+
+    /// A mount stopped before it parsed: the store still has the bytes and knows they wait, and
+    /// remote data for the note, the first thing after reopening, still merges with them.
+    @Test func whatWaitsOutlivesAReopening() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        var store = try SyncStore(path: directory.storePath)
+        _ = try store.ensureBucket("notes")
+        let base: JSONObject = ["a": 1, "b": 1]
+        try seed(store, key: "k", version: 1, data: base)
+        _ = try store.applyJournaledEdits([Journal.save(1, "k", #"{"a": 2, "b": 1}"#)], parsingLaterFrom: 1)
+        try store.close()
+        store = try SyncStore(path: directory.storePath)
+        defer { try? store.close() }
+        #expect(try store.entitiesParsedLater().map(\.key) == ["k"])
+        _ = try store.applyRemote(
+            bucket: "notes",
+            changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(base, ["a": 1, "b": 3])), sourceVersion: 1, endVersion: 2, cv: "c2")])
+        #expect(try store.entity(bucket: "notes", key: "k")?.value == ["a": 2, "b": 3])
+        #expect(try store.entitiesParsedLater().isEmpty)
+    }
+}
