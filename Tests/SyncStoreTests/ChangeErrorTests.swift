@@ -102,6 +102,28 @@ struct ChangeErrorTests {
         }
     }
 
+    /// A create refused (a note of another device held the key) after the file was removed
+    /// here: the server never had this note, so nothing is owed and nothing is kept. The row
+    /// stayed, a removal waiting for nothing, and `bucketfs sync` would never have finished (the
+    /// two-node randomized test, seed 7471050853922775064: a's create of k0 refused 405 while b
+    /// removed the note a's create had met).
+    @Test(arguments: [405, 404, 440, 0]) func aCreateRefusedAfterTheFileWasRemovedLeavesNothing(code: Int) throws {
+        try withStore { store, _ in
+            let create = try #require(try store.saveLocal(bucket: "notes", key: "k", value: ["tag2": "a"]).readyToSend)
+            _ = try store.markSent([create])
+            _ = try store.deleteLocal(bucket: "notes", key: "k")
+            // Another device's removal of the note the create met: ours is not taken by it.
+            _ = try store.applyRemote(
+                bucket: "notes", changes: [RemoteChange(key: "k", operation: .remove, sourceVersion: 13, endVersion: 14, cv: "c14")])
+            let followUp = try store.reject(
+                bucket: "notes", ccid: create.ccid, code: code == 0 ? 405 : code, wholeObjectAfter405: code == 0)
+            #expect(followUp == .none || followUp == .catchUp)
+            #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
+            #expect(try store.entity(bucket: "notes", key: "k") == nil)
+            #expect(try store.unsyncedEntities().isEmpty)
+        }
+    }
+
     /// Nor is such a change sent again after 405 (found by the model test: refused 405 8,000
     /// times a minute once `{}` was no longer sent in its place).
     @Test(arguments: [404, 440, 405, 0]) func noValueIsNeverSentAsAnEmptyObject(code: Int) throws {
