@@ -344,7 +344,7 @@ extension SyncClient {
         guard !picked.isEmpty else { return }
         let going: [OutgoingChange]
         do {
-            going = try store.markSent(picked)
+            going = try store.markSent(picked, decodingAtMost: configuration.maxChangeFrameBytes)
         } catch {
             logger.error("marking sent failed: \(error)")
             return

@@ -612,20 +612,26 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
 
     /// `parsed`: the diff when the caller holds it as a value already (it just computed it), with
     /// `basis`, what it was computed from.
+    /// `decodingAtMost`: a change whose stored diff and whole object take more bytes is not
+    /// decoded (`OutgoingChange.leftInStore`).
     func outgoing(
-        bucket: String, key: String, diff parsed: JSONObject? = nil, basis: SentChanges.Sent? = nil
+        bucket: String, key: String, diff parsed: JSONObject? = nil, basis: SentChanges.Sent? = nil, decodingAtMost limit: Int = .max
     ) throws -> OutgoingChange {
+        let storedBytes = (diff?.utf8.count ?? 0) + (fullData?.utf8.count ?? 0)
+        let leftInStore = op != "-" && storedBytes > limit
         let operation: OutgoingOperation
         if op == "-" {
             operation = .remove
+        } else if leftInStore {
+            operation = .modify(diff: [:])
         } else {
             operation = .modify(diff: try parsed ?? StoredJSON.object(diff ?? "{}", column: "pending_change.diff"))
         }
         return OutgoingChange(
             bucket: bucket, key: key, entityID: entityID, ccid: ccid, sourceVersion: sv, operation: operation,
-            fullData: try fullData.map { try StoredJSON.object($0, column: "pending_change.full_data") },
-            state: ChangeState(text: state) ?? .queued, basis: NotCompared(basis),
-            storedBytes: NotCompared((diff?.utf8.count ?? 0) + (fullData?.utf8.count ?? 0)))
+            fullData: leftInStore ? nil : try fullData.map { try StoredJSON.object($0, column: "pending_change.full_data") },
+            state: ChangeState(text: state) ?? .queued, basis: NotCompared(leftInStore ? nil : basis),
+            storedBytes: NotCompared(storedBytes), leftInStore: NotCompared(leftInStore))
     }
 }
 

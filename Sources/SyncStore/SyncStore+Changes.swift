@@ -31,13 +31,16 @@ extension SyncStore {
     /// store has just computed brings its entity to (`OutgoingChange.basis`) is remembered for
     /// applying its echo (`SentChanges`) when it goes unchanged.
     @discardableResult
-    public func markSent(_ changes: [OutgoingChange]) throws(StoreError) -> [OutgoingChange] {
+    ///
+    /// `decodingAtMost`: a change whose stored diff and whole object take more bytes comes back
+    /// `leftInStore`, not decoded (it cannot go in a message of that size anyway).
+    public func markSent(_ changes: [OutgoingChange], decodingAtMost limit: Int = .max) throws(StoreError) -> [OutgoingChange] {
         guard !changes.isEmpty else { return [] }
         // Synced: the changes may rest on deferred writes (a mount's close, an ack), and the
         // fsync after this commit puts those on disk too before the changes go on the wire, so a
         // power loss cannot take back what the server has.
         return try write { db in
-            try changes.compactMap { change in try claim(change, db) }
+            try changes.compactMap { change in try claim(change, decodingAtMost: limit, db) }
         }
     }
 
@@ -69,7 +72,7 @@ extension SyncStore {
 
     /// `markSent` of one change: the change as the store holds it, marked sent, or nil when it
     /// is no longer owed.
-    private func claim(_ handed: OutgoingChange, _ db: Database) throws -> OutgoingChange? {
+    func claim(_ handed: OutgoingChange, decodingAtMost limit: Int, _ db: Database) throws -> OutgoingChange? {
         guard let row = try Self.owedChange(ccid: handed.ccid, db) else { return nil }
         let current: OutgoingChange
         if let basis = handed.basis.value, row.op == "M", row.fullData == nil, handed.fullData == nil,
@@ -78,7 +81,7 @@ extension SyncStore {
             // What the store just computed, unchanged: the copy in hand (its parsed diff and basis).
             current = handed
         } else {
-            current = try row.outgoing(bucket: handed.bucket, key: handed.key)
+            current = try row.outgoing(bucket: handed.bucket, key: handed.key, decodingAtMost: limit)
         }
         if row.state == "queued" { try markSent(current, db) }
         return current.marked(.sent)

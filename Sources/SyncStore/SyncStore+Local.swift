@@ -33,8 +33,8 @@ extension SyncStore {
             let result = try Self.save(
                 .bytes(bytes), key: key, bucket: bucketRow, now: Self.now(), moved: moved, reservedID: nodeID, db)
             guard markingSent, let change = result.readyToSend, change.state == .queued else { return result }
-            try markSent(change, db)
-            return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: change.marked(.sent))
+            // Claimed as the engine claims it: a change handed over `leftInStore` comes back decoded.
+            return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: try claim(change, decodingAtMost: .max, db))
         }
     }
 
@@ -58,8 +58,8 @@ extension SyncStore {
         try write { db in
             let result = try Self.save(.value(value), key: key, bucket: try BucketRow.named(bucket, db), now: Self.now(), db)
             guard markingSent, let change = result.readyToSend, change.state == .queued else { return result }
-            try markSent(change, db)
-            return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: change.marked(.sent))
+            // Claimed as the engine claims it: a change handed over `leftInStore` comes back decoded.
+            return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: try claim(change, decodingAtMost: .max, db))
         }
     }
 
@@ -407,6 +407,10 @@ extension SyncStore {
     /// the entity's state. Returns the change if one is ready to send now. `local`: the row's
     /// local value when the caller holds it parsed already (a save just parsed the bytes).
     /// `hasNoChange`: the caller knows the entity has no change row (it has just inserted it).
+    /// A change whose diff takes more bytes is handed over `leftInStore`: the engine reads it
+    /// back when it sends it, one at a time, rather than many waiting decoded.
+    static let handedDecodedUpTo = 1 << 20
+
     static func reconcileQueue(
         _ row: inout EntityRow, local parsedLocal: JSONObject? = nil, hasNoChange: Bool = false, bucket: String, _ db: Database
     ) throws -> OutgoingChange? {
@@ -460,7 +464,7 @@ extension SyncStore {
         let basis = diffText.flatMap { diff in
             row.localValue.map { SentChanges.Sent(sourceVersion: row.ghostVersion, diff: diff, ghost: row.ghostData, result: $0) }
         }
-        return try change.outgoing(bucket: bucket, key: row.key, diff: diff, basis: basis)
+        return try change.outgoing(bucket: bucket, key: row.key, diff: diff, basis: basis, decodingAtMost: handedDecodedUpTo)
     }
 }
 

@@ -160,3 +160,26 @@ struct DeferredParseTests {
         #expect(try store.entitiesParsedLater().isEmpty)
     }
 }
+
+/// A change of a MiB or more is handed to the engine without its diff decoded (`leftInStore`):
+/// the engine reads it back when it sends it, and one too large for a message stays undecoded.
+@Suite("large changes left in the store", .timeLimit(.minutes(2)))
+struct LargeChangeHandOverTests {
+    @Test func aLargeChangeIsDecodedOnlyWhenItIsSentAndFits() throws {
+        try withStore { store, _ in
+            let big: JSONObject = ["s": .string(String(repeating: "x", count: SyncStore.handedDecodedUpTo))]
+            let handed = try #require(try store.saveLocal(bucket: "notes", key: "big", value: big).readyToSend)
+            #expect(handed.leftInStore && handed.leastRequestBytes > SyncStore.handedDecodedUpTo)
+            let tooLarge = try store.markSent([handed], decodingAtMost: SyncStore.handedDecodedUpTo)
+            #expect(tooLarge.map(\.leftInStore) == [true] && tooLarge.first?.state == .sent)
+            let sent = try store.markSent([handed])
+            #expect(sent.map(\.leftInStore) == [false] && sent.first?.operation == .modify(diff: wireDiff([:], big)))
+
+            let small = try #require(try store.saveLocal(bucket: "notes", key: "small", value: ["n": 1]).readyToSend)
+            #expect(!small.leftInStore && small.operation == .modify(diff: wireDiff([:], ["n": 1])))
+            // A save that hands its change straight to a connection gets it decoded.
+            let direct = try #require(try store.saveLocal(bucket: "notes", key: "direct", value: big, markingSent: true).readyToSend)
+            #expect(!direct.leftInStore && direct.state == .sent && direct.operation == .modify(diff: wireDiff([:], big)))
+        }
+    }
+}
