@@ -33,16 +33,26 @@ extension SyncStore {
     /// (parsed already, saved over or removed since).
     public func finishDeferredParse(bucket: String, key: String) throws(StoreError) -> SaveResult? {
         while true {
-            let waiting = try read { db -> (bytes: Data, format: any EntityFileFormat)? in
+            let waiting = try read { db -> (bytes: Data, format: any EntityFileFormat, ghost: String)? in
                 let bucketRow = try BucketRow.named(bucket, db)
                 guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), row.unparsed, let bytes = row.content else {
                     return nil
                 }
-                return (bytes, bucketRow.format)
+                return (bytes, bucketRow.format, row.ghostData)
             }
             guard let waiting else { return nil }
+            // Everything that costs in proportion to the note, before the transaction: the parse,
+            // the value's text, its diff from the ghost and the diff's text.
             let parsed = waiting.format.parse([UInt8](waiting.bytes), base: nil, replacingFile: true, at: Self.now())
-            let compact = (try? parsed.get()).map(StoredJSON.text)
+            let value = try? parsed.get()
+            let compact = value.map(StoredJSON.text)
+            // (A ghost that cannot be read is left to the transaction, which fails as any would.)
+            let diffed = value.flatMap { value -> ComputedDiff? in
+                guard let ghost = try? StoredJSON.object(waiting.ghost, column: "ghost_data"),
+                    let diff = try? Merge.diff(from: ghost, to: value)
+                else { return nil }
+                return ComputedDiff(ghost: waiting.ghost, diff: diff, text: StoredJSON.text(diff))
+            }
             let finished = try write(.deferred) { db -> SaveResult?? in
                 let bucketRow = try BucketRow.named(bucket, db)
                 guard var row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), row.unparsed, let bytes = row.content else {
@@ -51,7 +61,7 @@ extension SyncStore {
                 // Saved again meanwhile: the newer bytes are the ones to parse.
                 guard bytes == waiting.bytes else { return nil }
                 row.unparsed = false
-                return try Self.settle(&row, parsed: parsed, compact: compact, isNew: false, bucket: bucketRow, db)
+                return try Self.settle(&row, parsed: parsed, compact: compact, diffed: diffed, isNew: false, bucket: bucketRow, db)
             }
             if let finished { return finished }
         }
@@ -62,12 +72,15 @@ extension SyncStore {
     /// Returns the changes that made ready to send.
     func parseFirst(keys: @autoclosure () -> [String]?, bucket: BucketRow, _ db: Database) throws -> [OutgoingChange] {
         guard mayHaveUnparsed.withLock({ $0 }) else { return [] }
-        let rows = try EntityRow.fetchAll(
-            db, sql: "SELECT * FROM entity WHERE bucket_id = ? AND unparsed = 1", arguments: [bucket.id])
+        // Their keys first: a row holds a note of several MiB, read only if it is one of these.
+        let waiting = try Row.fetchAll(
+            db.cachedStatement(sql: "SELECT id, key FROM entity WHERE bucket_id = ? AND unparsed = 1"), arguments: [bucket.id])
+        guard !waiting.isEmpty else { return [] }
         // Keys by their bytes, as the store's rows are.
         let wanted: Set<JSONKey>? = keys().map { keys in Set(keys.map { key in JSONKey(key) }) }
         var ready: [OutgoingChange] = []
-        for var row in rows where wanted?.contains(JSONKey(row.key)) ?? true {
+        for entry in waiting where wanted?.contains(JSONKey(entry["key"] as String)) ?? true {
+            guard var row = try EntityRow.fetchOne(db, key: entry["id"] as Int64) else { continue }
             if let change = try Self.parseNow(&row, bucket: bucket, db) { ready.append(change) }
         }
         return ready

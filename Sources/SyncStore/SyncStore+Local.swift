@@ -313,10 +313,11 @@ extension SyncStore {
 
     /// The rest of a save once its bytes are parsed (or its value given): the local value, the
     /// state and the queued change; writes the row (`isNew`: inserts it).
-    /// `compact`: the value's compact JSON when the caller rendered it already.
+    /// `compact`: the value's compact JSON when the caller rendered it already; `diffed`: its
+    /// diff from a ghost, computed already (used if the row's ghost is still that one).
     static func settle(
-        _ row: inout EntityRow, parsed: Result<JSONObject, EntityFileFormatError>, compact: String? = nil, isNew: Bool,
-        bucket: BucketRow, _ db: Database
+        _ row: inout EntityRow, parsed: Result<JSONObject, EntityFileFormatError>, compact: String? = nil,
+        diffed: ComputedDiff? = nil, isNew: Bool, bucket: BucketRow, _ db: Database
     ) throws -> SaveResult {
         var parseError: String?
         switch parsed {
@@ -343,7 +344,7 @@ extension SyncStore {
         } else {
             row.reason = nil
             row.state = EntityState.synced.description
-            ready = try reconcileQueue(&row, local: try? parsed.get(), bucket: bucket.name, db)
+            ready = try reconcileQueue(&row, local: try? parsed.get(), diffed: diffed, bucket: bucket.name, db)
             try row.update(db)
         }
         return SaveResult(entity: try row.info(bucket: bucket.name, value: try? parsed.get()), parseError: parseError, readyToSend: ready)
@@ -411,8 +412,11 @@ extension SyncStore {
     /// back when it sends it, one at a time, rather than many waiting decoded.
     static let handedDecodedUpTo = 1 << 20
 
+    /// `diffed`: the local value's diff from a ghost, computed outside the transaction; used
+    /// when the row's ghost is that one still.
     static func reconcileQueue(
-        _ row: inout EntityRow, local parsedLocal: JSONObject? = nil, hasNoChange: Bool = false, bucket: String, _ db: Database
+        _ row: inout EntityRow, local parsedLocal: JSONObject? = nil, diffed: ComputedDiff? = nil, hasNoChange: Bool = false,
+        bucket: String, _ db: Database
     ) throws -> OutgoingChange? {
         let open = hasNoChange ? nil : try ChangeRow.open(entityID: row.id, db)
         if row.needsReload && row.ghostVersion != nil {
@@ -430,6 +434,7 @@ extension SyncStore {
         }
         var op = "M"
         var diff: JSONObject?
+        var precomputedText: String?
         if row.deletedPending {
             if row.ghostVersion == nil {
                 // Removal of something the server never had: drop the queued change, keep nothing.
@@ -439,7 +444,9 @@ extension SyncStore {
             }
             op = "-"
         } else if let local = try parsedLocal ?? row.local() {
-            let computed = try Merge.diff(from: try row.ghost(), to: local)
+            let precomputed = diffed.flatMap { exactlyEqual($0.ghost, row.ghostData) ? $0 : nil }
+            precomputedText = precomputed?.text
+            let computed = try precomputed?.diff ?? Merge.diff(from: try row.ghost(), to: local)
             if computed.isEmpty && row.ghostVersion != nil {
                 if let open { try open.delete(db) }
                 if row.state != EntityState.invalid.description { row.state = EntityState.synced.description }
@@ -453,7 +460,7 @@ extension SyncStore {
         var change = open ?? ChangeRow(
             seq: nil, entityID: row.id, ccid: newCCID(), sv: nil, op: op, diff: nil, fullData: nil,
             state: "queued", created: now())
-        let diffText = diff.map(StoredJSON.text)
+        let diffText = diff.map { diff in precomputedText ?? StoredJSON.text(diff) }
         change.op = op
         change.diff = diffText
         change.sv = row.ghostVersion
@@ -481,6 +488,14 @@ extension EntityRow {
         self.ctime = ctime
         deletedPending = false
     }
+}
+
+/// A value's diff from a ghost, and its text, computed before the transaction that queues it.
+struct ComputedDiff {
+    /// The ghost's stored text it was computed from.
+    let ghost: String
+    let diff: JSONObject
+    let text: String
 }
 
 /// What a rename carries from the source file to its new name, besides the bytes and mtime.
