@@ -185,6 +185,9 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// when `authored`: a server restored from a backup may hold a version of the same number
     /// and data made by another change, in another history; its `e` answer names that change.
     var authoredCCID: String?
+    /// What the row's texts and bytes take when bound to a statement.
+    var boundBytes: Int { ghostData.utf8.count + (localValue?.utf8.count ?? 0) + (content?.count ?? 0) }
+
     /// The file's bytes (`content`) are a save not parsed yet (`Schema` v13): the local value,
     /// its edit count and the queue are those of the save before it until the store parses it
     /// (`SyncStore.finishDeferredParse`), which every path that reads the value or writes the
@@ -283,11 +286,12 @@ struct EntityRow: FetchableRecord, PersistableRecord {
                 edit_seq, acknowledged_edit_seq, authored_ccid, unparsed)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
-        try statement.execute(arguments: [
-            id, bucketID, key, ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
-            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, authoredCCID,
-            unparsed,
-        ])
+        try statement.executeReleasing(
+            arguments: [
+                id, bucketID, key, ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
+                reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, authoredCCID,
+                unparsed,
+            ], boundBytes: boundBytes)
     }
 
     /// GRDB's `save`: the row is updated, or inserted when it is not in the table yet.
@@ -310,11 +314,12 @@ struct EntityRow: FetchableRecord, PersistableRecord {
                 needs_reload = ?, seen_generation = ?, node_id = ?, mode = ?, atime = ?, authored = ?, edit_seq = ?,
                 acknowledged_edit_seq = ?, authored_ccid = ?, unparsed = ? WHERE id = ?
                 """)
-        try statement.execute(arguments: [
-            ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
-            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, authoredCCID,
-            unparsed, id,
-        ])
+        try statement.executeReleasing(
+            arguments: [
+                ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
+                reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, authoredCCID,
+                unparsed, id,
+            ], boundBytes: boundBytes)
         try requireUpdated(db)
     }
 
@@ -326,7 +331,9 @@ struct EntityRow: FetchableRecord, PersistableRecord {
                 UPDATE entity SET ghost_version = ?, ghost_data = ?, state = ?, reason = ?, authored = ?, acknowledged_edit_seq = ?,
                 authored_ccid = ? WHERE id = ?
                 """)
-        try statement.execute(arguments: [ghostVersion, ghostData, state, reason, authored, acknowledgedEditSeq, authoredCCID, id])
+        try statement.executeReleasing(
+            arguments: [ghostVersion, ghostData, state, reason, authored, acknowledgedEditSeq, authoredCCID, id],
+            boundBytes: ghostData.utf8.count)
         try requireUpdated(db)
     }
 
@@ -549,7 +556,9 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
                 INSERT INTO pending_change (seq, entity_id, ccid, sv, op, diff, full_data, state, created, edit_seq)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
-        try statement.execute(arguments: [seq, entityID, ccid, sv, op, diff, fullData, state, created, editSeq])
+        try statement.executeReleasing(
+            arguments: [seq, entityID, ccid, sv, op, diff, fullData, state, created, editSeq],
+            boundBytes: (diff?.utf8.count ?? 0) + (fullData?.utf8.count ?? 0))
         seq = db.lastInsertedRowID
     }
 
@@ -562,7 +571,9 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
                 UPDATE pending_change SET entity_id = ?, ccid = ?, sv = ?, op = ?, diff = ?, full_data = ?, state = ?,
                 created = ?, edit_seq = ? WHERE seq = ?
                 """)
-        try statement.execute(arguments: [entityID, ccid, sv, op, diff, fullData, state, created, editSeq, seq])
+        try statement.executeReleasing(
+            arguments: [entityID, ccid, sv, op, diff, fullData, state, created, editSeq, seq],
+            boundBytes: (diff?.utf8.count ?? 0) + (fullData?.utf8.count ?? 0))
         guard db.changesCount > 0 else {
             throw RecordError.recordNotFound(databaseTableName: Self.databaseTableName, key: ["seq": seq.databaseValue])
         }
@@ -706,5 +717,19 @@ struct LocalFileRow: FetchableRecord, PersistableRecord {
     /// The file as a directory listing shows it.
     var directoryEntry: DirectoryEntry {
         DirectoryEntry(id: id, name: .localFile(name: name), size: byteCount, mtime: mtime, ctime: ctime, mode: mode, atime: atime)
+    }
+}
+
+extension Statement {
+    /// Arguments of more bytes are let go once executed (`executeReleasing`).
+    static let releasedBindingBytes = 64 << 10
+
+    /// `execute`, then lets go of the arguments when they took `releasedBindingBytes` or more:
+    /// SQLite keeps its own copy of a bound text or blob until the statement is bound again, and
+    /// a cached statement that last wrote a note of 14 MiB held that copy for the mount's life
+    /// (issue 37).
+    func executeReleasing(arguments: StatementArguments, boundBytes: Int) throws {
+        try execute(arguments: arguments)
+        if boundBytes >= Self.releasedBindingBytes { setUncheckedArguments(StatementArguments()) }
     }
 }
