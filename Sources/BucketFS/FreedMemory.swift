@@ -23,6 +23,23 @@ enum FreedMemory {
         return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
     }()
 
+    /// glibc's `mallopt` (malloc.h too) and its `M_MMAP_THRESHOLD`.
+    private static let mallopt: (@convention(c) (Int32, Int32) -> Int32)? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int32, Int32) -> Int32).self)
+    }()
+    private static let mmapThresholdParameter: Int32 = -3
+
+    /// Every block of `threshold` bytes or more is mapped on its own and unmapped when freed.
+    /// glibc does so at first, but raises its threshold to the largest block freed (up to 32
+    /// MiB), so after one note of several MiB the next ones' copies came from its arenas and
+    /// stayed there: a mount that had saved twelve 14 MiB notes peaked at 985 MiB and kept 181
+    /// MiB after they were removed; with the threshold fixed, 581 and 62 (issue 37,
+    /// `scripts/bench-big-notes`). Smaller blocks, all a small note's, are as before.
+    static func returnLargeBlocksWhenFreed() {
+        _ = mallopt?(mmapThresholdParameter, Int32(threshold))
+    }
+
     /// Notes work on `bytes` bytes; past the threshold a trim follows once large work has settled.
     static func afterWork(on bytes: Int) {
         guard bytes >= threshold else { return }

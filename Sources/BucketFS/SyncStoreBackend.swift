@@ -302,6 +302,7 @@ public final class SyncStoreBackend: MountBackend {
     }
 
     public func prepareForMount() throws(FSError) {
+        FreedMemory.returnLargeBlocksWhenFreed()
         try mapped { () throws(StoreError) in
             try store.reclaimOrphanedChunks()
             try openJournal()
