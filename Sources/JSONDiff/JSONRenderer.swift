@@ -76,6 +76,26 @@ extension JSONValue {
     }
 }
 
+extension JSONValue {
+    /// The compact text of the wire diff that makes `object` from an empty object, as
+    /// `JSONDiffing.encode(JSONDiffing.diff(from: [:], to: object))` renders compactly:
+    /// `{"key":{"o":"+","v":value},...}`, keys in code point order. Written from the object
+    /// itself: for a note of 750,000 small keys, that diff was an object of two members per key.
+    public static func compactCreationDiff(of object: JSONObject) -> String {
+        var writer = JSONWriter(pretty: false)
+        writer.output.append(UInt8(ascii: "{"))
+        for (index, member) in JSONWriter.sortedMembers(object).enumerated() {
+            if index > 0 { writer.output.append(UInt8(ascii: ",")) }
+            writer.writeString(member.key.string)
+            writer.output.append(contentsOf: #":{"o":"+","v":"#.utf8)
+            writer.write(member.value, indent: 0)
+            writer.output.append(UInt8(ascii: "}"))
+        }
+        writer.output.append(UInt8(ascii: "}"))
+        return String(decoding: writer.output, as: UTF8.self)
+    }
+}
+
 extension String {
     /// This string as a JSON string literal (quoted and escaped).
     public var jsonQuoted: String {

@@ -48,9 +48,11 @@ extension SyncStore {
             let compact = value.map(StoredJSON.text)
             // (A ghost that cannot be read is left to the transaction, which fails as any would.)
             let diffed = value.flatMap { value -> ComputedDiff? in
-                guard let ghost = try? StoredJSON.object(waiting.ghost, column: "ghost_data"),
-                    let diff = try? Merge.diff(from: ghost, to: value)
-                else { return nil }
+                guard let ghost = try? StoredJSON.object(waiting.ghost, column: "ghost_data") else { return nil }
+                // Over nothing (a new note, mostly), the text alone: the diff of a note of many
+                // small keys is an object of two members per key, ten times the note in memory.
+                if ghost.isEmpty { return ComputedDiff(ghost: waiting.ghost, diff: nil, text: JSONValue.compactCreationDiff(of: value)) }
+                guard let diff = try? Merge.diff(from: ghost, to: value) else { return nil }
                 return ComputedDiff(ghost: waiting.ghost, diff: diff, text: StoredJSON.text(diff))
             }
             let finished = try write(.deferred) { db -> SaveResult?? in

@@ -434,7 +434,7 @@ extension SyncStore {
         }
         var op = "M"
         var diff: JSONObject?
-        var precomputedText: String?
+        var diffText: String?
         if row.deletedPending {
             if row.ghostVersion == nil {
                 // Removal of something the server never had: drop the queued change, keep nothing.
@@ -445,14 +445,14 @@ extension SyncStore {
             op = "-"
         } else if let local = try parsedLocal ?? row.local() {
             let precomputed = diffed.flatMap { exactlyEqual($0.ghost, row.ghostData) ? $0 : nil }
-            precomputedText = precomputed?.text
-            let computed = try precomputed?.diff ?? Merge.diff(from: try row.ghost(), to: local)
-            if computed.isEmpty && row.ghostVersion != nil {
+            let computed = precomputed == nil ? try Merge.diff(from: try row.ghost(), to: local) : nil
+            if precomputed?.isEmpty ?? computed?.isEmpty ?? true, row.ghostVersion != nil {
                 if let open { try open.delete(db) }
                 if row.state != EntityState.invalid.description { row.state = EntityState.synced.description }
                 return nil
             }
-            diff = computed
+            diff = precomputed?.diff ?? computed
+            diffText = precomputed?.text ?? computed.map(StoredJSON.text)
         } else {
             if let open { try open.delete(db) }
             return nil
@@ -460,7 +460,6 @@ extension SyncStore {
         var change = open ?? ChangeRow(
             seq: nil, entityID: row.id, ccid: newCCID(), sv: nil, op: op, diff: nil, fullData: nil,
             state: "queued", created: now())
-        let diffText = diff.map { diff in precomputedText ?? StoredJSON.text(diff) }
         change.op = op
         change.diff = diffText
         change.sv = row.ghostVersion
@@ -494,8 +493,11 @@ extension EntityRow {
 struct ComputedDiff {
     /// The ghost's stored text it was computed from.
     let ghost: String
-    let diff: JSONObject
+    /// Nil when only its text was made (a note created whole: `JSONValue.compactCreationDiff`).
+    let diff: JSONObject?
     let text: String
+
+    var isEmpty: Bool { text == "{}" }
 }
 
 /// What a rename carries from the source file to its new name, besides the bytes and mtime.

@@ -59,6 +59,20 @@ struct PropertyTests {
         }
     }
 
+    /// The creation diff's text written from the value is the text of the diff made and encoded.
+    @Test func aCreationDiffsTextIsTheEncodedDiffsText() async {
+        await propertyCheck(count: 300, input: Gen.json) { random throws in
+            var random = random
+            let value = random.document()
+            let made = JSONDiffing.encode(JSONDiffing.diff(from: [:], to: value)).compactRendered()
+            #expect(JSONValue.compactCreationDiff(of: value) == made)
+        }
+        // Past the size from which members are sorted by their keys' bytes.
+        let large = Dictionary(uniqueKeysWithValues: (0..<500).map { (JSONKey("k\($0 * 7919 % 500)é"), JSONValue.integer(Int64($0))) })
+        #expect(JSONValue.compactCreationDiff(of: large) == JSONDiffing.encode(JSONDiffing.diff(from: [:], to: large)).compactRendered())
+        #expect(JSONValue.compactCreationDiff(of: [:]) == "{}")
+    }
+
     @Test func renderedJSONParsesBackToTheSameValue() async {
         await propertyCheck(count: 300, input: Gen.json) { random throws in
             var random = random
