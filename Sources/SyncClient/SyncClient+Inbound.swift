@@ -421,9 +421,7 @@ extension SyncClient {
     /// locally and shown as refused for its size; the next save of the file tries again.
     /// `frameBytes`: the change's frame, or (known before rendering it) at least that many.
     private func keepBack(ccid: String, key: String, frameBytes: Int, bucket: String) {
-        let mebibytes = { (bytes: Int) in String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
-        let reason = "too large to send: the change takes \(mebibytes(frameBytes)), over the \(mebibytes(configuration.maxChangeFrameBytes)) "
-            + "one message may carry (413); kept locally"
+        let reason = SyncStore.tooLargeToSend(bytes: frameBytes, limit: configuration.maxChangeFrameBytes)
         logger.warning("\(bucket)/\(key) not sent: \(reason)")
         do {
             try store.refuse(ccid: ccid, code: 413, reason: reason)

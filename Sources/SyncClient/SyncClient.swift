@@ -76,6 +76,9 @@ public actor SyncClient: SyncEngine {
         self.store = store
         self.logger = logger
         self.machines = machines
+        // A large note's change too big for any message is refused as the store queues it, not
+        // read back, marked sent and refused here.
+        store.refuseChanges(largerThan: configuration.maxChangeFrameBytes)
         serverBroadcaster = Broadcaster(initial: ServerInUse(url: configuration.servers[0], position: 1, count: configuration.servers.count))
         for machine in machines { channelsByBucket[machine.bucket] = machine.channel }
     }

@@ -15,6 +15,21 @@ import JSONDiff
 /// an edit of the value, a change of file format. A crash leaves the bytes and the flag: the
 /// next mount parses them (`entitiesParsedLater`).
 extension SyncStore {
+    /// Changes of saves parsed later (`finishDeferredParse`) whose diff takes more than `bytes`
+    /// are refused as they are queued (`rejected:413`, kept locally), as the engine refuses
+    /// one too large for a message: handed over, each was read back, marked sent and refused,
+    /// three rewrites of a row holding the note while other saves waited (issue 37).
+    public func refuseChanges(largerThan bytes: Int) {
+        changeSizeLimit.withLock { $0 = bytes }
+    }
+
+    /// Why a change of `bytes` is not sent where a message carries at most `limit`.
+    public static func tooLargeToSend(bytes: Int, limit: Int) -> String {
+        let mebibytes = { (bytes: Int) in String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
+        return "too large to send: the change takes \(mebibytes(bytes)), over the \(mebibytes(limit)) "
+            + "one message may carry (413); kept locally"
+    }
+
     /// The entities whose saved bytes wait to be parsed, oldest first.
     public func entitiesParsedLater() throws(StoreError) -> [(bucket: String, key: String)] {
         try read { db in
@@ -63,7 +78,9 @@ extension SyncStore {
                 // Saved again meanwhile: the newer bytes are the ones to parse.
                 guard bytes == waiting.bytes else { return nil }
                 row.unparsed = false
-                return try Self.settle(&row, parsed: parsed, compact: compact, diffed: diffed, isNew: false, bucket: bucketRow, db)
+                return try Self.settle(
+                    &row, parsed: parsed, compact: compact, diffed: diffed, refusingOver: changeSizeLimit.withLock { $0 }, isNew: false,
+                    bucket: bucketRow, db)
             }
             if let finished { return finished }
         }

@@ -317,7 +317,7 @@ extension SyncStore {
     /// diff from a ghost, computed already (used if the row's ghost is still that one).
     static func settle(
         _ row: inout EntityRow, parsed: Result<JSONObject, EntityFileFormatError>, compact: String? = nil,
-        diffed: ComputedDiff? = nil, isNew: Bool, bucket: BucketRow, _ db: Database
+        diffed: ComputedDiff? = nil, refusingOver limit: Int? = nil, isNew: Bool, bucket: BucketRow, _ db: Database
     ) throws -> SaveResult {
         var parseError: String?
         switch parsed {
@@ -344,7 +344,7 @@ extension SyncStore {
         } else {
             row.reason = nil
             row.state = EntityState.synced.description
-            ready = try reconcileQueue(&row, local: try? parsed.get(), diffed: diffed, bucket: bucket.name, db)
+            ready = try reconcileQueue(&row, local: try? parsed.get(), diffed: diffed, refusingOver: limit, bucket: bucket.name, db)
             try row.update(db)
         }
         return SaveResult(entity: try row.info(bucket: bucket.name, value: try? parsed.get()), parseError: parseError, readyToSend: ready)
@@ -413,10 +413,11 @@ extension SyncStore {
     static let handedDecodedUpTo = 1 << 20
 
     /// `diffed`: the local value's diff from a ghost, computed outside the transaction; used
-    /// when the row's ghost is that one still.
+    /// when the row's ghost is that one still. `refusingOver`: a diff of more bytes is queued
+    /// refused (`rejected:413`), not handed over (`SyncStore.refuseChanges`).
     static func reconcileQueue(
-        _ row: inout EntityRow, local parsedLocal: JSONObject? = nil, diffed: ComputedDiff? = nil, hasNoChange: Bool = false,
-        bucket: String, _ db: Database
+        _ row: inout EntityRow, local parsedLocal: JSONObject? = nil, diffed: ComputedDiff? = nil, refusingOver limit: Int? = nil,
+        hasNoChange: Bool = false, bucket: String, _ db: Database
     ) throws -> OutgoingChange? {
         let open = hasNoChange ? nil : try ChangeRow.open(entityID: row.id, db)
         if row.needsReload && row.ghostVersion != nil {
@@ -465,6 +466,13 @@ extension SyncStore {
         change.sv = row.ghostVersion
         change.fullData = nil
         change.editSeq = row.editSeq
+        if let limit, let bytes = diffText?.utf8.count, bytes > limit {
+            change.state = "rejected:413"
+            try change.save(db)
+            row.state = EntityState.rejected(code: 413).description
+            row.reason = tooLargeToSend(bytes: bytes, limit: limit)
+            return nil
+        }
         try change.save(db)
         if row.state != EntityState.invalid.description { row.state = EntityState.pending.description }
         let basis = diffText.flatMap { diff in

@@ -25,6 +25,8 @@ public final class SyncStore: Sendable {
     /// Whether an entity may hold saved bytes not parsed yet (`EntityRow.unparsed`): until then
     /// what applies remote data needs no look for them.
     let mayHaveUnparsed = Mutex(false)
+    /// The most bytes a change may take and still go in a message (`refuseChanges`).
+    let changeSizeLimit = Mutex<Int?>(nil)
     /// What each change in flight brings its entity to, for applying its acknowledgement.
     let sentChanges = SentChanges()
     /// Runs before what a server sent is applied (`applyRemote`, `applyEntity`,

@@ -139,6 +139,25 @@ struct DeferredParseTests {
         }
     }
 
+    /// A change too large for a message (`refuseChanges`) is refused as it is queued, as the
+    /// engine would refuse it, and kept; one that fits is handed over; a save after it tries again.
+    @Test func aChangeTooLargeForAMessageIsRefusedAsItIsQueued() throws {
+        try withStore { store, _ in
+            store.refuseChanges(largerThan: 40)
+            let big = #"{"text": "a note longer than the limit"}"#
+            _ = try store.applyJournaledEdits([Journal.save(1, "big", big), Journal.save(2, "small", #"{"n": 1}"#)], parsingLaterFrom: 1)
+            let refused = try #require(try store.finishDeferredParse(bucket: "notes", key: "big"))
+            #expect(refused.readyToSend == nil)
+            let entity = try #require(try store.entity(bucket: "notes", key: "big"))
+            #expect(entity.state == .rejected(code: 413) && entity.reason?.contains("too large to send") == true)
+            #expect(entity.value == object(big) && entity.content == bytes(big))
+            #expect(try store.finishDeferredParse(bucket: "notes", key: "small")?.readyToSend?.key == "small")
+            #expect(try store.outgoingChanges(bucket: "notes").map(\.key) == ["small"])
+            _ = try store.applyJournaledEdits([Journal.save(3, "big", #"{"text": "short"}"#)])
+            #expect(try store.outgoingChanges(bucket: "notes").map(\.key).sorted() == ["big", "small"])
+        }
+    }
+
     /// A mount stopped before it parsed: the store still has the bytes and knows they wait, and
     /// remote data for the note, the first thing after reopening, still merges with them.
     @Test func whatWaitsOutlivesAReopening() throws {
