@@ -58,19 +58,7 @@ struct DeferredParseTests {
             let base: JSONObject = ["a": 1, "b": 1]
             try seed(store, key: "k", version: 1, data: base)
             _ = try store.applyJournaledEdits([Journal.save(1, "k", #"{"a": 2, "b": 1}"#)], parsingLaterFrom: 1)
-            let remote: JSONObject = ["a": 1, "b": 3]
-            let outcome: RemoteOutcome
-            switch entryPoint {
-            case "applyRemote":
-                outcome = try store.applyRemote(
-                    bucket: "notes",
-                    changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(base, remote)), sourceVersion: 1, endVersion: 2, cv: "c2")])
-            case "applyEntity":
-                outcome = try store.applyEntity(bucket: "notes", key: "k", version: 2, data: remote)
-            default:
-                outcome = try store.applyIndexPage(
-                    bucket: "notes", entries: [IndexEntry(key: "k", version: 2, data: remote)], current: nil, isLast: false)
-            }
+            let outcome = try applyVersion2(store, through: entryPoint, key: "k", from: base, to: ["a": 1, "b": 3])
             let entity = try #require(try store.entity(bucket: "notes", key: "k"))
             #expect(entity.value == ["a": 2, "b": 3] && entity.version == 2)
             #expect(try JSONValue(parsing: entity.content).objectValue == ["a": 2, "b": 3])

@@ -224,17 +224,7 @@ struct SaveJournalTests {
                 }
                 if !edits.isEmpty { _ = try? store.applyJournaledEdits(edits) }
             }
-            let remote: JSONObject = ["a": 1, "b": 3]
-            switch entryPoint {
-            case "applyRemote":
-                _ = try store.applyRemote(
-                    bucket: "notes",
-                    changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(base, remote)), sourceVersion: 1, endVersion: 2, cv: "c2")])
-            case "applyEntity":
-                _ = try store.applyEntity(bucket: "notes", key: "k", version: 2, data: remote)
-            default:
-                _ = try store.applyIndexPage(bucket: "notes", entries: [IndexEntry(key: "k", version: 2, data: remote)], current: nil, isLast: false)
-            }
+            try applyVersion2(store, through: entryPoint, key: "k", from: base, to: ["a": 1, "b": 3])
             #expect(journaled.withLock { $0.isEmpty })
             #expect(try store.entity(bucket: "notes", key: "k")?.value == ["a": 2, "b": 3])
             let owed = try store.outgoingChanges(bucket: "notes")

@@ -45,3 +45,22 @@ func wireDiff(_ a: JSONObject, _ b: JSONObject) -> JSONObject {
 func seed(_ store: SyncStore, key: String, version: Int, data: JSONObject) throws -> RemoteOutcome {
     try store.applyIndexPage(bucket: "notes", entries: [IndexEntry(key: key, version: version, data: data)], current: nil, isLast: false)
 }
+
+/// The server's version 2 of `key` (`base` at version 1 before it), through one of the store's
+/// three entry points for server data: `applyRemote` (a change), `applyEntity` (an `e`
+/// answer) or `applyIndexPage`.
+@discardableResult
+func applyVersion2(_ store: SyncStore, through entryPoint: String, key: String, from base: JSONObject, to remote: JSONObject) throws
+    -> RemoteOutcome
+{
+    switch entryPoint {
+    case "applyRemote":
+        return try store.applyRemote(
+            bucket: "notes",
+            changes: [RemoteChange(key: key, operation: .modify(diff: wireDiff(base, remote)), sourceVersion: 1, endVersion: 2, cv: "c2")])
+    case "applyEntity":
+        return try store.applyEntity(bucket: "notes", key: key, version: 2, data: remote)
+    default:
+        return try store.applyIndexPage(bucket: "notes", entries: [IndexEntry(key: key, version: 2, data: remote)], current: nil, isLast: false)
+    }
+}
