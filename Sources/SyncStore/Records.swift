@@ -225,31 +225,13 @@ public struct OutgoingChange: Hashable, Sendable {
     /// here): a change of a note of a MiB or more is handed over so (`reconcileQueue`), and one
     /// too large to send is read back so (`markSent`'s `decodingAtMost`). Decoded, a note of
     /// many small keys takes ten times its bytes: twelve of them waiting to be sent took GiBs.
-    public var leftInStore: Bool { storedBytesLeftInStore.value }
-    var storedBytesLeftInStore = NotCompared(false)
-
-    init(
-        bucket: String, key: String, entityID: Int64, ccid: String, sourceVersion: Int?, operation: OutgoingOperation,
-        fullData: JSONObject?, state: ChangeState, basis: NotCompared<SentChanges.Sent?> = NotCompared(nil),
-        storedBytes: NotCompared<Int> = NotCompared(0), leftInStore: NotCompared<Bool> = NotCompared(false)
-    ) {
-        self.bucket = bucket
-        self.key = key
-        self.entityID = entityID
-        self.ccid = ccid
-        self.sourceVersion = sourceVersion
-        self.operation = operation
-        self.fullData = fullData
-        self.state = state
-        self.basis = basis
-        self.storedBytes = storedBytes
-        storedBytesLeftInStore = leftInStore
-    }
+    public var leftInStore: Bool { diffLeftInStore.value }
+    var diffLeftInStore = NotCompared(false)
 
     func marked(_ state: ChangeState) -> OutgoingChange {
         OutgoingChange(
             bucket: bucket, key: key, entityID: entityID, ccid: ccid, sourceVersion: sourceVersion, operation: operation,
-            fullData: fullData, state: state, basis: basis, storedBytes: storedBytes, leftInStore: storedBytesLeftInStore)
+            fullData: fullData, state: state, basis: basis, storedBytes: storedBytes, diffLeftInStore: diffLeftInStore)
     }
 }
 

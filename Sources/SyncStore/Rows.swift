@@ -642,7 +642,7 @@ struct ChangeRow: FetchableRecord, MutablePersistableRecord {
             bucket: bucket, key: key, entityID: entityID, ccid: ccid, sourceVersion: sv, operation: operation,
             fullData: leftInStore ? nil : try fullData.map { try StoredJSON.object($0, column: "pending_change.full_data") },
             state: ChangeState(text: state) ?? .queued, basis: NotCompared(leftInStore ? nil : basis),
-            storedBytes: NotCompared(storedBytes), leftInStore: NotCompared(leftInStore))
+            storedBytes: NotCompared(storedBytes), diffLeftInStore: NotCompared(leftInStore))
     }
 }
 

@@ -30,10 +30,10 @@ extension SyncStore {
     /// Each queued change is recorded as sent (it keeps its ccid from now on); what one the
     /// store has just computed brings its entity to (`OutgoingChange.basis`) is remembered for
     /// applying its echo (`SentChanges`) when it goes unchanged.
-    @discardableResult
     ///
     /// `decodingAtMost`: a change whose stored diff and whole object take more bytes comes back
     /// `leftInStore`, not decoded (it cannot go in a message of that size anyway).
+    @discardableResult
     public func markSent(_ changes: [OutgoingChange], decodingAtMost limit: Int = .max) throws(StoreError) -> [OutgoingChange] {
         guard !changes.isEmpty else { return [] }
         // Synced: the changes may rest on deferred writes (a mount's close, an ack), and the

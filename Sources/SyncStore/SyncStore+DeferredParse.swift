@@ -58,7 +58,7 @@ extension SyncStore {
             guard let waiting else { return nil }
             // Everything that costs in proportion to the note, before the transaction: the parse,
             // the value's text, its diff from the ghost and the diff's text.
-            let parsed = waiting.format.parse([UInt8](waiting.bytes), base: nil, replacingFile: true, at: Self.now())
+            let parsed = Self.parseSaved(waiting.bytes, in: waiting.format, at: Self.now())
             let value = try? parsed.get()
             let compact = value.map(StoredJSON.text)
             // (A ghost that cannot be read is left to the transaction, which fails as any would.)
@@ -105,10 +105,16 @@ extension SyncStore {
         return ready
     }
 
+    /// Bytes a save left unparsed, parsed as that save would have: only formats that parse the
+    /// bytes alone (no base) leave them so.
+    static func parseSaved(_ bytes: Data, in format: any EntityFileFormat, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError> {
+        format.parse([UInt8](bytes), base: nil, replacingFile: true, at: time)
+    }
+
     /// `parseFirst` for a row the caller holds: parses its bytes if they wait, and writes it.
     static func parseNow(_ row: inout EntityRow, bucket: BucketRow, _ db: Database) throws -> OutgoingChange? {
         guard row.unparsed, let bytes = row.content else { return nil }
-        let parsed = bucket.format.parse([UInt8](bytes), base: nil, replacingFile: true, at: row.ctime)
+        let parsed = parseSaved(bytes, in: bucket.format, at: row.ctime)
         row.unparsed = false
         return try settle(&row, parsed: parsed, isNew: false, bucket: bucket, db).readyToSend
     }

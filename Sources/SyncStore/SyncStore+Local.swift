@@ -403,15 +403,15 @@ extension SyncStore {
             arguments: [bucket.name, key])
     }
 
+    /// A change whose diff takes more bytes is handed over `leftInStore`: the engine reads it
+    /// back when it sends it, one at a time, rather than many waiting decoded.
+    static let handedDecodedUpTo = 1 << 20
+
     /// Brings the entity's unsent change in line with its local value (coalescing saves: one
     /// change in flight per entity, the next one computed when it is acknowledged), and sets
     /// the entity's state. Returns the change if one is ready to send now. `local`: the row's
     /// local value when the caller holds it parsed already (a save just parsed the bytes).
     /// `hasNoChange`: the caller knows the entity has no change row (it has just inserted it).
-    /// A change whose diff takes more bytes is handed over `leftInStore`: the engine reads it
-    /// back when it sends it, one at a time, rather than many waiting decoded.
-    static let handedDecodedUpTo = 1 << 20
-
     /// `diffed`: the local value's diff from a ghost, computed outside the transaction; used
     /// when the row's ghost is that one still. `refusingOver`: a diff of more bytes is queued
     /// refused (`rejected:413`), not handed over (`SyncStore.refuseChanges`).
