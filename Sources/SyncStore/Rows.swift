@@ -185,8 +185,14 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// when `authored`: a server restored from a backup may hold a version of the same number
     /// and data made by another change, in another history; its `e` answer names that change.
     var authoredCCID: String?
-    /// What the row's texts and bytes take when bound to a statement.
+    /// What the row's texts and bytes take when bound to a statement (at most).
     var boundBytes: Int { ghostData.utf8.count + (localValue?.utf8.count ?? 0) + (content?.count ?? 0) }
+
+    /// The local value is the ghost's text, byte for byte (a synced note's, mostly): the row
+    /// keeps it once (`Schema` v14), `local_value` NULL and `local_is_ghost` set.
+    var localIsGhost: Bool { localValue.map { exactlyEqual($0, ghostData) } ?? false }
+    /// `local_value` as written: nil when the ghost holds it.
+    var storedLocalValue: String? { localIsGhost ? nil : localValue }
 
     /// The file's bytes (`content`) are a save not parsed yet (`Schema` v13): the local value,
     /// its edit count and the queue are those of the save before it until the store parses it
@@ -232,7 +238,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         key = row[2]
         ghostVersion = row[3]
         ghostData = row[4]
-        localValue = row[5]
+        localValue = row[23] ? ghostData : row[5] as String?
         content = row[6]
         mtime = row[7]
         ctime = row[8]
@@ -258,7 +264,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         key = try columns.value(2)
         ghostVersion = columns.optional(3)
         ghostData = try columns.value(4)
-        localValue = columns.optional(5)
+        localValue = try columns.value(23) ? ghostData : columns.optional(5)
         content = columns.optional(6)
         mtime = try columns.value(7)
         ctime = try columns.value(8)
@@ -283,14 +289,15 @@ struct EntityRow: FetchableRecord, PersistableRecord {
             sql: """
                 INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime,
                 state, reason, deleted_pending, reload_version, needs_reload, seen_generation, node_id, mode, atime, authored,
-                edit_seq, acknowledged_edit_seq, authored_ccid, unparsed)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                edit_seq, acknowledged_edit_seq, authored_ccid, unparsed, local_is_ghost)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
+        let localIsGhost = localIsGhost
         try statement.executeReleasing(
             arguments: [
-                id, bucketID, key, ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
-                reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, authoredCCID,
-                unparsed,
+                id, bucketID, key, ghostVersion, ghostData, localIsGhost ? nil : localValue, content, mtime, ctime, state, reason,
+                deletedPending, reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq,
+                acknowledgedEditSeq, authoredCCID, unparsed, localIsGhost,
             ], boundBytes: boundBytes)
     }
 
@@ -312,27 +319,34 @@ struct EntityRow: FetchableRecord, PersistableRecord {
                 UPDATE entity SET ghost_version = ?, ghost_data = ?, local_value = ?,
                 content = ?, mtime = ?, ctime = ?, state = ?, reason = ?, deleted_pending = ?, reload_version = ?,
                 needs_reload = ?, seen_generation = ?, node_id = ?, mode = ?, atime = ?, authored = ?, edit_seq = ?,
-                acknowledged_edit_seq = ?, authored_ccid = ?, unparsed = ? WHERE id = ?
+                acknowledged_edit_seq = ?, authored_ccid = ?, unparsed = ?, local_is_ghost = ? WHERE id = ?
                 """)
+        let localIsGhost = localIsGhost
         try statement.executeReleasing(
             arguments: [
-                ghostVersion, ghostData, localValue, content, mtime, ctime, state, reason, deletedPending,
+                ghostVersion, ghostData, localIsGhost ? nil : localValue, content, mtime, ctime, state, reason, deletedPending,
                 reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, authoredCCID,
-                unparsed, id,
+                unparsed, localIsGhost, id,
             ], boundBytes: boundBytes)
         try requireUpdated(db)
     }
 
     /// Only what an acknowledgement changes (the ghost, its version, the state): the row's
     /// value and bytes stay as they are, unbound and uncopied, and no index is touched.
+    /// `acknowledge` calls it when the local value is the new ghost's text (kept once from
+    /// then on); were it not, a local value the old ghost held would move into its own column
+    /// (the right of every `SET` reads the row as it was).
     func updateSyncState(_ db: Database) throws {
         let statement = try db.cachedStatement(
             sql: """
-                UPDATE entity SET ghost_version = ?, ghost_data = ?, state = ?, reason = ?, authored = ?, acknowledged_edit_seq = ?,
-                authored_ccid = ? WHERE id = ?
+                UPDATE entity SET
+                    local_value = CASE WHEN ?1 THEN NULL WHEN local_is_ghost THEN ghost_data ELSE local_value END,
+                    local_is_ghost = ?1, ghost_version = ?2, ghost_data = ?3, state = ?4, reason = ?5, authored = ?6,
+                    acknowledged_edit_seq = ?7, authored_ccid = ?8
+                WHERE id = ?9
                 """)
         try statement.executeReleasing(
-            arguments: [ghostVersion, ghostData, state, reason, authored, acknowledgedEditSeq, authoredCCID, id],
+            arguments: [localIsGhost, ghostVersion, ghostData, state, reason, authored, acknowledgedEditSeq, authoredCCID, id],
             boundBytes: ghostData.utf8.count)
         try requireUpdated(db)
     }
@@ -357,7 +371,8 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         container["key"] = key
         container["ghost_version"] = ghostVersion
         container["ghost_data"] = ghostData
-        container["local_value"] = localValue
+        container["local_value"] = storedLocalValue
+        container["local_is_ghost"] = localIsGhost
         container["content"] = content
         container["mtime"] = mtime
         container["ctime"] = ctime

@@ -250,6 +250,16 @@ enum Schema {
                 CREATE INDEX entity_unparsed ON entity (bucket_id) WHERE unparsed = 1;
                 """)
         }
+        migrator.registerMigration("v14 local value kept once") { db in
+            // Issues 37 and 40: a synced note's local value is the ghost's text, byte for byte;
+            // the row keeps it once (`EntityRow.localIsGhost`: `local_value` NULL, read as
+            // `ghost_data`). A note of 80 bytes took 402 bytes of store, one of 16 MiB three
+            // copies rewritten by every update of its row.
+            try db.execute(sql: """
+                ALTER TABLE entity ADD COLUMN local_is_ghost INTEGER NOT NULL DEFAULT 0;
+                UPDATE entity SET local_value = NULL, local_is_ghost = 1 WHERE local_value = ghost_data;
+                """)
+        }
         return migrator
     }
 

@@ -345,9 +345,9 @@ extension SyncStore {
             let uncovered = try EntityRow.fetchAll(
                 db,
                 sql: """
-                    SELECT * FROM entity WHERE bucket_id = ? AND local_value IS NOT NULL AND state NOT IN ('invalid')
-                    AND state NOT LIKE 'rejected:%'
-                    AND (ghost_version IS NULL OR local_value != ghost_data)
+                    SELECT * FROM entity WHERE bucket_id = ? AND (local_value IS NOT NULL OR local_is_ghost)
+                    AND state NOT IN ('invalid') AND state NOT LIKE 'rejected:%'
+                    AND (ghost_version IS NULL OR (NOT local_is_ghost AND local_value != ghost_data))
                     AND NOT EXISTS (SELECT 1 FROM pending_change c WHERE c.entity_id = entity.id)
                     """,
                 arguments: [bucketRow.id])

@@ -27,7 +27,9 @@ extension SyncStore {
             bucket.format = format ?? JSONFileFormat()
             let now = Self.now()
             let rows = try EntityRow.fetchAll(
-                db, sql: "SELECT * FROM entity WHERE bucket_id = ? AND local_value IS NOT NULL AND deleted_pending = 0",
+                db, sql: """
+                    SELECT * FROM entity WHERE bucket_id = ? AND (local_value IS NOT NULL OR local_is_ghost) AND deleted_pending = 0
+                    """,
                 arguments: [bucket.id])
             for var row in rows where row.state != EntityState.invalid.description {
                 guard let value = try row.local() else { continue }

@@ -126,9 +126,9 @@ extension SyncStore {
         let markSeen = try db.cachedStatement(sql: "UPDATE entity SET seen_generation = ? WHERE bucket_id = ? AND key = ?")
         let insert = try db.cachedStatement(
             sql: """
-                INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime,
+                INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, local_is_ghost, content, mtime, ctime,
                     state, reason, deleted_pending, reload_version, needs_reload, seen_generation, node_id)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'synced', NULL, 0, NULL, 0, ?, ?)
+                VALUES (?, ?, ?, ?, ?, NULL, 1, ?, ?, ?, 'synced', NULL, 0, NULL, 0, ?, ?)
                 """)
         var inserted = Set<String>()
         inserted.reserveCapacity(fresh.count)
@@ -139,12 +139,12 @@ extension SyncStore {
             }
             if let data = entry.data, known[entry.key] == nil, inserted.insert(entry.key).inserted {
                 // Equivalent to `load` for an unknown key: the ghost is the data, the file shows
-                // it, nothing is owed (ghost and local value are the same compact text).
+                // it, nothing is owed (the local value is the ghost's compact text, kept once).
                 let id = nextID
                 nextID += 1
                 let rendered = bucket.format.renderWithCompactJSON(data)
                 try insert.execute(arguments: [
-                    id, bucket.id, entry.key, entry.version, rendered.compact, rendered.compact, rendered.file.map { Data($0) }, now, now,
+                    id, bucket.id, entry.key, entry.version, rendered.compact, rendered.file.map { Data($0) }, now, now,
                     bucket.indexGeneration, id,
                 ])
                 outcome.events.append(

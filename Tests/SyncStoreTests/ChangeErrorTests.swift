@@ -129,7 +129,7 @@ struct ChangeErrorTests {
     @Test(arguments: [404, 440, 405, 0]) func noValueIsNeverSentAsAnEmptyObject(code: Int) throws {
         try withStore { store, _ in
             let change = try sentEdit(store)
-            try store.write { db in try db.execute(sql: "UPDATE entity SET local_value = NULL WHERE key = 'k'") }
+            try store.write { db in try db.execute(sql: "UPDATE entity SET local_value = NULL, local_is_ghost = 0 WHERE key = 'k'") }
             switch code {
             case 0:
                 #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: 405, wholeObjectAfter405: true) == .catchUp)
