@@ -694,15 +694,14 @@ public final class SyncStoreBackend: MountBackend {
 
     public func status(bucket: String, key: String) throws(FSError) -> MountEntityStatus? {
         try mapped { () throws(StoreError) -> MountEntityStatus? in
-            guard let entity = try store.entity(bucket: bucket, key: key), !entity.deletedPending else { return nil }
-            var state = entity.state.description
-            if entity.state == .synced || entity.state == .pending, let value = entity.value,
-                let reason = (format(of: bucket) as? TextFieldFormat)?.readOnlyReason(value)
+            guard let (version, state) = try store.syncState(bucket: bucket, key: key) else { return nil }
+            if state == .synced || state == .pending, let view = format(of: bucket) as? TextFieldFormat,
+                let value = try store.entity(bucket: bucket, key: key)?.value, let reason = view.readOnlyReason(value)
             {
                 // An empty file because the field is no text: say so, rather than look empty.
-                state = "readonly:\(reason)"
+                return MountEntityStatus(key: key, version: version, state: "readonly:\(reason)")
             }
-            return MountEntityStatus(key: entity.key, version: entity.version, state: state)
+            return MountEntityStatus(key: key, version: version, state: state.description)
         }
     }
 

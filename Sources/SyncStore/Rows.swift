@@ -492,9 +492,14 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         EntityInfo(
             id: id, nodeID: nodeID, bucket: bucket, key: key, version: ghostVersion, ghost: decodingValues ? try ghost() : [:],
             value: decodingValues ? try value ?? local() : nil, content: content.map { [UInt8]($0) } ?? [], mtime: mtime, ctime: ctime,
-            // Bytes not parsed yet are a save on its way to the server, whatever the value before them is.
-            state: unparsed ? .pending : EntityState(text: state) ?? .conflict, reason: reason, deletedPending: deletedPending,
+            state: Self.state(text: state, unparsed: unparsed), reason: reason, deletedPending: deletedPending,
             mode: mode, atime: atime)
+    }
+
+    /// The state the store's readers see from a row's columns.
+    static func state(text: String, unparsed: Bool) -> EntityState {
+        // Bytes not parsed yet are a save on its way to the server, whatever the value before them is.
+        unparsed ? .pending : EntityState(text: text) ?? .conflict
     }
 }
 

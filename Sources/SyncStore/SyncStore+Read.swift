@@ -91,6 +91,22 @@ extension SyncStore {
         }
     }
 
+    /// An entity's version and sync state, neither its value nor its bytes: what a file's
+    /// `user.bucketfs.state` asks, as often as a script polls it, of notes of any size (the
+    /// whole row read and its two values parsed took a 16 MiB note's three copies per question).
+    /// Nil if unknown or removed here.
+    public func syncState(bucket: String, key: String) throws(StoreError) -> (version: Int?, state: EntityState)? {
+        try readOneStatement { db in
+            let statement = try db.cachedStatement(sql: """
+                SELECT entity.ghost_version, entity.state, entity.unparsed FROM entity JOIN bucket ON bucket.id = entity.bucket_id
+                WHERE bucket.name = ? AND entity.key = ? AND entity.deleted_pending = 0
+                """)
+            return try Row.fetchOne(statement, arguments: [bucket, key]).map { row in
+                (version: row[0], state: EntityRow.state(text: row[1], unparsed: row[2]))
+            }
+        }
+    }
+
     /// The bytes the entity's file shows; nil if it has no file.
     public func readEntity(bucket: String, key: String) throws(StoreError) -> [UInt8]? {
         try readOneStatement { db in

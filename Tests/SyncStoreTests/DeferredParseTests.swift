@@ -22,6 +22,7 @@ struct DeferredParseTests {
             let waiting = try #require(try store.entity(bucket: "notes", key: "k"))
             #expect(waiting.content == bytes(#"{"n": 2}"#) && waiting.nodeID == 900 && waiting.mtime == Journal.time(1))
             #expect(waiting.state == .pending && waiting.value == nil)
+            #expect(try store.syncState(bucket: "notes", key: "k").map { "\($0.state) \($0.version as Int?)" } == "pending nil")
             #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
             #expect(try store.stats().savesParsedLater == 1)
             #expect(try store.entitiesParsedLater().map(\.key) == ["k"])

@@ -102,7 +102,9 @@ struct SaveLocalTests {
     @Test func deleteOfSyncedEntityQueuesRemovalAndHidesFile() throws {
         try withStore { store, _ in
             _ = try seed(store, key: "a", version: 3, data: ["n": 1])
+            #expect(try store.syncState(bucket: "notes", key: "a").map { "\($0.state) \($0.version as Int?)" } == "synced Optional(3)")
             let removal = try #require(try store.deleteLocal(bucket: "notes", key: "a"))
+            #expect(try store.syncState(bucket: "notes", key: "a") == nil, "removed here: no state to show")
             #expect(removal.operation == .remove)
             #expect(removal.sourceVersion == 3)
             #expect(try store.lookup(bucket: "notes", name: .entity(key: "a")) == nil)
