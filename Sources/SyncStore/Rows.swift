@@ -155,6 +155,10 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     var ghostData: String
     var localValue: String?
     var content: Data?
+    /// The bytes as this row was read from the store with (`.none`: not read from it): `update`
+    /// leaves the column as it is while `content` is still them, rather than bind a note of
+    /// MiB again, a copy SQLite makes of every bound value (issue 37).
+    private var storedContent: Data?? = .none
     var mtime: Int64
     var ctime: Int64
     var state: String
@@ -240,6 +244,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         ghostData = row[4]
         localValue = row[23] ? ghostData : row[5] as String?
         content = row[6]
+        storedContent = .some(content)
         mtime = row[7]
         ctime = row[8]
         state = row[9]
@@ -266,6 +271,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         ghostData = try columns.value(4)
         localValue = try columns.value(23) ? ghostData : columns.optional(5)
         content = columns.optional(6)
+        storedContent = .some(content)
         mtime = try columns.value(7)
         ctime = try columns.value(8)
         state = try columns.value(9)
@@ -314,20 +320,24 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// of every index whose columns an UPDATE assigns (and checks the bucket's foreign key),
     /// whether or not the values differ.
     func update(_ db: Database) throws {
+        let writesContent = storedContent.map { $0 != content } ?? true
         let statement = try db.cachedStatement(
             sql: """
                 UPDATE entity SET ghost_version = ?, ghost_data = ?, local_value = ?,
-                content = ?, mtime = ?, ctime = ?, state = ?, reason = ?, deleted_pending = ?, reload_version = ?,
+                mtime = ?, ctime = ?, state = ?, reason = ?, deleted_pending = ?, reload_version = ?,
                 needs_reload = ?, seen_generation = ?, node_id = ?, mode = ?, atime = ?, authored = ?, edit_seq = ?,
-                acknowledged_edit_seq = ?, authored_ccid = ?, unparsed = ?, local_is_ghost = ? WHERE id = ?
+                acknowledged_edit_seq = ?, authored_ccid = ?, unparsed = ?, local_is_ghost = ?\(writesContent ? ", content = ?" : "")
+                WHERE id = ?
                 """)
         let localIsGhost = localIsGhost
-        try statement.executeReleasing(
-            arguments: [
-                ghostVersion, ghostData, localIsGhost ? nil : localValue, content, mtime, ctime, state, reason, deletedPending,
-                reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, authoredCCID,
-                unparsed, localIsGhost, id,
-            ], boundBytes: boundBytes)
+        var arguments: StatementArguments = [
+            ghostVersion, ghostData, localIsGhost ? nil : localValue, mtime, ctime, state, reason, deletedPending,
+            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, authoredCCID,
+            unparsed, localIsGhost,
+        ]
+        if writesContent { arguments += [content] }
+        arguments += [id]
+        try statement.executeReleasing(arguments: arguments, boundBytes: boundBytes)
         try requireUpdated(db)
     }
 
