@@ -38,8 +38,9 @@ public final class SyncStoreBackend: MountBackend {
     private let journaled = Mutex(JournaledEdits())
     /// Held while edits move from the journal to the store: one batch at a time, in order.
     private let applying = NSLock()
-    /// Where the store takes journaled edits when nothing else asked for them first.
-    private let applier = DispatchQueue(label: "bucketfs-saves")
+    /// Where the store takes journaled edits when nothing else asked for them first (not
+    /// private: a test suspends it, to see what the other paths do alone).
+    let applier = DispatchQueue(label: "bucketfs-saves")
     /// The most edits one store transaction takes: a long one holds up the file system's other
     /// store work (renames, listings) and the sync engine, which wait for it.
     static let editsPerTransaction = 256
@@ -47,6 +48,11 @@ public final class SyncStoreBackend: MountBackend {
     /// parsed, diffed and rendered in it, and every copy lives until it commits, so twelve 15 MiB
     /// notes saved at once took 4 GiB in one transaction (issue 37).
     static let savedBytesPerTransaction = 4 << 20
+    /// The most saved bytes left waiting in memory for the store: a save that would go past it
+    /// first has the store take those waiting (its saver applies them, as a reader does). A
+    /// burst of big saves came faster than the store took them: twelve 14 MiB saves kept every
+    /// one in memory at once, 200 MiB (issue 37). Never reached by bursts of ordinary notes.
+    static let savedBytesWaitingAtMost = 16 << 20
     /// Saves of entity files this large or larger go into the store as their bytes alone, and
     /// are parsed, diffed and queued afterwards on `parser` (`SyncStore.finishDeferredParse`):
     /// the seconds a note of several MiB takes then hold up no other file's save (issue 37).
@@ -116,6 +122,8 @@ public final class SyncStoreBackend: MountBackend {
         /// front of the array would move the rest each time.
         private var start = 0
         private var countPerFile: [FileKey: Int] = [:]
+        /// The bytes of the saves among them (`savedBytesWaitingAtMost`).
+        private(set) var savedBytes = 0
 
         struct FileKey: Hashable {
             let bucket: String
@@ -133,6 +141,7 @@ public final class SyncStoreBackend: MountBackend {
 
         mutating func append(_ edit: JournaledEdit) {
             edits.append(edit)
+            if case .save(let bytes) = edit.edit { savedBytes += bytes.count }
             for key in edit.entityKeys { countPerFile[FileKey(bucket: edit.bucket, key: key), default: 0] += 1 }
         }
 
@@ -144,6 +153,7 @@ public final class SyncStoreBackend: MountBackend {
 
         mutating func removeOldest(_ count: Int) {
             for edit in edits[start..<start + count] {
+                if case .save(let bytes) = edit.edit { savedBytes -= bytes.count }
                 for key in edit.entityKeys {
                     let file = FileKey(bucket: edit.bucket, key: key)
                     if countPerFile[file] == 1 { countPerFile[file] = nil } else { countPerFile[file]! -= 1 }
@@ -329,6 +339,7 @@ public final class SyncStoreBackend: MountBackend {
 
     public func save(bucket: String, name: MountItemName, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountSavedFile {
         if case .entity = name { FreedMemory.afterWork(on: bytes.count) }
+        makeRoomToWait(for: bytes.count)
         if let time = try journal(.save(bytes), bucket: bucket, file: Self.storeName(name), newID: newID) {
             if case .localFile(let fileName) = name { warnIfNamedLikeAnEntity(fileName, in: bucket) }
             return MountSavedFile(size: bytes.count, mtime: time, ctime: time)
@@ -387,6 +398,17 @@ public final class SyncStoreBackend: MountBackend {
             applier.asyncAfter(deadline: start) { [self] in applyInBackground() }
             return time
         }
+    }
+
+    /// The bytes of the journaled saves the store does not have yet.
+    var savedBytesWaiting: Int { journaled.withLock { $0.waiting.savedBytes } }
+
+    /// Has the store take the saves waiting for it first, when `bytes` more would keep more than
+    /// `savedBytesWaitingAtMost` of them in memory. A failure is the background applier's to retry.
+    private func makeRoomToWait(for bytes: Int) {
+        let waiting = savedBytesWaiting
+        guard waiting > 0, waiting + bytes > Self.savedBytesWaitingAtMost else { return }
+        try? applyJournaledEdits()
     }
 
     /// When the store takes a journaled edit.

@@ -1,3 +1,4 @@
+import Foundation
 @testable import BucketFS
 import SyncStore
 import Testing
@@ -25,7 +26,7 @@ struct WaitingEditsTests {
                 case 1: (file, change) = (.localFile(name: name), .save([1]))
                 case 2: (file, change) = (.localFile(name: name), .rename(to: .entity(key: other)))
                 case 3: (file, change) = (.entity(key: name), .rename(to: .entity(key: other)))
-                default: (file, change) = (.entity(key: name), .save([1]))
+                default: (file, change) = (.entity(key: name), .save([UInt8](repeating: 1, count: Int(generator.next() % 5))))
                 }
                 let edit = JournaledEdit(
                     sequence: sequence, bucket: buckets[Int(generator.next() % 2)], file: file, edit: change, time: sequence)
@@ -38,6 +39,10 @@ struct WaitingEditsTests {
             waiting.removeOldest(batch.count)
             model.removeFirst(batch.count)
             #expect(waiting.isEmpty == model.isEmpty)
+            #expect(waiting.savedBytes == model.reduce(0) { sum, edit in
+                guard case .save(let bytes) = edit.edit else { return sum }
+                return sum + bytes.count
+            })
             #expect(waiting.last == model.last)
             for bucket in buckets {
                 let keys: Set<String> = ["k\(generator.next() % 40)", "k\(generator.next() % 40)"]
@@ -79,5 +84,33 @@ struct WaitingEditsTests {
         #expect(SyncStoreBackend.transactionLength(of: edits[...], upTo: 2) == 2)
         let small = (1...600).map { save(Int64($0), 100) }
         #expect(SyncStoreBackend.transactionLength(of: small[...]) == SyncStoreBackend.editsPerTransaction)
+    }
+
+    /// Saves wait in memory for the store up to 16 MiB: a save that would keep more has the
+    /// store take those waiting first, whoever else would have (twelve 14 MiB saves held
+    /// 200 MiB, issue 37). The background applier is held still, so only the saver can.
+    @Test func aSaveBeyondWhatMayWaitHasTheStoreTakeTheSavesBeforeIt() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SyncStore(path: directory.appendingPathComponent("store.sqlite").path)
+        defer { try? store.close() }
+        _ = try store.ensureBucket("notes")
+        let backend = SyncStoreBackend(store: store)
+        try backend.prepareForMount()
+        backend.applier.suspend()
+        defer { backend.applier.resume() }
+
+        let small = Array(#"{"n": 1}"#.utf8)
+        for index in 0..<3 { _ = try backend.save(bucket: "notes", name: .entity(key: "s\(index)"), bytes: small, newID: nil) }
+        #expect(backend.savedBytesWaiting == 3 * small.count, "small saves just wait")
+        let big = Array(#"{"s": "\#(String(repeating: "x", count: 10 << 20))"}"#.utf8)
+        _ = try backend.save(bucket: "notes", name: .entity(key: "a"), bytes: big, newID: nil)
+        #expect(backend.savedBytesWaiting == 3 * small.count + big.count, "within 16 MiB: waits")
+        _ = try backend.save(bucket: "notes", name: .entity(key: "b"), bytes: big, newID: nil)
+        #expect(backend.savedBytesWaiting == big.count, "those before it went to the store first")
+        #expect(try store.readEntity(bucket: "notes", key: "a") == big)
+        #expect(try store.readEntity(bucket: "notes", key: "s2") == small)
+        #expect(try store.readEntity(bucket: "notes", key: "b") == nil)
     }
 }
