@@ -66,7 +66,10 @@ extension SyncStore {
                 guard let ghost = try? StoredJSON.object(waiting.ghost, column: "ghost_data") else { return nil }
                 // Over nothing (a new note, mostly), the text alone: the diff of a note of many
                 // small keys is an object of two members per key, ten times the note in memory.
-                if ghost.isEmpty { return ComputedDiff(ghost: waiting.ghost, diff: nil, text: JSONValue.compactCreationDiff(of: value)) }
+                if ghost.isEmpty {
+                    let text = JSONValue.compactCreationDiff(of: value, compactLength: compact?.utf8.count)
+                    return ComputedDiff(ghost: waiting.ghost, diff: nil, text: text)
+                }
                 guard let diff = try? Merge.diff(from: ghost, to: value) else { return nil }
                 return ComputedDiff(ghost: waiting.ghost, diff: diff, text: StoredJSON.text(diff))
             }

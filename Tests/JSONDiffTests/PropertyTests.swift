@@ -69,7 +69,12 @@ struct PropertyTests {
         }
         // Past the size from which members are sorted by their keys' bytes.
         let large = Dictionary(uniqueKeysWithValues: (0..<500).map { (JSONKey("k\($0 * 7919 % 500)é"), JSONValue.integer(Int64($0))) })
-        #expect(JSONValue.compactCreationDiff(of: large) == JSONDiffing.encode(JSONDiffing.diff(from: [:], to: large)).compactRendered())
+        let encoded = JSONDiffing.encode(JSONDiffing.diff(from: [:], to: large)).compactRendered()
+        #expect(JSONValue.compactCreationDiff(of: large) == encoded)
+        // Its length, reserved at once from the object's own compact text, is exact.
+        let compactLength = JSONValue.object(large).compactRendered().utf8.count
+        #expect(compactLength + 14 * large.count == encoded.utf8.count)
+        #expect(JSONValue.compactCreationDiff(of: large, compactLength: compactLength) == encoded)
         #expect(JSONValue.compactCreationDiff(of: [:]) == "{}")
     }
 
