@@ -174,9 +174,17 @@ public final class SyncStore: Sendable {
                 guard !closed.withLock({ $0 }) else { throw StoreError.closed }
                 let changesBefore = db.totalChangesCount
                 var result: T?
-                try db.inTransaction(.immediate) {
+                // BEGIN and COMMIT from the connection's statement cache: GRDB's `inTransaction`
+                // prepares both anew for every transaction, and a save takes three (~33K
+                // instructions a save, issue 40).
+                try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
+                do {
                     result = try body(db)
-                    return .commit
+                    try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+                } catch {
+                    // SQLite rolled back already when it aborted the transaction itself (I/O, full disk).
+                    if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK TRANSACTION") }
+                    throw error
                 }
                 // A commit that wrote nothing has nothing to sync.
                 if db.totalChangesCount != changesBefore {

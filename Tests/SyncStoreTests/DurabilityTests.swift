@@ -6,6 +6,34 @@ import Testing
 
 @Suite("durability and stable ids", .timeLimit(.minutes(2)))
 struct DurabilityTests {
+    /// A write whose body fails leaves nothing of it, and the writer goes on (the store's own
+    /// BEGIN and COMMIT, not GRDB's `inTransaction`).
+    @Test func aWriteThatFailsLeavesNothingAndTheNextGoesOn() throws {
+        struct Failure: Error {}
+        try withStore { store, _ in
+            func probes() throws -> Int? {
+                try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM meta WHERE name LIKE 'probe%'") }
+            }
+            #expect(throws: StoreError.self) {
+                try store.write { db in
+                    try db.execute(sql: "INSERT INTO meta (name, value) VALUES ('probe', 1)")
+                    throw Failure()
+                }
+            }
+            #expect(try probes() == 0)
+            // A failing statement inside the body, the body's error caught by the write.
+            #expect(throws: StoreError.self) {
+                try store.write { db in
+                    try db.execute(sql: "INSERT INTO meta (name, value) VALUES ('probe', 1)")
+                    try db.execute(sql: "INSERT INTO meta (name, value) VALUES ('probe', 2)")  // the same primary key
+                }
+            }
+            #expect(try probes() == 0)
+            try store.write { db in try db.execute(sql: "INSERT INTO meta (name, value) VALUES ('probe2', 2)") }
+            #expect(try probes() == 1)
+        }
+    }
+
     @Test func everythingSurvivesReopen() throws {
         let directory = try TemporaryDirectory()
         defer { directory.cleanup() }
