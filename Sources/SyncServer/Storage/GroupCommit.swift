@@ -158,8 +158,10 @@ extension ServerStore: GroupCommitting {
     ) throws -> [Result<ChangeVerdict<StoredChange>, any Error>?]? {
         var results: [Result<ChangeVerdict<StoredChange>, any Error>?] = []
         results.reserveCapacity(batch.count)
-        var failed = false
-        try db.inTransaction {
+        // BEGIN and COMMIT from the connection's statement cache: GRDB's `inTransaction`
+        // prepares both anew for every transaction (issue 40).
+        try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
+        do {
             var counters = try ChangeCounters(db)
             for item in batch {
                 guard case .change(let pending) = item else {
@@ -173,15 +175,25 @@ extension ServerStore: GroupCommitting {
                 do {
                     results.append(.success(try apply(db, pending, counters: &counters)))
                 } catch {
-                    failed = true
-                    return .rollback
+                    try rollBack(db)
+                    return nil
                 }
             }
             // After an error SQLite may have rolled back the whole transaction (disk full, I/O).
-            if db.isInsideTransaction { try counters.write(db) }
-            return .commit
+            if db.isInsideTransaction {
+                try counters.write(db)
+                try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+            }
+        } catch {
+            try? rollBack(db)
+            throw error
         }
-        return failed ? nil : results
+        return results
+    }
+
+    /// Rolls back the transaction `commit` began, unless SQLite did already.
+    private static func rollBack(_ db: Database) throws {
+        if db.isInsideTransaction { try db.execute(sql: "ROLLBACK TRANSACTION") }
     }
 
     private static func applyInSavepoint(

@@ -105,7 +105,9 @@ extension ServerStore {
     // MARK: - Queries (run inside a database access)
 
     static func lastChangeVersion(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT last_cv FROM server_state WHERE id = 1") ?? 0
+        // Cached: every commit of changes reads it, and preparing it took a tenth of the
+        // server's work on a change (issue 40).
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT last_cv FROM server_state WHERE id = 1")) ?? 0
     }
 
     /// The bucket's current cv in `history`: its newest change's, or its base's when the log is empty.
