@@ -1,4 +1,3 @@
-import Foundation
 @testable import BucketFS
 import SyncStore
 import Testing
@@ -90,27 +89,21 @@ struct WaitingEditsTests {
     /// store take those waiting first, whoever else would have (twelve 14 MiB saves held
     /// 200 MiB, issue 37). The background applier is held still, so only the saver can.
     @Test func aSaveBeyondWhatMayWaitHasTheStoreTakeTheSavesBeforeIt() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-test-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try SyncStore(path: directory.appendingPathComponent("store.sqlite").path)
-        defer { try? store.close() }
-        _ = try store.ensureBucket("notes")
-        let backend = SyncStoreBackend(store: store)
-        try backend.prepareForMount()
-        backend.applier.suspend()
-        defer { backend.applier.resume() }
+        try SaveJournalMountTests.withMountedBackend { backend, store in
+            backend.applier.suspend()
+            defer { backend.applier.resume() }
 
-        let small = Array(#"{"n": 1}"#.utf8)
-        for index in 0..<3 { _ = try backend.save(bucket: "notes", name: .entity(key: "s\(index)"), bytes: small, newID: nil) }
-        #expect(backend.savedBytesWaiting == 3 * small.count, "small saves just wait")
-        let big = Array(#"{"s": "\#(String(repeating: "x", count: 10 << 20))"}"#.utf8)
-        _ = try backend.save(bucket: "notes", name: .entity(key: "a"), bytes: big, newID: nil)
-        #expect(backend.savedBytesWaiting == 3 * small.count + big.count, "within 16 MiB: waits")
-        _ = try backend.save(bucket: "notes", name: .entity(key: "b"), bytes: big, newID: nil)
-        #expect(backend.savedBytesWaiting == big.count, "those before it went to the store first")
-        #expect(try store.readEntity(bucket: "notes", key: "a") == big)
-        #expect(try store.readEntity(bucket: "notes", key: "s2") == small)
-        #expect(try store.readEntity(bucket: "notes", key: "b") == nil)
+            let small = Array(#"{"n": 1}"#.utf8)
+            for index in 0..<3 { _ = try backend.save(bucket: "notes", name: .entity(key: "s\(index)"), bytes: small, newID: nil) }
+            #expect(backend.savedBytesWaiting == 3 * small.count, "small saves just wait")
+            let big = Array(#"{"s": "\#(String(repeating: "x", count: 10 << 20))"}"#.utf8)
+            _ = try backend.save(bucket: "notes", name: .entity(key: "a"), bytes: big, newID: nil)
+            #expect(backend.savedBytesWaiting == 3 * small.count + big.count, "within 16 MiB: waits")
+            _ = try backend.save(bucket: "notes", name: .entity(key: "b"), bytes: big, newID: nil)
+            #expect(backend.savedBytesWaiting == big.count, "those before it went to the store first")
+            #expect(try store.readEntity(bucket: "notes", key: "a") == big)
+            #expect(try store.readEntity(bucket: "notes", key: "s2") == small)
+            #expect(try store.readEntity(bucket: "notes", key: "b") == nil)
+        }
     }
 }
