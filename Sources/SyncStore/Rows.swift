@@ -195,8 +195,11 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// The local value is the ghost's text, byte for byte (a synced note's, mostly): the row
     /// keeps it once (`Schema` v14), `local_value` NULL and `local_is_ghost` set.
     var localIsGhost: Bool { localValue.map { exactlyEqual($0, ghostData) } ?? false }
-    /// `local_value` as written: nil when the ghost holds it.
-    var storedLocalValue: String? { localIsGhost ? nil : localValue }
+    /// `local_value` and `local_is_ghost` as written (the texts compared once).
+    var storedLocalValue: (text: String?, isGhost: Bool) {
+        let isGhost = localIsGhost
+        return (isGhost ? nil : localValue, isGhost)
+    }
 
     /// The file's bytes (`content`) are a save not parsed yet (`Schema` v13): the local value,
     /// its edit count and the queue are those of the save before it until the store parses it
@@ -298,12 +301,12 @@ struct EntityRow: FetchableRecord, PersistableRecord {
                 edit_seq, acknowledged_edit_seq, authored_ccid, unparsed, local_is_ghost)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
-        let localIsGhost = localIsGhost
+        let local = storedLocalValue
         try statement.executeReleasing(
             arguments: [
-                id, bucketID, key, ghostVersion, ghostData, localIsGhost ? nil : localValue, content, mtime, ctime, state, reason,
+                id, bucketID, key, ghostVersion, ghostData, local.text, content, mtime, ctime, state, reason,
                 deletedPending, reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq,
-                acknowledgedEditSeq, authoredCCID, unparsed, localIsGhost,
+                acknowledgedEditSeq, authoredCCID, unparsed, local.isGhost,
             ], boundBytes: boundBytes)
     }
 
@@ -329,11 +332,11 @@ struct EntityRow: FetchableRecord, PersistableRecord {
                 acknowledged_edit_seq = ?, authored_ccid = ?, unparsed = ?, local_is_ghost = ?\(writesContent ? ", content = ?" : "")
                 WHERE id = ?
                 """)
-        let localIsGhost = localIsGhost
+        let local = storedLocalValue
         var arguments: StatementArguments = [
-            ghostVersion, ghostData, localIsGhost ? nil : localValue, mtime, ctime, state, reason, deletedPending,
+            ghostVersion, ghostData, local.text, mtime, ctime, state, reason, deletedPending,
             reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, authoredCCID,
-            unparsed, localIsGhost,
+            unparsed, local.isGhost,
         ]
         if writesContent { arguments += [content] }
         arguments += [id]
@@ -381,8 +384,9 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         container["key"] = key
         container["ghost_version"] = ghostVersion
         container["ghost_data"] = ghostData
-        container["local_value"] = storedLocalValue
-        container["local_is_ghost"] = localIsGhost
+        let local = storedLocalValue
+        container["local_value"] = local.text
+        container["local_is_ghost"] = local.isGhost
         container["content"] = content
         container["mtime"] = mtime
         container["ctime"] = ctime
