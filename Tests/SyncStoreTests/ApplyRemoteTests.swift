@@ -405,20 +405,16 @@ struct ApplyRemoteTests {
     @Test func anEditInFlightInAStoreFromBeforeEditCountsIsStillKeptOverARemoval() throws {
         let directory = try TemporaryDirectory()
         defer { directory.cleanup() }
-        do {
-            let old = try DatabaseQueue(path: directory.storePath)
-            try Schema.migrator.migrate(old, upTo: "v10 highest versions")
-            try old.write { db in
-                try db.execute(sql: """
-                    INSERT INTO bucket (id, name, ctime) VALUES (1, 'notes', 0);
-                    INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime, state,
-                        deleted_pending, needs_reload, seen_generation, node_id, authored)
-                    VALUES (2, 1, 'k', 1, '{"n":1}', '{"n":2}', X'7B226E223A327D0A', 0, 0, 'pending', 0, 0, 0, 2, 1);
-                    INSERT INTO pending_change (entity_id, ccid, sv, op, diff, state, created)
-                    VALUES (2, 'ours', 1, 'M', '{"n":{"o":"r","v":2}}', 'sent', 0);
-                    """)
-            }
-        }
+        try writeStoreFromBefore(
+            "v10 highest versions", at: directory,
+            """
+            INSERT INTO bucket (id, name, ctime) VALUES (1, 'notes', 0);
+            INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime, state,
+                deleted_pending, needs_reload, seen_generation, node_id, authored)
+            VALUES (2, 1, 'k', 1, '{"n":1}', '{"n":2}', X'7B226E223A327D0A', 0, 0, 'pending', 0, 0, 0, 2, 1);
+            INSERT INTO pending_change (entity_id, ccid, sv, op, diff, state, created)
+            VALUES (2, 'ours', 1, 'M', '{"n":{"o":"r","v":2}}', 'sent', 0);
+            """)
         let store = try SyncStore(path: directory.storePath)
         defer { try? store.close() }
         _ = try store.applyRemote(

@@ -86,23 +86,18 @@ struct LocalValueKeptOnceTests {
     @Test func theMigrationFoldsOnlyByteEqualValues() throws {
         let directory = try TemporaryDirectory()
         defer { directory.cleanup() }
-        do {
-            let old = try DatabaseQueue(path: directory.storePath)
-            try Schema.migrator.migrate(old, upTo: "v13 saves parsed later")
-            try old.write { db in
-                try db.execute(
-                    sql: """
-                        INSERT INTO bucket (id, name, ctime) VALUES (1, 'notes', 0);
-                        INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime, state,
-                            deleted_pending, needs_reload, seen_generation, node_id)
-                        VALUES (2, 1, 'same', 1, '{"n":1}', '{"n":1}', X'7B7D', 0, 0, 'synced', 0, 0, 0, 2),
-                               (3, 1, 'edited', 1, '{"n":1}', '{"n":2}', X'7B7D', 0, 0, 'pending', 0, 0, 0, 3),
-                               (4, 1, 'nfd', 1, ?, ?, X'7B7D', 0, 0, 'pending', 0, 0, 0, 4),
-                               (5, 1, 'removed', 1, '{"n":1}', NULL, NULL, 0, 0, 'pending', 1, 0, 0, 5);
-                        """,
-                    arguments: [#"{"t":"caf\#u{E9}"}"#, #"{"t":"cafe\#u{301}"}"#])
-            }
-        }
+        try writeStoreFromBefore(
+            "v13 saves parsed later", at: directory,
+            """
+            INSERT INTO bucket (id, name, ctime) VALUES (1, 'notes', 0);
+            INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime, state,
+                deleted_pending, needs_reload, seen_generation, node_id)
+            VALUES (2, 1, 'same', 1, '{"n":1}', '{"n":1}', X'7B7D', 0, 0, 'synced', 0, 0, 0, 2),
+                   (3, 1, 'edited', 1, '{"n":1}', '{"n":2}', X'7B7D', 0, 0, 'pending', 0, 0, 0, 3),
+                   (4, 1, 'nfd', 1, ?, ?, X'7B7D', 0, 0, 'pending', 0, 0, 0, 4),
+                   (5, 1, 'removed', 1, '{"n":1}', NULL, NULL, 0, 0, 'pending', 1, 0, 0, 5);
+            """,
+            arguments: [#"{"t":"caf\#u{E9}"}"#, #"{"t":"cafe\#u{301}"}"#])
         let store = try SyncStore(path: directory.storePath)
         defer { try? store.close() }
         #expect(try stored(store, "same") == (nil, true))

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import JSONDiff
 @testable import SyncStore
 
@@ -63,4 +64,14 @@ func applyVersion2(_ store: SyncStore, through entryPoint: String, key: String, 
     default:
         return try store.applyIndexPage(bucket: "notes", entries: [IndexEntry(key: key, version: 2, data: remote)], current: nil, isLast: false)
     }
+}
+
+/// Writes a store as a build from before `migration`'s successor left it: the schema up to
+/// `migration`, then `sql` (its rows). The next `SyncStore` opened there migrates it.
+func writeStoreFromBefore(
+    _ migration: String, at directory: TemporaryDirectory, _ sql: String, arguments: StatementArguments = StatementArguments()
+) throws {
+    let old = try DatabaseQueue(path: directory.storePath)
+    try Schema.migrator.migrate(old, upTo: migration)
+    try old.write { db in try db.execute(sql: sql, arguments: arguments) }
 }
