@@ -428,7 +428,18 @@ struct SyncModelRun {
                 if code != 0 { set(mount, bucket, file.name, nil) }
                 return nil
             }
-            let moved = known(mount, bucket, file.name) ?? FileManager.default.contents(atPath: path(target.name)).map { [UInt8]($0) }
+            // Unknown to the model: what the rename moved is what the target holds now, unless a
+            // removal of the target's key from elsewhere took it meanwhile (ENOENT).
+            let moved: [UInt8]?
+            if let knownBytes = known(mount, bucket, file.name) {
+                moved = knownBytes
+            } else {
+                switch Posix.read(path(target.name)) {
+                case .success(let bytes): moved = bytes
+                case .failure(let failure) where failure.code == ENOENT: moved = nil
+                case .failure(let failure): return ("errno", "read of m\(mount) \(target) right after its rename: \(failure)")
+                }
+            }
             set(mount, bucket, file.name, nil)
             set(mount, bucket, target.name, moved)
             note(file, mount, holds: nil)
@@ -442,7 +453,20 @@ struct SyncModelRun {
                 set(mount, bucket, file.name, nil)
                 return nil
             }
-            let moved = known(mount, bucket, file.name) ?? FileManager.default.contents(atPath: path(file.scratchName)).map { [UInt8]($0) }
+            // A local-only name: nothing from elsewhere can take it, so it must read back.
+            let moved: [UInt8]?
+            if let knownBytes = known(mount, bucket, file.name) {
+                moved = knownBytes
+            } else {
+                switch Posix.read(path(file.scratchName)) {
+                case .success(let bytes): moved = bytes
+                case .failure(let failure):
+                    return (
+                        failure.code == ENOENT ? "lost" : "errno",
+                        "read of m\(mount) \(file.bucketName)/\(file.scratchName) right after the rename to it: \(failure)"
+                    )
+                }
+            }
             set(mount, bucket, file.name, nil)
             set(mount, bucket, file.scratchName, moved)
             note(file, mount, holds: nil)
