@@ -297,10 +297,14 @@ extension BucketFileSystem {
     }
 
     /// On `writeQueue`: writes the working copy to the store if it changed since the last save.
-    /// A file unlinked meanwhile is not brought back.
+    /// A file unlinked here meanwhile is not brought back; one a removal from elsewhere took
+    /// is (`relinkRemovedElsewhere`).
     func saveIfDirty(_ ino: UInt64) throws(FSError) {
+        var relinked: [Invalidation] = []
+        defer { notify(relinked) }
         let snapshot = state.withLock { state -> (bucket: String, item: MountItemName, open: OpenFile, newID: UInt64?)? in
             guard let open = state.openFiles[ino], open.dirty, open.loaded else { return nil }
+            relinked = state.relinkRemovedElsewhere(ino)
             guard let node = state.table.node(ino), node.linked, case .file(let bucket, let item) = node.kind else {
                 state.openFiles[ino]?.dirty = false
                 state.unstoredEntities.remove(ino)

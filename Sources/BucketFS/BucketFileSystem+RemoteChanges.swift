@@ -40,6 +40,14 @@ extension BucketFileSystem {
             }
             if let entry {
                 let node = node(for: entry, parent: bucketNode.ino)
+                if let previous, previous.ino != node.ino {
+                    // The kernel may hold the old number for the name a while yet (the
+                    // invalidation below is on its way, and a rename it asks for meanwhile
+                    // moves its name for the old number along): the old number means this
+                    // file from now on. Else the renamed file would show as missing.
+                    state.table.alias(previous.ino, to: node.ino)
+                    if state.table.isReferenced(previous.ino) { result.append(.inode(previous.ino)) }
+                }
                 state.table.upsert(node)
                 state.closedFiles.remove(node.ino)
                 if var open = state.openFiles[node.ino], !open.dirty {
@@ -68,6 +76,7 @@ extension BucketFileSystem {
                 logger.debug("removed elsewhere", metadata: ["bucket": "\(change.bucket)", "file": "\(fileName)"])
                 state.closedFiles.remove(previous.ino)
                 state.table.unlink(parent: bucketNode.ino, name: fileName)
+                state.table.noteRemovedElsewhere(previous.ino)
                 state.touchDirectory(bucketNode.ino)
                 result.append(.entry(parent: bucketNode.ino, name: fileName))
                 result.append(.inode(bucketNode.ino))

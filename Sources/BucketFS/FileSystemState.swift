@@ -202,6 +202,29 @@ struct FileSystemState: Sendable {
         directoryTimes[directory] = (now, now)
     }
 
+    /// Bytes written to an entity's file after a removal from elsewhere took its name (the file
+    /// was open when the removal came, and written after): the edit wins over the removal, as
+    /// one written before it came does (`applyRemoteChange` keeps that one's name). The file
+    /// takes its name again and its save makes the entity anew under its own number; if the
+    /// note was made again since (elsewhere), the save goes to it, as a save of the name does.
+    /// A file made here under the name meanwhile is another file, and keeps it. Returns what
+    /// the kernel must forget (it may hold the name as missing).
+    mutating func relinkRemovedElsewhere(_ ino: UInt64) -> [Invalidation] {
+        guard let node = table.node(ino), !node.linked, node.removedElsewhere, case .file(let bucket, .entity(let key)) = node.kind,
+            table.node(node.parent)?.linked == true
+        else { return [] }
+        if let occupant = table.child(of: node.parent, named: node.fileName) {
+            if case .file(bucket, .entity(key)) = occupant.kind, !unstoredEntities.contains(occupant.ino) {
+                table.alias(ino, to: occupant.ino)
+            }
+            return []
+        }
+        table.upsert(node)
+        unstoredEntities.insert(ino)
+        touchDirectory(node.parent)
+        return [.entry(parent: node.parent, name: node.fileName), .inode(node.parent)]
+    }
+
     mutating func takeReservedID() -> UInt64? {
         guard let id = reservedIDs.first else { return nil }
         reservedIDs = (id + 1)..<reservedIDs.upperBound

@@ -33,9 +33,14 @@ struct Node: Hashable, Sendable {
     var lookups: UInt64 = 0
     /// False once the name is gone; the record lives on until the kernel forgets it.
     var linked = true
-    /// After a rename put another inode's bytes under this inode's name, the kernel still holds
-    /// this number for that name until it looks the name up again; it then means `aliasOf`.
+    /// After a rename put another inode's bytes under this inode's name, or a remote change put
+    /// another inode under its name, the kernel still holds this number for that name until it
+    /// looks the name up again (and a rename of that name moves the number along); it then
+    /// means `aliasOf`.
     var aliasOf: UInt64?
+    /// Unlinked by a removal from elsewhere, not by this mount: bytes written to it afterwards
+    /// make it again (`relinkRemovedElsewhere`), as an edit made before the removal came does.
+    var removedElsewhere = false
 
     var isDirectory: Bool {
         switch kind {
@@ -85,6 +90,9 @@ struct InodeTable: Sendable {
     /// its size allows to keep; its next listing sorts every name.
     private var namesAdded: [UInt64: [String]] = [:]
     private var unorderedListings: Set<UInt64> = []
+    /// For each node, the numbers the kernel may hold that mean it (`alias`): few, and only
+    /// until the kernel forgets them.
+    private var aliasesOf: [UInt64: [UInt64]] = [:]
 
     init(rootTime: MountTime) {
         nodes[Self.rootInode] = Node(
@@ -93,7 +101,7 @@ struct InodeTable: Sendable {
         children[Self.rootInode] = [:]
     }
 
-    /// The node the kernel means by `ino` (following a rename alias), if it still exists.
+    /// The node the kernel means by `ino` (following an alias), if it still exists.
     func node(_ ino: UInt64) -> Node? {
         guard let node = nodes[ino] else { return nil }
         if let target = node.aliasOf { return nodes[target].flatMap { $0.linked ? $0 : nil } }
@@ -188,14 +196,20 @@ struct InodeTable: Sendable {
                     listingChanged(existing.parent)
                 }
             }
+            forgetAlias(of: node.ino)
             node.linked = true
             node.aliasOf = nil
+            node.removedElsewhere = false
             nodes[node.ino] = node
             fresh[JSONKey(node.fileName)] = node.ino
         }
-        // Symlinks live only in memory: the store's listing does not mention them.
-        for (name, ino) in previous where fresh[name] == nil {
-            if case .symlink = nodes[ino]?.kind {
+        for (name, ino) in previous {
+            if let now = fresh[name] {
+                // Another number under the same name (a remote change the listing shows): the
+                // kernel may hold the old one for the name yet.
+                if now != ino, case .file = nodes[ino]?.kind { alias(ino, to: now) }
+            } else if case .symlink = nodes[ino]?.kind {
+                // Symlinks live only in memory: the store's listing does not mention them.
                 fresh[name] = ino
             } else {
                 markUnlinked(ino)
@@ -226,8 +240,10 @@ struct InodeTable: Sendable {
         }
         let moved = children[node.parent]?[name] != node.ino
         if moved { listingChanged(node.parent) }
+        forgetAlias(of: node.ino)
         node.linked = true
         node.aliasOf = nil
+        node.removedElsewhere = false
         nodes[node.ino] = node
         children[node.parent, default: [:]][name] = node.ino
         if moved { nameAdded(node.fileName, in: node.parent) }
@@ -261,16 +277,39 @@ struct InodeTable: Sendable {
         markUnlinked(ino)
     }
 
-    /// After a rename moved `source`'s name onto `target`, the kernel keeps `source` for the name.
+    /// `target` took `source`'s place under a name the kernel may still hold `source` for (a
+    /// rename that gave the file another number, a remote change that did): `source` means
+    /// `target` from now on, and so does every number that meant `source` (a name displaced
+    /// twice before the kernel looked it up again).
     mutating func alias(_ source: UInt64, to target: UInt64) {
         guard source != target, nodes[source] != nil else { return }
         if let parent = nodes[source]?.parent, let name = nodes[source].map({ JSONKey($0.fileName) }), children[parent]?[name] == source {
             children[parent]?.removeValue(forKey: name)
             listingChanged(parent)
         }
+        forgetAlias(of: source)
         nodes[source]?.linked = false
         nodes[source]?.aliasOf = target
+        var meaningTarget = [source]
+        for earlier in aliasesOf.removeValue(forKey: source) ?? [] where nodes[earlier]?.aliasOf == source {
+            nodes[earlier]?.aliasOf = target
+            meaningTarget.append(earlier)
+        }
+        aliasesOf[target, default: []] += meaningTarget
         dropIfUnreferenced(source)
+    }
+
+    /// `ino` no longer means another node (it is a node of its own again, or it is gone).
+    private mutating func forgetAlias(of ino: UInt64) {
+        guard let target = nodes[ino]?.aliasOf else { return }
+        aliasesOf[target]?.removeAll { $0 == ino }
+        if aliasesOf[target]?.isEmpty == true { aliasesOf.removeValue(forKey: target) }
+    }
+
+    /// A removal from elsewhere took this node's name (see `Node.removedElsewhere`).
+    mutating func noteRemovedElsewhere(_ ino: UInt64) {
+        guard nodes[ino]?.linked == false else { return }
+        nodes[ino]?.removedElsewhere = true
     }
 
     /// The kernel was handed this inode in an entry reply (lookup, create, mkdir, readdirplus).
@@ -308,6 +347,9 @@ struct InodeTable: Sendable {
 
     private mutating func dropIfUnreferenced(_ ino: UInt64) {
         guard let node = nodes[ino], !node.linked, node.lookups == 0 else { return }
+        forgetAlias(of: ino)
+        // Numbers that meant it now mean nothing (the file is gone).
+        aliasesOf.removeValue(forKey: ino)
         nodes.removeValue(forKey: ino)
     }
 }

@@ -64,6 +64,83 @@ struct InodeTableTests {
         #expect(table.node(30)?.fileName == "a.json")
     }
 
+    /// A remote change put another number under a name twice before the kernel looked the name
+    /// up again (the middle number never reached it): the kernel's number follows to the last.
+    @Test func aNameDisplacedTwiceLeadsTheKernelsNumberToTheLastFile() {
+        var table = tableWithBucket()
+        table.upsert(file(20, "a.json"))
+        table.remember(20)
+        table.alias(20, to: 21)
+        table.upsert(file(21, "a.json"))
+        table.alias(21, to: 22)
+        table.upsert(file(22, "a.json"))
+        #expect(table.record(21) == nil, "never handed to the kernel: gone")
+        #expect(table.node(20)?.ino == 22)
+        // Renamed since: the kernel's number follows it to its new name.
+        table.unlink(parent: 10, name: "a.json")
+        var renamed = file(22, "a.bak")
+        renamed.kind = .file(bucket: "b", item: .localFile(name: "a.bak"))
+        table.upsert(renamed)
+        #expect(table.node(20)?.fileName == "a.bak")
+        // Removed: the number means nothing any more, and is forgotten with the kernel's last reference.
+        table.unlink(parent: 10, name: "a.bak")
+        #expect(table.node(20) == nil)
+        table.forget(20, count: 1)
+        #expect(table.record(20) == nil)
+    }
+
+    @Test func aListingThatShowsAnotherNumberUnderANameAliasesTheOldOne() {
+        var table = tableWithBucket()
+        table.upsert(file(20, "a.json"))
+        table.remember(20)
+        table.replaceListing(of: 10, with: [file(21, "a.json")])
+        #expect(table.child(of: 10, named: "a.json")?.ino == 21)
+        #expect(table.node(20)?.ino == 21)
+        #expect(table.record(20)?.linked == false)
+    }
+
+    /// A state whose bucket holds `a.json` as inode 20, which the kernel holds, removed
+    /// elsewhere (`removedElsewhere`) or by this mount.
+    func stateWithARemovedFile(elsewhere: Bool) -> FileSystemState {
+        var state = FileSystemState(rootTime: 0)
+        state.table = tableWithBucket()
+        state.table.upsert(file(20, "a.json"))
+        state.table.remember(20)
+        state.table.unlink(parent: 10, name: "a.json")
+        if elsewhere { state.table.noteRemovedElsewhere(20) }
+        return state
+    }
+
+    @Test func aFileRemovedElsewhereIsTakenBackByAWriteWhileItsNameIsFree() {
+        var state = stateWithARemovedFile(elsewhere: true)
+        #expect(!state.relinkRemovedElsewhere(20).isEmpty, "the kernel must drop the name it holds as missing")
+        #expect(state.table.child(of: 10, named: "a.json")?.ino == 20)
+        #expect(state.unstoredEntities.contains(20), "the store makes it anew at its save")
+        #expect(state.table.record(20)?.removedElsewhere == false)
+    }
+
+    @Test func aFileRemovedByThisMountIsNeverTakenBack() {
+        var state = stateWithARemovedFile(elsewhere: false)
+        #expect(state.relinkRemovedElsewhere(20).isEmpty)
+        #expect(state.table.child(of: 10, named: "a.json") == nil)
+    }
+
+    @Test func aFileRemovedElsewhereWritesToTheNoteMadeAgainUnderItsName() {
+        var state = stateWithARemovedFile(elsewhere: true)
+        state.table.upsert(file(21, "a.json"))
+        #expect(state.relinkRemovedElsewhere(20).isEmpty)
+        #expect(state.table.node(20)?.ino == 21, "its save goes to the note under the name")
+    }
+
+    @Test func aFileRemovedElsewhereLeavesAFileMadeHereUnderItsNameAlone() {
+        var state = stateWithARemovedFile(elsewhere: true)
+        state.table.upsert(file(21, "a.json"))
+        state.unstoredEntities.insert(21)
+        #expect(state.relinkRemovedElsewhere(20).isEmpty)
+        #expect(state.table.child(of: 10, named: "a.json")?.ino == 21)
+        #expect(state.table.node(20)?.linked == false, "its bytes go nowhere, as on a local disk")
+    }
+
     @Test func listingReplacesVanishedNamesAndKeepsCounts() {
         var table = tableWithBucket()
         table.upsert(file(20, "a.json"))

@@ -167,4 +167,69 @@ struct RemoteChangeTests {
         try remoteSave(mount, key: "o", version: 2, old: ["v": .integer(1)], new: ["v": .integer(22)])
         #expect(eventually { readAll() == "{\n  \"v\": 22\n}\n" })
     }
+
+    /// Opens `path` for writing without changing it (the kernel holds its inode from now on).
+    func openForWriting(_ path: String) -> Int32 {
+        let descriptor = open(path, O_WRONLY)
+        #expect(descriptor >= 0, "open \(path): errno \(errno)")
+        return descriptor
+    }
+
+    /// Replaces what `descriptor`'s file holds with `text` and closes it (the save).
+    func rewriteAndClose(_ descriptor: Int32, _ text: String) {
+        #expect(ftruncate(descriptor, 0) == 0, "ftruncate: errno \(errno)")
+        let written = Array(text.utf8).withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        #expect(written == text.utf8.count, "pwrite: errno \(errno)")
+        #expect(close(descriptor) == 0, "close: errno \(errno)")
+    }
+
+    func value(_ mount: MountFixture, _ name: String) -> JSONObject? {
+        guard let data = FileManager.default.contents(atPath: mount.path("notes/\(name)")) else { return nil }
+        guard case .object(let object)? = try? JSONValue(parsing: [UInt8](data)) else { return nil }
+        return object
+    }
+
+    /// A file open for writing when a removal from elsewhere comes, written after it: the edit
+    /// wins over the removal, as one written before it came does. The file is there again with
+    /// what was written, and the store has it to send as a new note.
+    @Test func bytesWrittenAfterARemovalFromElsewhereMakeTheFileAgain() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        try remoteSave(mount, key: "w", version: 1, old: nil, new: ["v": .integer(1)])
+        let path = mount.path("notes/w.json")
+        let descriptor = openForWriting(path)
+        let removal = RemoteChange(key: "w", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "cv-w-2")
+        _ = try mount.store.applyRemote(bucket: "notes", changes: [removal])
+        #expect(eventually { !FileManager.default.fileExists(atPath: path) })
+        rewriteAndClose(descriptor, "{\"mine\": 1}\n")
+        #expect(eventually { value(mount, "w.json") == ["mine": .integer(1)] })
+        #expect(try mount.store.entity(bucket: "notes", key: "w")?.value == ["mine": .integer(1)])
+    }
+
+    /// A file open for writing when a change from elsewhere puts another inode under its name
+    /// (the note removed and made again, in one message): what is written through the old
+    /// descriptor goes to the note under the name, and a rename of the name the kernel still
+    /// holds for the old inode moves that note.
+    @Test func theOldInodeOfANameAChangeFromElsewhereReplacedMeansTheNewFile() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        try remoteSave(mount, key: "x", version: 1, old: nil, new: ["v": .integer(1)])
+        let path = mount.path("notes/x.json")
+        let descriptor = openForWriting(path)
+        var before = stat()
+        #expect(fstat(descriptor, &before) == 0)
+        let again = RemoteChange(
+            key: "x", operation: .modify(diff: ["v": .object(["o": .string("+"), "v": .integer(3)])]), sourceVersion: nil,
+            endVersion: 3, cv: "cv-x-3")
+        _ = try mount.store.applyRemote(
+            bucket: "notes",
+            changes: [RemoteChange(key: "x", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "cv-x-2"), again])
+        #expect(eventually {
+            var now = stat()
+            return stat(path, &now) == 0 && now.st_ino != before.st_ino
+        })
+        rewriteAndClose(descriptor, "{\"mine\": 2}\n")
+        #expect(eventually { value(mount, "x.json") == ["mine": .integer(2)] })
+        #expect(try mount.store.entity(bucket: "notes", key: "x")?.value == ["mine": .integer(2)])
+    }
 }
