@@ -389,6 +389,25 @@ struct SyncModelRun {
         }
     }
 
+    struct Problem: Error {
+        let kind: String
+        let description: String
+    }
+
+    /// What a rename moved to `path`: the source's bytes where the model knows them, else what
+    /// `path` holds, read through the mount right after the rename returned. Nil (gone) only by
+    /// ENOENT, and only where something from elsewhere may have taken it (`mayBeGone`).
+    private func movedBytes(known: [UInt8]??, at path: String, _ place: String, mayBeGone: Bool) -> Result<[UInt8]?, Problem> {
+        if let known { return .success(known) }
+        switch Posix.read(path) {
+        case .success(let bytes): return .success(bytes)
+        case .failure(let failure) where failure.code == ENOENT && mayBeGone: return .success(nil)
+        case .failure(let failure):
+            return .failure(
+                Problem(kind: failure.code == ENOENT ? "lost" : "errno", description: "read of \(place) right after the rename to it: \(failure)"))
+        }
+    }
+
     /// Carries out an operation of a mount and updates the model; a problem when a call answered
     /// what it could not have.
     private mutating func operate(_ step: SyncStep, _ mount: Int, _ bucket: Int, at index: Int, _ world: SyncWorld) -> (String, String)? {
@@ -428,17 +447,11 @@ struct SyncModelRun {
                 if code != 0 { set(mount, bucket, file.name, nil) }
                 return nil
             }
-            // Unknown to the model: what the rename moved is what the target holds now, unless a
-            // removal of the target's key from elsewhere took it meanwhile (ENOENT).
+            // A removal of the target's key from elsewhere may take it meanwhile (ENOENT).
             let moved: [UInt8]?
-            if let knownBytes = known(mount, bucket, file.name) {
-                moved = knownBytes
-            } else {
-                switch Posix.read(path(target.name)) {
-                case .success(let bytes): moved = bytes
-                case .failure(let failure) where failure.code == ENOENT: moved = nil
-                case .failure(let failure): return ("errno", "read of m\(mount) \(target) right after its rename: \(failure)")
-                }
+            switch movedBytes(known: known(mount, bucket, file.name), at: path(target.name), "m\(mount) \(target)", mayBeGone: true) {
+            case .success(let bytes): moved = bytes
+            case .failure(let problem): return (problem.kind, problem.description)
             }
             set(mount, bucket, file.name, nil)
             set(mount, bucket, target.name, moved)
@@ -455,17 +468,10 @@ struct SyncModelRun {
             }
             // A local-only name: nothing from elsewhere can take it, so it must read back.
             let moved: [UInt8]?
-            if let knownBytes = known(mount, bucket, file.name) {
-                moved = knownBytes
-            } else {
-                switch Posix.read(path(file.scratchName)) {
-                case .success(let bytes): moved = bytes
-                case .failure(let failure):
-                    return (
-                        failure.code == ENOENT ? "lost" : "errno",
-                        "read of m\(mount) \(file.bucketName)/\(file.scratchName) right after the rename to it: \(failure)"
-                    )
-                }
+            let place = "m\(mount) \(file.bucketName)/\(file.scratchName)"
+            switch movedBytes(known: known(mount, bucket, file.name), at: path(file.scratchName), place, mayBeGone: false) {
+            case .success(let bytes): moved = bytes
+            case .failure(let problem): return (problem.kind, problem.description)
             }
             set(mount, bucket, file.name, nil)
             set(mount, bucket, file.scratchName, moved)
