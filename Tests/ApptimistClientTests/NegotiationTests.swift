@@ -20,7 +20,7 @@ import Testing
 
     @Test func aStoreThatHasSeenVersion2RefusesVersion1() async throws {
         let (client, path) = try engine()
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        defer { removeStoreFiles(at: path) }
         // A server that never spoke version 2 to this mount: a seed server (no answer) is version 1.
         #expect(try await client.negotiated(nil) == .v1)
         #expect(try await client.negotiated("apptimist.v1") == .v1)
@@ -41,7 +41,7 @@ import Testing
     /// connection: a store is not needed to have seen version 2 (a new mount of a saved remote).
     @Test func aPinnedKeyListingVersion2RefusesVersion1FromTheStart() async throws {
         let (client, path) = try engine(versions: [.v1, .v2])
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        defer { removeStoreFiles(at: path) }
         await #expect(throws: ApptimistEngineError.self) { try await client.negotiated(nil) }
         await #expect(throws: ApptimistEngineError.self) { try await client.negotiated("apptimist.v1") }
         #expect(try await client.negotiated("apptimist.v2") == .v2)
@@ -61,7 +61,7 @@ import Testing
 
     @Test func theMountShowsThreeDirectoriesOfBytes() throws {
         let (client, path) = try engine()
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        defer { removeStoreFiles(at: path) }
         #expect(try client.store.buckets().map(\.name).sorted() == ["files", "messages", "outbox"])
         #expect(try client.store.fileFormat(ofBucket: "messages") as? BytesFieldFormat == BytesFieldFormat(readOnly: true))
         let files = try #require(try client.store.fileFormat(ofBucket: "files") as? BytesFieldFormat)

@@ -30,7 +30,7 @@ import Testing
 
     @Test func aStoreKeepsABytesView() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("apptimist-\(UUID().uuidString).sqlite").path
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        defer { removeStoreFiles(at: path) }
         let store = try SyncStore(path: path)
         try store.setFileFormat(BytesFieldFormat(readOnly: true), forBucket: "messages")
         let reopened = try SyncStore(path: path)
@@ -50,7 +50,7 @@ import Testing
     /// text (which is no file either side wrote). A change only on one side is taken as it is.
     @Test func aRemoteChangeOverAnOwedSaveOfBytesKeepsTheLocalBytes() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("apptimist-\(UUID().uuidString).sqlite").path
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        defer { removeStoreFiles(at: path) }
         let store = try SyncStore(path: path)
         let format = BytesFieldFormat()
         try store.setFileFormat(format, forBucket: "files")
@@ -67,4 +67,10 @@ import Testing
         try mirror.apply(state: format.value(of: Array("changed\n".utf8)), key: "g", bucket: "files")
         #expect(try store.entity(bucket: "files", key: "g")?.value.flatMap(format.bytes(of:)) == Array("changed\n".utf8))
     }
+}
+
+/// A store file with its WAL and shared-memory files (SQLite leaves them while a connection is
+/// open, and a test's store is still open when its `defer` runs).
+func removeStoreFiles(at path: String) {
+    for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
 }
