@@ -10,8 +10,15 @@ import Synchronization
 enum ControlSocket {
     static var directory: String { Paths.stateDirectory + "/sockets" }
 
+    /// The most bytes a socket's path may have (`sun_path` less its terminating zero).
+    static let longestPath = MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
+
+    /// The mount's socket: named as its other state files are, the readable part cut so that the
+    /// path fits a socket address (a deep state directory or a long mount point name).
     static func path(for mountpoint: String) -> String {
-        directory + "/\(Paths.mountName(for: mountpoint)).sock"
+        let fixed = directory.utf8.count + "/".utf8.count + "-".utf8.count + 16 + ".sock".utf8.count
+        let name = Paths.mountName(for: mountpoint, readableAtMost: max(0, longestPath - fixed))
+        return directory + "/\(name).sock"
     }
 
     /// Sends one request to the mount at `mountpoint` and waits (at most `timeout` seconds) for
@@ -52,9 +59,9 @@ enum ControlSocket {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard bytes.count < capacity else {
-            throw ControlSocketError.failed("the socket path \(path) is longer than \(capacity - 1) bytes")
+        guard bytes.count <= longestPath else {
+            throw ControlSocketError.failed(
+                "the socket path \(path) is longer than \(longestPath) bytes (set XDG_STATE_HOME to a shorter directory)")
         }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             raw.copyBytes(from: bytes)

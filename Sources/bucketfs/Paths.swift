@@ -23,9 +23,12 @@ enum Paths {
     }
 
     /// A short stable name for a mount point, used to name its store, log and pid files.
-    static func mountName(for mountpoint: String) -> String {
+    /// `readableAtMost`: the most bytes of the mount point's last component kept (a Unix
+    /// socket's whole path must fit in 107 bytes); the hash keeps names apart whatever is cut.
+    static func mountName(for mountpoint: String, readableAtMost limit: Int = .max) -> String {
         let readable = mountpoint.split(separator: "/").last.map(String.init) ?? "root"
-        let safe = String(readable.unicodeScalars.map { CharacterSet.alphanumerics.contains($0) ? Character($0) : "_" })
+        var safe = String(readable.unicodeScalars.map { CharacterSet.alphanumerics.contains($0) ? Character($0) : "_" })
+        while safe.utf8.count > limit { safe.removeLast() }
         return "\(safe)-\(fnv1a(mountpoint))"
     }
 

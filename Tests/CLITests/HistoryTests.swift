@@ -29,6 +29,22 @@ struct HistoryTests: NoteFiles {
         return (server, port, a, b, data)
     }
 
+    /// A mount point with a long name under the tests' deep state directory: its control
+    /// socket's path is cut to fit a socket address (107 bytes), and `bucketfs history` still
+    /// reaches the mount through it (before, the mount opened no socket and history had none).
+    @Test func aMountPointWithALongNameStillAnswersThroughItsSocket() throws {
+        let cli = try CLIHarness()
+        let (_, port, token) = try cli.serverWithUser(data: try cli.directory("server"))
+        let mount = try cli.directory(String(repeating: "a-long-mount-point-name-", count: 6))
+        try cli.mount(mount, port: port, token: token)
+        let file = mount + "/notes/doc.json"
+        try write(note("one"), to: file)
+        try eventually { try version(cli, file) == 1 }
+        let report = try historyJSON(cli, file)
+        #expect(report["unavailable"] is NSNull || report["unavailable"] == nil, "\(report)")
+        #expect(versions(report).map { $0["version"] as? Int } == [1])
+    }
+
     @Test func historyListsFiveVersionsShowsAndDiffsThem() throws {
         let cli = try CLIHarness()
         let (_, _, a, b, _) = try editedFiveTimes(cli)
