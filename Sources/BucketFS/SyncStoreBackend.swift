@@ -553,7 +553,7 @@ public final class SyncStoreBackend: MountBackend {
                 if let finished = try store.finishDeferredParse(bucket: next.bucket, key: next.key) {
                     if let change = finished.readyToSend { onOutgoing([change]) }
                     if let problem = finished.parseError { reportInvalid(bucket: next.bucket, key: next.key, problem) }
-                    FreedMemory.afterWork(on: finished.entity.content.count)
+                    FreedMemory.afterWork(on: finished.byteCount)
                 }
             } catch .closed {
                 // Unmounted: the store keeps the bytes unparsed, and the next mount parses them.

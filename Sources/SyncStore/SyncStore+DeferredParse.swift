@@ -2,6 +2,16 @@ import Foundation
 import GRDB
 import JSONDiff
 
+/// What finishing a save left unparsed made of it.
+public struct FinishedParse: Hashable, Sendable {
+    /// The change to send now, if the entity has none in flight.
+    public let readyToSend: OutgoingChange?
+    /// Set when the bytes are not a JSON object: they are kept, but nothing is sent.
+    public let parseError: String?
+    /// The file's size (what the parse held in memory).
+    public let byteCount: Int
+}
+
 /// Saves parsed after their transaction (issue 37). A note of several MiB took seconds to
 /// parse, diff and queue inside the transaction that applied its save, and every save after it
 /// (a 1 KB note's too) waited: the mount's journaled saves of that size go in as their bytes
@@ -46,7 +56,7 @@ extension SyncStore {
     /// Parses, diffs and queues the save of `key` left for later: the parse (and the value's
     /// compact text) outside any transaction, the rest in a short one. Nil when nothing waits
     /// (parsed already, saved over or removed since).
-    public func finishDeferredParse(bucket: String, key: String) throws(StoreError) -> SaveResult? {
+    public func finishDeferredParse(bucket: String, key: String) throws(StoreError) -> FinishedParse? {
         while true {
             let waiting = try read { db -> (bytes: Data, format: any EntityFileFormat, ghost: String)? in
                 let bucketRow = try BucketRow.named(bucket, db)
@@ -73,7 +83,7 @@ extension SyncStore {
                 guard let diff = try? Merge.diff(from: ghost, to: value) else { return nil }
                 return ComputedDiff(ghost: waiting.ghost, diff: diff, text: StoredJSON.text(diff))
             }
-            let finished = try write(.deferred) { db -> SaveResult?? in
+            let finished = try write(.deferred) { db -> FinishedParse?? in
                 let bucketRow = try BucketRow.named(bucket, db)
                 guard var row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), row.unparsed, let bytes = row.content else {
                     return .some(nil)
@@ -81,9 +91,10 @@ extension SyncStore {
                 // Saved again meanwhile: the newer bytes are the ones to parse.
                 guard bytes == waiting.bytes else { return nil }
                 row.unparsed = false
-                return try Self.settle(
+                let saved = try Self.settle(
                     &row, parsed: parsed, compact: compact, diffed: diffed, refusingOver: changeSizeLimit.withLock { $0 }, isNew: false,
                     bucket: bucketRow, db)
+                return FinishedParse(readyToSend: saved.readyToSend, parseError: saved.parseError, byteCount: bytes.count)
             }
             if let finished { return finished }
         }

@@ -14,6 +14,24 @@ public struct SaveResult: Hashable, Sendable {
     public var parsedLater = false
 }
 
+/// What `save` and `settle` leave, nothing decoded for a caller yet: `SaveResult.entity` parses
+/// the ghost and copies the file's bytes, which the journal's saves, renames and deferred
+/// parses never look at (for a 16 MiB note, a copy of it and a parse of the value before).
+struct SavedRow {
+    var row: EntityRow
+    var value: JSONObject?
+    var parseError: String?
+    var readyToSend: OutgoingChange?
+    var parsedLater = false
+
+    /// The public result, the entity as `SyncStore.entity` shows it.
+    func result(bucket: String) throws -> SaveResult {
+        SaveResult(
+            entity: try row.info(bucket: bucket, value: value, decodingValues: !parsedLater), parseError: parseError,
+            readyToSend: readyToSend, parsedLater: parsedLater)
+    }
+}
+
 extension SyncStore {
     /// Saves the file's new bytes durably and queues the change (coalesced with any unsent one).
     /// The bytes are kept exactly; if they are not a JSON object the entity becomes `invalid`.
@@ -30,11 +48,10 @@ extension SyncStore {
         try write(durability) { db in
             let bucketRow = try BucketRow.named(bucket, db)
             let moved = nodeID.map { MovedFile(nodeID: $0, mode: nil, atime: nil) }
-            let result = try Self.save(
+            var saved = try Self.save(
                 .bytes(bytes), key: key, bucket: bucketRow, now: Self.now(), moved: moved, reservedID: nodeID, db)
-            guard markingSent, let change = result.readyToSend, change.state == .queued else { return result }
-            // Claimed as the engine claims it: a change handed over `leftInStore` comes back decoded.
-            return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: try claim(change, decodingAtMost: .max, db))
+            try claim(&saved, markingSent: markingSent, db)
+            return try saved.result(bucket: bucket)
         }
     }
 
@@ -48,7 +65,7 @@ extension SyncStore {
             let bucketRow = try BucketRow.named(bucket, db)
             _ = try parseFirst(keys: [key], bucket: bucketRow, db)
             let current = try EntityRow.find(bucketID: bucketRow.id, key: key, db).flatMap { $0.content == nil ? nil : try $0.local() }
-            return try Self.save(.value(try edit(current)), key: key, bucket: bucketRow, now: Self.now(), db)
+            return try Self.save(.value(try edit(current)), key: key, bucket: bucketRow, now: Self.now(), db).result(bucket: bucket)
         }
     }
 
@@ -56,11 +73,17 @@ extension SyncStore {
     /// `markingSent` as for a save of bytes.
     public func saveLocal(bucket: String, key: String, value: JSONObject, markingSent: Bool = false) throws(StoreError) -> SaveResult {
         try write { db in
-            let result = try Self.save(.value(value), key: key, bucket: try BucketRow.named(bucket, db), now: Self.now(), db)
-            guard markingSent, let change = result.readyToSend, change.state == .queued else { return result }
-            // Claimed as the engine claims it: a change handed over `leftInStore` comes back decoded.
-            return SaveResult(entity: result.entity, parseError: result.parseError, readyToSend: try claim(change, decodingAtMost: .max, db))
+            var saved = try Self.save(.value(value), key: key, bucket: try BucketRow.named(bucket, db), now: Self.now(), db)
+            try claim(&saved, markingSent: markingSent, db)
+            return try saved.result(bucket: bucket)
         }
+    }
+
+    /// `markingSent`: the save's change, queued, is claimed as the engine claims it (a change
+    /// handed over `leftInStore` comes back decoded).
+    func claim(_ saved: inout SavedRow, markingSent: Bool, _ db: Database) throws {
+        guard markingSent, let change = saved.readyToSend, change.state == .queued else { return }
+        saved.readyToSend = try claim(change, decodingAtMost: .max, db)
     }
 
     /// Deletes the entity's file durably; the removal is queued for the server (an entity that
@@ -194,7 +217,7 @@ extension SyncStore {
                 .bytes(bytes), key: key, bucket: bucketRow, now: now, mtime: sourceMTime, moved: moved,
                 parsingLaterFrom: parsingLaterFrom, db)
             if let change = saved.readyToSend { ready.append(change) }
-            destination = saved.entity.directoryEntry
+            destination = saved.row.directoryEntry
             parsedLater = saved.parsedLater
         case (.entity(let from), .entity(let key)):
             // The source's row gives up the number first (`delete` hands it a fresh one or drops it).
@@ -203,7 +226,7 @@ extension SyncStore {
                 .bytes(bytes), key: key, bucket: bucketRow, now: now, mtime: sourceMTime, moved: moved,
                 parsingLaterFrom: parsingLaterFrom, db)
             if let change = saved.readyToSend { ready.append(change) }
-            destination = saved.entity.directoryEntry
+            destination = saved.row.directoryEntry
             parsedLater = saved.parsedLater
         case (.entity(let from), .localFile(let name)):
             if let change = try Self.delete(key: from, bucket: bucketRow, now: now, db) { ready.append(change) }
@@ -269,7 +292,7 @@ extension SyncStore {
     static func save(
         _ written: Written, key: String, bucket: BucketRow, now: Int64, mtime: Int64? = nil, moved: MovedFile? = nil,
         reservedID: Int64? = nil, parsingLaterFrom: Int? = nil, _ db: Database
-    ) throws -> SaveResult {
+    ) throws -> SavedRow {
         var row: EntityRow
         let isNew: Bool
         if let existing = try EntityRow.find(bucketID: bucket.id, key: key, db) {
@@ -294,8 +317,7 @@ extension SyncStore {
             row.reason = nil
             row.state = EntityState.pending.description
             try isNew ? row.insert(db) : row.update(db)
-            return SaveResult(
-                entity: try row.info(bucket: bucket.name, decodingValues: false), parseError: nil, readyToSend: nil, parsedLater: true)
+            return SavedRow(row: row, value: nil, parseError: nil, readyToSend: nil, parsedLater: true)
         case .bytes(let bytes):
             // A file made again after a removal builds on the last value the server has.
             let replacingFile = row.content != nil
@@ -318,7 +340,7 @@ extension SyncStore {
     static func settle(
         _ row: inout EntityRow, parsed: Result<JSONObject, EntityFileFormatError>, compact: String? = nil,
         diffed: ComputedDiff? = nil, refusingOver limit: Int? = nil, isNew: Bool, bucket: BucketRow, _ db: Database
-    ) throws -> SaveResult {
+    ) throws -> SavedRow {
         var parseError: String?
         switch parsed {
         case .success(let object):
@@ -347,7 +369,7 @@ extension SyncStore {
             ready = try reconcileQueue(&row, local: try? parsed.get(), diffed: diffed, refusingOver: limit, bucket: bucket.name, db)
             try row.update(db)
         }
-        return SaveResult(entity: try row.info(bucket: bucket.name, value: try? parsed.get()), parseError: parseError, readyToSend: ready)
+        return SavedRow(row: row, value: try? parsed.get(), parseError: parseError, readyToSend: ready)
     }
 
     static func delete(key: String, bucket: BucketRow, now: Int64, _ db: Database) throws -> OutgoingChange? {
