@@ -12,6 +12,11 @@ extension BucketFileSystem {
             return fail(request, node.isDirectory ? .isDirectory : .invalidArgument)
         }
         let realIno = node.ino
+        // A file changed from elsewhere, or a number the kernel holds for a name whose file is
+        // now another (`InodeTable.alias`): until the notice on its way lands, the kernel may
+        // cache the old size, and would cut reads there (a read neither old nor new). Read
+        // through to the file instead.
+        let readThrough = realIno != ino || kernelMayHoldAnOldSize(of: ino)
         let truncate = info.flags & O_TRUNC != 0
         if info.writes { backend.openedForWriting(bucket: bucket, name: item) }
         let opened = state.withLock { state -> UInt64? in
@@ -30,7 +35,7 @@ extension BucketFileSystem {
             if truncate { state.workingCopyChanged(realIno) }
             return state.addHandle(.file(ino: realIno))
         }
-        if let opened { return request.reply(open: opened, info: info.raw) }
+        if let opened { return request.reply(open: opened, info: info.raw, directIO: readThrough) }
         perform(request, on: readQueue) { [self] () throws(FSError) in
             let epoch = state.withLock { $0.remoteEpoch }
             let content = try backend.content(bucket: bucket, name: item)
@@ -41,7 +46,7 @@ extension BucketFileSystem {
                 state.openFiles[realIno] = open
                 return state.addHandle(.file(ino: realIno))
             }
-            request.reply(open: handle, info: info.raw)
+            request.reply(open: handle, info: info.raw, directIO: readThrough)
         }
     }
 

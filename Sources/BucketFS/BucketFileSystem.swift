@@ -370,6 +370,11 @@ public final class BucketFileSystem: Sendable {
         lifecycle.withLock { $0.notifier }?.enqueue(items)
     }
 
+    /// Whether the kernel may still cache an old size for the inode it calls `ino`.
+    func kernelMayHoldAnOldSize(of ino: UInt64) -> Bool {
+        lifecycle.withLock { $0.notifier }?.isOnItsWay(ino) ?? false
+    }
+
     /// A bucket's directory: at the root, or inside its group's (`BucketGroups`).
     static func node(for bucket: MountBucket, parent: UInt64) -> Node {
         Node(

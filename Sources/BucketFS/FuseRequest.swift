@@ -28,10 +28,12 @@ struct FuseRequest: @unchecked Sendable {
         _ = fuse_reply_attr(raw, &attributes, timeout)
     }
 
-    func reply(open handle: UInt64, info: fuse_file_info) {
+    /// `directIO`: the kernel reads through to the file system, past the size it caches.
+    func reply(open handle: UInt64, info: fuse_file_info, directIO: Bool = false) {
         var info = info
         info.fh = handle
         cfuse_file_info_set_keep_cache(&info, 0)
+        if directIO { cfuse_file_info_set_direct_io(&info, 1) }
         _ = fuse_reply_open(raw, &info)
     }
 

@@ -17,6 +17,9 @@ final class InvalidationNotifier: @unchecked Sendable {
     private let session: OpaquePointer
     private let condition = NSCondition()
     private var queue: [Invalidation] = []
+    /// Inodes whose drop notices are queued or being sent, with how many: until then the kernel
+    /// may hold an old size for them, and cuts reads there.
+    private var inodesOnTheirWay: [UInt64: Int] = [:]
     private var stopping = false
     private var finished = false
 
@@ -31,9 +34,20 @@ final class InvalidationNotifier: @unchecked Sendable {
     func enqueue(_ items: [Invalidation]) {
         guard !items.isEmpty else { return }
         condition.lock()
-        if !stopping { queue.append(contentsOf: items) }
+        if !stopping {
+            queue.append(contentsOf: items)
+            for case .inode(let ino) in items { inodesOnTheirWay[ino, default: 0] += 1 }
+        }
         condition.signal()
         condition.unlock()
+    }
+
+    /// Whether a notice that `ino` changed has not reached the kernel yet: it may still hold
+    /// the old size (an open of it reads through to the file system meanwhile).
+    func isOnItsWay(_ ino: UInt64) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return inodesOnTheirWay[ino] != nil
     }
 
     /// Drops what is queued and waits for the thread to end (before the session is destroyed).
@@ -41,6 +55,7 @@ final class InvalidationNotifier: @unchecked Sendable {
         condition.lock()
         stopping = true
         queue.removeAll()
+        inodesOnTheirWay.removeAll()
         condition.broadcast()
         while !finished { condition.wait() }
         condition.unlock()
@@ -59,7 +74,13 @@ final class InvalidationNotifier: @unchecked Sendable {
             let batch = queue
             queue.removeAll()
             condition.unlock()
-            for item in batch { send(item) }
+            for item in batch {
+                send(item)
+                guard case .inode(let ino) = item else { continue }
+                condition.lock()
+                if let count = inodesOnTheirWay[ino] { inodesOnTheirWay[ino] = count > 1 ? count - 1 : nil }
+                condition.unlock()
+            }
         }
     }
 
