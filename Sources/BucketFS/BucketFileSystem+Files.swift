@@ -15,11 +15,12 @@ extension BucketFileSystem {
         // A file changed from elsewhere, or a number the kernel holds for a name whose file is
         // now another (`InodeTable.alias`): until the notice on its way lands, the kernel may
         // cache the old size, and would cut reads there (a read neither old nor new). Read
-        // through to the file instead.
+        // through to the file instead. So too when the bytes opened are not of the size the
+        // kernel was last told (a change from elsewhere the store holds and the tree not yet).
         let readThrough = realIno != ino || kernelMayHoldAnOldSize(of: ino)
         let truncate = info.flags & O_TRUNC != 0
         if info.writes { backend.openedForWriting(bucket: bucket, name: item) }
-        let opened = state.withLock { state -> UInt64? in
+        let opened = state.withLock { state -> (handle: UInt64, sizeChanged: Bool)? in
             var open = state.openFiles[realIno] ?? OpenFile()
             if truncate {
                 // With FUSE_CAP_ATOMIC_O_TRUNC the truncation arrives here, not as a setattr.
@@ -33,20 +34,20 @@ extension BucketFileSystem {
             state.openFiles[realIno] = open
             // Seen at once (stat before the first write), as truncate(2) would show it.
             if truncate { state.workingCopyChanged(realIno) }
-            return state.addHandle(.file(ino: realIno))
+            return (state.addHandle(.file(ino: realIno)), !truncate && open.size != node.size)
         }
-        if let opened { return request.reply(open: opened, info: info.raw, directIO: readThrough) }
+        if let opened { return request.reply(open: opened.handle, info: info.raw, directIO: readThrough || opened.sizeChanged) }
         perform(request, on: readQueue) { [self] () throws(FSError) in
             let epoch = state.withLock { $0.remoteEpoch }
             let content = try backend.content(bucket: bucket, name: item)
-            let handle = state.withLock { state -> UInt64 in
+            let (handle, sizeChanged) = state.withLock { state -> (UInt64, Bool) in
                 var open = state.openFiles[realIno] ?? OpenFile()
                 open.load(content, fresh: state.remoteEpoch == epoch)
                 open.handles += 1
                 state.openFiles[realIno] = open
-                return state.addHandle(.file(ino: realIno))
+                return (state.addHandle(.file(ino: realIno)), open.size != node.size)
             }
-            request.reply(open: handle, info: info.raw, directIO: readThrough)
+            request.reply(open: handle, info: info.raw, directIO: readThrough || sizeChanged)
         }
     }
 
