@@ -132,8 +132,14 @@ extension BucketFileSystem {
                         }
                         return true
                     }
+                    // Before the reply, so that an open of the new name right after it reads
+                    // through (`open`) until the kernel drops the size it holds for the source's
+                    // number: the moved file's may differ (another number, or store bytes newer
+                    // than the tree's, from a change from elsewhere the tree has not applied yet).
+                    if aliased || moved.size != saved.size { notify([.inode(source.ino)]) }
                     request.replyOK()
-                    if aliased { notify([.entry(parent: newParent, name: newName), .inode(source.ino)]) }
+                    // After it: the kernel takes the directory's lock for this one.
+                    if aliased { notify([.entry(parent: newParent, name: newName)]) }
                 }
             } catch {
                 logger.debug("rename failed", metadata: ["from": "\(name)", "to": "\(newName)", "stage": "\(stage)", "error": "\(error)"])
