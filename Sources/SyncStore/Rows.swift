@@ -499,15 +499,15 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         atime = nil
     }
 
-    /// `value`: the local value when the caller has it parsed already (a save just parsed the bytes).
-    /// `decodingValues` false: the ghost and value are left out (`[:]`, nil), not decoded (a save
-    /// whose bytes are parsed later: decoding the value before them would cost as much).
     /// The entity's file as a directory listing shows it (`EntityInfo.directoryEntry`, without
     /// decoding anything).
     var directoryEntry: DirectoryEntry {
         DirectoryEntry(id: nodeID, name: .entity(key: key), size: content?.count ?? 0, mtime: mtime, ctime: ctime, mode: mode, atime: atime)
     }
 
+    /// `value`: the local value when the caller has it parsed already (a save just parsed the bytes).
+    /// `decodingValues` false: the ghost and value are left out (`[:]`, nil), not decoded (a save
+    /// whose bytes are parsed later: decoding the value before them would cost as much).
     func info(bucket: String, value: JSONObject? = nil, decodingValues: Bool = true) throws -> EntityInfo {
         EntityInfo(
             id: id, nodeID: nodeID, bucket: bucket, key: key, version: ghostVersion, ghost: decodingValues ? try ghost() : [:],
