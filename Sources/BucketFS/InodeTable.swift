@@ -196,11 +196,7 @@ struct InodeTable: Sendable {
                     listingChanged(existing.parent)
                 }
             }
-            forgetAlias(of: node.ino)
-            node.linked = true
-            node.aliasOf = nil
-            node.removedElsewhere = false
-            nodes[node.ino] = node
+            nodes[node.ino] = ownLinked(node)
             fresh[JSONKey(node.fileName)] = node.ino
         }
         for (name, ino) in previous {
@@ -240,11 +236,7 @@ struct InodeTable: Sendable {
         }
         let moved = children[node.parent]?[name] != node.ino
         if moved { listingChanged(node.parent) }
-        forgetAlias(of: node.ino)
-        node.linked = true
-        node.aliasOf = nil
-        node.removedElsewhere = false
-        nodes[node.ino] = node
+        nodes[node.ino] = ownLinked(node)
         children[node.parent, default: [:]][name] = node.ino
         if moved { nameAdded(node.fileName, in: node.parent) }
         if node.isDirectory, children[node.ino] == nil { children[node.ino] = [:] }
@@ -297,6 +289,17 @@ struct InodeTable: Sendable {
         }
         aliasesOf[target, default: []] += meaningTarget
         dropIfUnreferenced(source)
+    }
+
+    /// `node` as a listing or an upsert records it: under its name, meaning itself (no
+    /// longer an alias of another number), and not removed.
+    private mutating func ownLinked(_ node: Node) -> Node {
+        forgetAlias(of: node.ino)
+        var node = node
+        node.linked = true
+        node.aliasOf = nil
+        node.removedElsewhere = false
+        return node
     }
 
     /// `ino` no longer means another node (it is a node of its own again, or it is gone).
