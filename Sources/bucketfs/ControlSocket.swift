@@ -16,9 +16,8 @@ enum ControlSocket {
     /// The mount's socket: named as its other state files are, the readable part cut so that the
     /// path fits a socket address (a deep state directory or a long mount point name).
     static func path(for mountpoint: String) -> String {
-        let fixed = directory.utf8.count + "/".utf8.count + "-".utf8.count + 16 + ".sock".utf8.count
-        let name = Paths.mountName(for: mountpoint, readableAtMost: max(0, longestPath - fixed))
-        return directory + "/\(name).sock"
+        let around = directory.utf8.count + "/.sock".utf8.count
+        return directory + "/\(Paths.mountName(for: mountpoint, atMost: longestPath - around)).sock"
     }
 
     /// Sends one request to the mount at `mountpoint` and waits (at most `timeout` seconds) for

@@ -23,13 +23,14 @@ enum Paths {
     }
 
     /// A short stable name for a mount point, used to name its store, log and pid files.
-    /// `readableAtMost`: the most bytes of the mount point's last component kept (a Unix
+    /// `atMost`: the most bytes the name may have, the mount point's part cut to fit (a Unix
     /// socket's whole path must fit in 107 bytes); the hash keeps names apart whatever is cut.
-    static func mountName(for mountpoint: String, readableAtMost limit: Int = .max) -> String {
+    static func mountName(for mountpoint: String, atMost limit: Int = .max) -> String {
         let readable = mountpoint.split(separator: "/").last.map(String.init) ?? "root"
         var safe = String(readable.unicodeScalars.map { CharacterSet.alphanumerics.contains($0) ? Character($0) : "_" })
-        while safe.utf8.count > limit { safe.removeLast() }
-        return "\(safe)-\(fnv1a(mountpoint))"
+        let hash = "-\(fnv1a(mountpoint))"
+        while !safe.isEmpty && safe.utf8.count + hash.utf8.count > limit { safe.removeLast() }
+        return safe + hash
     }
 
     static func pidFile(for mountpoint: String) -> String { stateDirectory + "/\(mountName(for: mountpoint)).pid" }
