@@ -45,10 +45,16 @@ public final class PostgresCluster: Sendable {
         let data = directory + "/data"
         try runAsOwner(binDirectory + "/initdb", ["-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "--no-locale", "-E", "UTF8"])
         try startWatchdog()
-        try runAsOwner(binDirectory + "/pg_ctl", [
-            "-D", data, "-l", directory + "/postgres.log", "-w", "-t", Self.startSeconds,
-            "-o", "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", "start",
-        ])
+        do {
+            try runAsOwner(binDirectory + "/pg_ctl", [
+                "-D", data, "-l", directory + "/postgres.log", "-w", "-t", Self.startSeconds,
+                "-o", "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", "start",
+            ])
+        } catch {
+            // The server's own words on why it stopped (its log goes with the directory).
+            let log = (try? String(contentsOfFile: directory + "/postgres.log", encoding: .utf8)) ?? ""
+            throw PostgresClusterFailure("\(error)\npostgres.log:\n" + log.split(separator: "\n").suffix(15).joined(separator: "\n"))
+        }
     }
 
     /// A URL for `bucketfs serve --database`.
