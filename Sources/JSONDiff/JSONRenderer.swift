@@ -77,28 +77,115 @@ extension JSONValue {
 }
 
 extension JSONValue {
-    /// The compact text of the wire diff that makes `object` from an empty object, as
+    /// The compact text of the wire diff that makes an object from an empty object, as
     /// `JSONDiffing.encode(JSONDiffing.diff(from: [:], to: object))` renders compactly:
-    /// `{"key":{"o":"+","v":value},...}`, keys in code point order. Written from the object
-    /// itself: for a note of 750,000 small keys, that diff was an object of two members per key.
-    /// `compactLength`: the length of the object's own compact text, when known: the diff's is
-    /// that and 14 bytes per member, reserved at once rather than grown by doubling (a buffer
-    /// of 32 MiB and its copy for a 20 MiB diff).
-    public static func compactCreationDiff(of object: JSONObject, compactLength: Int? = nil) -> String {
-        var writer = JSONWriter(pretty: false)
-        if let compactLength { writer.output.reserveCapacity(compactLength + 14 * object.count) }
-        writer.output.append(UInt8(ascii: "{"))
-        var first = true
-        JSONWriter.forEachSortedMember(object) { key, value in
-            if !first { writer.output.append(UInt8(ascii: ",")) }
-            first = false
-            writer.writeString(key.string)
-            writer.output.append(contentsOf: #":{"o":"+","v":"#.utf8)
-            writer.write(value, indent: 0)
-            writer.output.append(UInt8(ascii: "}"))
+    /// `{"key":{"o":"+","v":value},...}`, keys in code point order. Written from the object's own
+    /// compact text (`compactRendered`'s: no whitespace, members in that order), each member
+    /// wrapped where it stands: the object itself may be let go first (for a note of 750,000
+    /// small keys it takes three times its text, and its diff was an object of two members per
+    /// key), and the diff is written once, into a string of its exact length (the text's and 14
+    /// bytes per member). Nil if `text` is not a compact JSON object.
+    public static func compactCreationDiff(ofCompactText text: String) -> String? {
+        var text = text
+        return text.withUTF8 { bytes -> String? in
+            var members = 0
+            guard CompactObjectText.forEachMember(bytes, { _, _ in members += 1 }) else { return nil }
+            let wrapper = Array(#":{"o":"+","v":"#.utf8)
+            return String(unsafeUninitializedCapacity: bytes.count + (wrapper.count + 1) * members) { output in
+                var written = 0
+                func append(_ part: UnsafeBufferPointer<UInt8>) {
+                    _ = UnsafeMutableBufferPointer(rebasing: output[written..<(written + part.count)]).initialize(from: part)
+                    written += part.count
+                }
+                output[written] = UInt8(ascii: "{")
+                written += 1
+                _ = CompactObjectText.forEachMember(bytes) { key, value in
+                    if written > 1 {
+                        output[written] = UInt8(ascii: ",")
+                        written += 1
+                    }
+                    append(UnsafeBufferPointer(rebasing: bytes[key]))
+                    wrapper.withUnsafeBufferPointer { append($0) }
+                    append(UnsafeBufferPointer(rebasing: bytes[value]))
+                    output[written] = UInt8(ascii: "}")
+                    written += 1
+                }
+                output[written] = UInt8(ascii: "}")
+                return written + 1
+            }
         }
-        writer.output.append(UInt8(ascii: "}"))
-        return String(decoding: writer.output, as: UTF8.self)
+    }
+}
+
+/// The members of an object's compact JSON text, found by their bytes alone (strings skipped a
+/// word at a time, containers by their depth), without parsing a value.
+enum CompactObjectText {
+    /// Calls `body` with each member's key (quoted) and value ranges, in order; false if `text`
+    /// is not a compact object (whitespace, or anything out of place).
+    static func forEachMember(_ text: UnsafeBufferPointer<UInt8>, _ body: (Range<Int>, Range<Int>) -> Void) -> Bool {
+        guard text.count >= 2, text[0] == UInt8(ascii: "{"), text[text.count - 1] == UInt8(ascii: "}") else { return false }
+        var index = 1
+        if text.count == 2 { return true }
+        while true {
+            guard text[index] == UInt8(ascii: "\""), let keyEnd = endOfString(text, openingAt: index),
+                keyEnd < text.count, text[keyEnd] == UInt8(ascii: ":"), let valueEnd = endOfValue(text, from: keyEnd + 1)
+            else { return false }
+            body(index..<keyEnd, (keyEnd + 1)..<valueEnd)
+            guard valueEnd < text.count else { return false }
+            if valueEnd == text.count - 1 { return text[valueEnd] == UInt8(ascii: "}") }
+            guard text[valueEnd] == UInt8(ascii: ",") else { return false }
+            index = valueEnd + 1
+        }
+    }
+
+    /// The offset after the string whose opening quote is at `start`.
+    private static func endOfString(_ text: UnsafeBufferPointer<UInt8>, openingAt start: Int) -> Int? {
+        var index = start + 1
+        while true {
+            index = ByteScanning.skipPlainWords(text, from: index)
+            guard index < text.count else { return nil }
+            switch text[index] {
+            case UInt8(ascii: "\""): return index + 1
+            case UInt8(ascii: "\\"): index += 2
+            default: index += 1
+            }
+        }
+    }
+
+    /// The offset after the value that starts at `start`: a string, a container (to its
+    /// matching end), or a literal or number (to the next `,`, `]` or `}`).
+    private static func endOfValue(_ text: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+        guard start < text.count else { return nil }
+        switch text[start] {
+        case UInt8(ascii: "\""):
+            return endOfString(text, openingAt: start)
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            var depth = 0
+            var index = start
+            while index < text.count {
+                switch text[index] {
+                case UInt8(ascii: "\""):
+                    guard let end = endOfString(text, openingAt: index) else { return nil }
+                    index = end
+                    continue
+                case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
+                case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                    depth -= 1
+                    if depth == 0 { return index + 1 }
+                default: break
+                }
+                index += 1
+            }
+            return nil
+        default:
+            var index = start
+            while index < text.count, text[index] != UInt8(ascii: ","), text[index] != UInt8(ascii: "}"),
+                text[index] != UInt8(ascii: "]")
+            {
+                index += 1
+            }
+            return index > start ? index : nil
+        }
     }
 }
 

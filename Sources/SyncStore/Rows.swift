@@ -154,11 +154,14 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     var ghostVersion: Int?
     var ghostData: String
     var localValue: String?
-    var content: Data?
-    /// The bytes as this row was read from the store with (`.none`: not read from it): `update`
-    /// leaves the column as it is while `content` is still them, rather than bind a note of
-    /// MiB again, a copy SQLite makes of every bound value (issue 37).
-    private var storedContent: Data?? = .none
+    /// The length of the entity's file (`Schema` v15); nil while the entity has no file (deleted
+    /// locally, or waiting for its first `e`). The bytes are in `entity_content`, read only when
+    /// asked for (`content(_:)`): an update of the row's value or sync state neither reads nor
+    /// rewrites a note of MiB (issue 37).
+    private(set) var fileSize: Int?
+    /// Bytes given since the row was read (`setContent`), written with the row (`.none`: the
+    /// stored ones stand; `.some(nil)`: the file is gone).
+    private var contentSet: Data?? = .none
     var mtime: Int64
     var ctime: Int64
     var state: String
@@ -189,8 +192,8 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// when `authored`: a server restored from a backup may hold a version of the same number
     /// and data made by another change, in another history; its `e` answer names that change.
     var authoredCCID: String?
-    /// What the row's texts and bytes take when bound to a statement (at most).
-    var boundBytes: Int { ghostData.utf8.count + (localValue?.utf8.count ?? 0) + (content?.count ?? 0) }
+    /// What the row's texts take when bound to a statement (at most).
+    var boundBytes: Int { ghostData.utf8.count + (localValue?.utf8.count ?? 0) }
 
     /// The local value is the ghost's text, byte for byte (a synced note's, mostly): the row
     /// keeps it once (`Schema` v14), `local_value` NULL and `local_is_ghost` set.
@@ -201,11 +204,18 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         return (isGhost ? nil : localValue, isGhost)
     }
 
-    /// The file's bytes (`content`) are a save not parsed yet (`Schema` v13): the local value,
-    /// its edit count and the queue are those of the save before it until the store parses it
+    /// The file's bytes are a save not parsed yet (`Schema` v13): the local value, its edit
+    /// count and the queue are those of the save before it until the store parses it
     /// (`SyncStore.finishDeferredParse`), which every path that reads the value or writes the
     /// file from it does first (`SyncStore.parseFirst`).
-    var unparsed: Bool
+    var unparsed: Bool {
+        get { unparsedToken != 0 }
+        set { unparsedToken = newValue ? Int64.random(in: 2...Int64.max) : 0 }
+    }
+    /// Nonzero while `unparsed` (`Schema` v15): drawn anew by each save left unparsed, so a
+    /// parse made outside the transaction knows the bytes it parsed are still the file's
+    /// without reading them again.
+    private(set) var unparsedToken: Int64
 
     init(
         id: Int64, bucketID: Int64, key: String, ghostVersion: Int?, ghostData: String, localValue: String?,
@@ -220,7 +230,8 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         self.ghostVersion = ghostVersion
         self.ghostData = ghostData
         self.localValue = localValue
-        self.content = content
+        self.fileSize = content?.count
+        if let content { contentSet = .some(content) }
         self.mtime = mtime
         self.ctime = ctime
         self.state = state
@@ -236,7 +247,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         self.editSeq = editSeq
         self.acknowledgedEditSeq = acknowledgedEditSeq
         self.authoredCCID = authoredCCID
-        self.unparsed = unparsed
+        self.unparsedToken = unparsed ? 1 : 0
     }
 
     init(row: Row) {
@@ -245,25 +256,24 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         key = row[2]
         ghostVersion = row[3]
         ghostData = row[4]
-        localValue = row[23] ? ghostData : row[5] as String?
-        content = row[6]
-        storedContent = .some(content)
-        mtime = row[7]
-        ctime = row[8]
-        state = row[9]
-        reason = row[10]
-        deletedPending = row[11]
-        reloadVersion = row[12]
-        needsReload = row[13]
-        seenGeneration = row[14]
-        nodeID = row[15] ?? id
-        mode = row[16]
-        atime = row[17]
-        authored = row[18]
-        editSeq = row[19]
-        acknowledgedEditSeq = row[20]
-        authoredCCID = row[21]
-        unparsed = row[22]
+        localValue = row[22] ? ghostData : row[5] as String?
+        mtime = row[6]
+        ctime = row[7]
+        state = row[8]
+        reason = row[9]
+        deletedPending = row[10]
+        reloadVersion = row[11]
+        needsReload = row[12]
+        seenGeneration = row[13]
+        nodeID = row[14] ?? id
+        mode = row[15]
+        atime = row[16]
+        authored = row[17]
+        editSeq = row[18]
+        acknowledgedEditSeq = row[19]
+        authoredCCID = row[20]
+        unparsedToken = row[21]
+        fileSize = row[23]
     }
 
     init(_ columns: ColumnReader) throws {
@@ -272,42 +282,42 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         key = try columns.value(2)
         ghostVersion = columns.optional(3)
         ghostData = try columns.value(4)
-        localValue = try columns.value(23) ? ghostData : columns.optional(5)
-        content = columns.optional(6)
-        storedContent = .some(content)
-        mtime = try columns.value(7)
-        ctime = try columns.value(8)
-        state = try columns.value(9)
-        reason = columns.optional(10)
-        deletedPending = try columns.value(11)
-        reloadVersion = columns.optional(12)
-        needsReload = try columns.value(13)
-        seenGeneration = try columns.value(14)
-        nodeID = columns.optional(15) ?? id
-        mode = columns.optional(16)
-        atime = columns.optional(17)
-        authored = try columns.value(18)
-        editSeq = try columns.value(19)
-        acknowledgedEditSeq = try columns.value(20)
-        authoredCCID = columns.optional(21)
-        unparsed = try columns.value(22)
+        localValue = try columns.value(22) ? ghostData : columns.optional(5)
+        mtime = try columns.value(6)
+        ctime = try columns.value(7)
+        state = try columns.value(8)
+        reason = columns.optional(9)
+        deletedPending = try columns.value(10)
+        reloadVersion = columns.optional(11)
+        needsReload = try columns.value(12)
+        seenGeneration = try columns.value(13)
+        nodeID = columns.optional(14) ?? id
+        mode = columns.optional(15)
+        atime = columns.optional(16)
+        authored = try columns.value(17)
+        editSeq = try columns.value(18)
+        acknowledgedEditSeq = try columns.value(19)
+        authoredCCID = columns.optional(20)
+        unparsedToken = try columns.value(21)
+        fileSize = columns.optional(23)
     }
 
     func insert(_ db: Database) throws {
         let statement = try db.cachedStatement(
             sql: """
-                INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime,
+                INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, mtime, ctime,
                 state, reason, deleted_pending, reload_version, needs_reload, seen_generation, node_id, mode, atime, authored,
-                edit_seq, acknowledged_edit_seq, authored_ccid, unparsed, local_is_ghost)
+                edit_seq, acknowledged_edit_seq, authored_ccid, unparsed, local_is_ghost, file_size)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         let local = storedLocalValue
         try statement.executeReleasing(
             arguments: [
-                id, bucketID, key, ghostVersion, ghostData, local.text, content, mtime, ctime, state, reason,
+                id, bucketID, key, ghostVersion, ghostData, local.text, mtime, ctime, state, reason,
                 deletedPending, reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq,
-                acknowledgedEditSeq, authoredCCID, unparsed, local.isGhost,
+                acknowledgedEditSeq, authoredCCID, unparsedToken, local.isGhost, fileSize,
             ], boundBytes: boundBytes)
+        try writeContent(db)
     }
 
     /// GRDB's `save`: the row is updated, or inserted when it is not in the table yet.
@@ -323,25 +333,61 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// of every index whose columns an UPDATE assigns (and checks the bucket's foreign key),
     /// whether or not the values differ.
     func update(_ db: Database) throws {
-        let writesContent = storedContent.map { $0 != content } ?? true
         let statement = try db.cachedStatement(
             sql: """
                 UPDATE entity SET ghost_version = ?, ghost_data = ?, local_value = ?,
                 mtime = ?, ctime = ?, state = ?, reason = ?, deleted_pending = ?, reload_version = ?,
                 needs_reload = ?, seen_generation = ?, node_id = ?, mode = ?, atime = ?, authored = ?, edit_seq = ?,
-                acknowledged_edit_seq = ?, authored_ccid = ?, unparsed = ?, local_is_ghost = ?\(writesContent ? ", content = ?" : "")
+                acknowledged_edit_seq = ?, authored_ccid = ?, unparsed = ?, local_is_ghost = ?, file_size = ?
                 WHERE id = ?
                 """)
         let local = storedLocalValue
-        var arguments: StatementArguments = [
-            ghostVersion, ghostData, local.text, mtime, ctime, state, reason, deletedPending,
-            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq, authoredCCID,
-            unparsed, local.isGhost,
-        ]
-        if writesContent { arguments += [content] }
-        arguments += [id]
-        try statement.executeReleasing(arguments: arguments, boundBytes: boundBytes)
+        try statement.executeReleasing(
+            arguments: [
+                ghostVersion, ghostData, local.text, mtime, ctime, state, reason, deletedPending,
+                reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq,
+                authoredCCID, unparsedToken, local.isGhost, fileSize, id,
+            ], boundBytes: boundBytes)
         try requireUpdated(db)
+        try writeContent(db)
+    }
+
+    /// Writes the bytes given since the row was read (`setContent`), if any: a write that finds
+    /// them written already does it again (their content is the same).
+    private func writeContent(_ db: Database) throws {
+        guard case .some(let bytes) = contentSet else { return }
+        if let bytes {
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO entity_content (entity_id, bytes) VALUES (?, ?)
+                    ON CONFLICT (entity_id) DO UPDATE SET bytes = excluded.bytes
+                    """
+            ).executeReleasing(arguments: [id, bytes], boundBytes: bytes.count)
+        } else {
+            try db.cachedStatement(sql: "DELETE FROM entity_content WHERE entity_id = ?").execute(arguments: [id])
+        }
+    }
+
+    /// Whether the entity has a file (its bytes may be empty).
+    var hasFile: Bool { fileSize != nil }
+
+    /// The file's bytes, nil when it has none: the ones given since the row was read, else the
+    /// stored ones (read now, each time: a row is mostly written without them).
+    func content(_ db: Database) throws -> Data? {
+        if case .some(let bytes) = contentSet { return bytes }
+        guard fileSize != nil else { return nil }
+        guard let bytes = try Data.fetchOne(
+            db.cachedStatement(sql: "SELECT bytes FROM entity_content WHERE entity_id = ?"), arguments: [id])
+        else {
+            throw StoreError.corruptRow("entity \(id) has a file of \(fileSize ?? 0) bytes and no content")
+        }
+        return bytes
+    }
+
+    /// Gives the file `bytes` (nil: no file), written with the row.
+    mutating func setContent(_ bytes: Data?) {
+        contentSet = .some(bytes)
+        fileSize = bytes?.count
     }
 
     /// Only what an acknowledgement changes (the ghost, its version, the state): the row's
@@ -387,7 +433,6 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         let local = storedLocalValue
         container["local_value"] = local.text
         container["local_is_ghost"] = local.isGhost
-        container["content"] = content
         container["mtime"] = mtime
         container["ctime"] = ctime
         container["state"] = state
@@ -403,7 +448,8 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         container["edit_seq"] = editSeq
         container["acknowledged_edit_seq"] = acknowledgedEditSeq
         container["authored_ccid"] = authoredCCID
-        container["unparsed"] = unparsed
+        container["unparsed"] = unparsedToken
+        container["file_size"] = fileSize
     }
 
     /// A fresh row for a key this store has not seen; `id`: one reserved for it already (else a
@@ -435,12 +481,13 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// Shows `value` in the file, rendered in the bucket's file format (a remote change was
     /// applied). Times change only with the bytes: an acknowledgement or a catch-up that renders
     /// the same file leaves it as backup tools last saw it (they key on mtime and ctime).
-    mutating func render(_ value: JSONObject, in format: any EntityFileFormat, now: Int64) {
+    mutating func render(_ value: JSONObject, in format: any EntityFileFormat, now: Int64, _ db: Database) throws {
         let both = format.renderWithCompactJSON(value)
         localValue = both.compact
         let rendered = both.file.map { Data($0) }
-        if content != rendered {
-            content = rendered
+        // The sizes first: bytes of another length differ without reading the stored ones.
+        if try rendered?.count != fileSize || content(db) != rendered {
+            setContent(rendered)
             mtime = now
             ctime = now
         }
@@ -449,7 +496,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// The file holds bytes that are not a JSON object (kept exactly, not sent): a change from
     /// the server never removes them.
     var holdsInvalidBytes: Bool {
-        content != nil && !deletedPending && state == EntityState.invalid.description
+        hasFile && !deletedPending && state == EntityState.invalid.description
     }
 
     /// Whether the file holds a value the server has not acknowledged (an edit, or a change in
@@ -492,7 +539,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// the same key later is a new file, with a number no descriptor still holds; `SyncStore.save`
     /// gives it one then, as most removed files are never made again.
     mutating func removeFile(now: Int64) {
-        content = nil
+        setContent(nil)
         localValue = nil
         ctime = now
         mode = nil
@@ -502,16 +549,17 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// The entity's file as a directory listing shows it (`EntityInfo.directoryEntry`, without
     /// decoding anything).
     var directoryEntry: DirectoryEntry {
-        DirectoryEntry(id: nodeID, name: .entity(key: key), size: content?.count ?? 0, mtime: mtime, ctime: ctime, mode: mode, atime: atime)
+        DirectoryEntry(id: nodeID, name: .entity(key: key), size: fileSize ?? 0, mtime: mtime, ctime: ctime, mode: mode, atime: atime)
     }
 
     /// `value`: the local value when the caller has it parsed already (a save just parsed the bytes).
     /// `decodingValues` false: the ghost and value are left out (`[:]`, nil), not decoded (a save
     /// whose bytes are parsed later: decoding the value before them would cost as much).
-    func info(bucket: String, value: JSONObject? = nil, decodingValues: Bool = true) throws -> EntityInfo {
+    func info(bucket: String, value: JSONObject? = nil, decodingValues: Bool = true, _ db: Database) throws -> EntityInfo {
         EntityInfo(
             id: id, nodeID: nodeID, bucket: bucket, key: key, version: ghostVersion, ghost: decodingValues ? try ghost() : [:],
-            value: decodingValues ? try value ?? local() : nil, content: content.map { [UInt8]($0) } ?? [], mtime: mtime, ctime: ctime,
+            value: decodingValues ? try value ?? local() : nil, content: try content(db).map { [UInt8]($0) } ?? [], mtime: mtime,
+            ctime: ctime,
             state: Self.state(text: state, unparsed: unparsed), reason: reason, deletedPending: deletedPending,
             mode: mode, atime: atime)
     }

@@ -260,6 +260,29 @@ enum Schema {
                 UPDATE entity SET local_value = NULL, local_is_ghost = 1 WHERE local_value = ghost_data;
                 """)
         }
+        migrator.registerMigration("v15 entity bytes kept apart") { db in
+            // Issue 37: a file's bytes in a table of their own (`EntityRow.content(_:)`), read
+            // only when asked for. In the entity's row they were read and written again by every
+            // update of its value or sync state (SQLite rewrites a row whole: a note of 16 MiB
+            // took four copies in memory to record an acknowledgement), and every read of a
+            // column after them walked their overflow pages. `file_size`: NULL while the
+            // entity has no file, as `content` was.
+            // `unparsed` becomes a token (nonzero: the bytes wait), so that the parse of a save
+            // made before its transaction can tell the bytes it parsed from newer ones without
+            // reading them again (`finishDeferredParse`).
+            try db.execute(sql: """
+                CREATE TABLE entity_content (
+                    entity_id INTEGER PRIMARY KEY REFERENCES entity(id) ON DELETE CASCADE,
+                    bytes BLOB NOT NULL
+                );
+                INSERT INTO entity_content (entity_id, bytes) SELECT id, CAST(content AS BLOB) FROM entity WHERE content IS NOT NULL;
+                ALTER TABLE entity ADD COLUMN file_size INTEGER;
+                UPDATE entity SET file_size = length(CAST(content AS BLOB)) WHERE content IS NOT NULL;
+                ALTER TABLE entity DROP COLUMN content;
+                DROP INDEX entity_unparsed;
+                CREATE INDEX entity_unparsed ON entity (bucket_id) WHERE unparsed != 0;
+                """)
+        }
         return migrator
     }
 

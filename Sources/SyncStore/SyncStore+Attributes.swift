@@ -15,7 +15,7 @@ extension SyncStore {
             case .entity(let key):
                 // Only an entity with a file has a time to set (not one deleted locally or not loaded yet).
                 try db.execute(
-                    sql: "UPDATE entity SET mtime = ?, ctime = ? WHERE bucket_id = ? AND key = ? AND content IS NOT NULL",
+                    sql: "UPDATE entity SET mtime = ?, ctime = ? WHERE bucket_id = ? AND key = ? AND file_size IS NOT NULL",
                     arguments: [mtime, now, bucketRow.id, key])
                 guard db.changesCount > 0 else { throw StoreError.unknownEntity(bucket: bucket, key: key) }
             case .localFile(let fileName):
@@ -45,7 +45,7 @@ extension SyncStore {
                 try db.execute(
                     sql: """
                         UPDATE entity SET mode = COALESCE(?, mode), atime = COALESCE(?, atime), ctime = ?
-                        WHERE bucket_id = ? AND key = ? AND content IS NOT NULL
+                        WHERE bucket_id = ? AND key = ? AND file_size IS NOT NULL
                         """,
                     arguments: arguments + [bucketRow.id, key])
                 guard db.changesCount > 0 else { throw StoreError.unknownEntity(bucket: bucket, key: key) }

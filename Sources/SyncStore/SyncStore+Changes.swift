@@ -158,7 +158,7 @@ extension SyncStore {
                 if change.op == "-" {
                     // The removal is done (the server had it removed already).
                     try change.delete(db)
-                    if entity.deletedPending || entity.content == nil {
+                    if entity.deletedPending || !entity.hasFile {
                         try entity.delete(db)
                         return .none
                     }

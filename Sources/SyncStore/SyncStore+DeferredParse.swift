@@ -47,7 +47,7 @@ extension SyncStore {
                 db,
                 sql: """
                     SELECT b.name AS bucket, e.key AS key FROM entity e JOIN bucket b ON b.id = e.bucket_id
-                    WHERE e.unparsed = 1 ORDER BY e.ctime
+                    WHERE e.unparsed != 0 ORDER BY e.ctime
                     """
             ).map { row in (bucket: row["bucket"] as String, key: row["key"] as String) }
         }
@@ -58,46 +58,80 @@ extension SyncStore {
     /// (parsed already, saved over or removed since).
     public func finishDeferredParse(bucket: String, key: String) throws(StoreError) -> FinishedParse? {
         while true {
-            let waiting = try read { db -> (bytes: Data, format: any EntityFileFormat, ghost: String)? in
-                let bucketRow = try BucketRow.named(bucket, db)
-                guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), row.unparsed, let bytes = row.content else {
-                    return nil
+            // Everything that costs in proportion to the note, before the transaction; the bytes
+            // (this block's) and the parsed value (`prepareParsedSave`'s) are let go before it.
+            let token: Int64
+            let prepared: Result<(compact: String, diffed: ComputedDiff?), EntityFileFormatError>
+            do {
+                var waiting = try read { db -> (bytes: Data, token: Int64, format: any EntityFileFormat, ghost: String)? in
+                    let bucketRow = try BucketRow.named(bucket, db)
+                    guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), row.unparsed,
+                        let bytes = try row.content(db)
+                    else { return nil }
+                    return (bytes, row.unparsedToken, bucketRow.format, row.ghostData)
                 }
-                return (bytes, bucketRow.format, row.ghostData)
+                guard let found = waiting.map({ (token: $0.token, format: $0.format, ghost: $0.ghost) }) else { return nil }
+                token = found.token
+                let bytes = waiting?.bytes ?? Data()
+                waiting = nil
+                prepared = Self.prepareParsedSave(consume bytes, in: found.format, ghost: found.ghost)
             }
-            guard let waiting else { return nil }
-            // Everything that costs in proportion to the note, before the transaction: the parse,
-            // the value's text, its diff from the ghost and the diff's text.
-            let parsed = Self.parseSaved(waiting.bytes, in: waiting.format, at: Self.now())
-            let value = try? parsed.get()
-            let compact = value.map(StoredJSON.text)
-            // (A ghost that cannot be read is left to the transaction, which fails as any would.)
-            let diffed = value.flatMap { value -> ComputedDiff? in
-                guard let ghost = try? StoredJSON.object(waiting.ghost, column: "ghost_data") else { return nil }
-                // Over nothing (a new note, mostly), the text alone: the diff of a note of many
-                // small keys is an object of two members per key, ten times the note in memory.
-                if ghost.isEmpty {
-                    let text = JSONValue.compactCreationDiff(of: value, compactLength: compact?.utf8.count)
-                    return ComputedDiff(ghost: waiting.ghost, diff: nil, text: text)
-                }
-                guard let diff = try? Merge.diff(from: ghost, to: value) else { return nil }
-                return ComputedDiff(ghost: waiting.ghost, diff: diff, text: StoredJSON.text(diff))
-            }
+            afterDeferredParse.withLock { $0 }?.body()
             let finished = try write(.deferred) { db -> FinishedParse?? in
                 let bucketRow = try BucketRow.named(bucket, db)
-                guard var row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), row.unparsed, let bytes = row.content else {
+                guard var row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), row.unparsed else {
                     return .some(nil)
                 }
-                // Saved again meanwhile: the newer bytes are the ones to parse.
-                guard bytes == waiting.bytes else { return nil }
+                // Saved again meanwhile (a token of its own): the newer bytes are the ones to parse.
+                guard row.unparsedToken == token else { return nil }
                 row.unparsed = false
-                let saved = try Self.settle(
-                    &row, parsed: parsed, compact: compact, diffed: diffed, refusingOver: changeSizeLimit.withLock { $0 }, isNew: false,
-                    bucket: bucketRow, db)
-                return FinishedParse(readyToSend: saved.readyToSend, parseError: saved.parseError, byteCount: bytes.count)
+                let limit = changeSizeLimit.withLock { $0 }
+                let saved: SavedRow
+                switch prepared {
+                case .success(let prepared):
+                    saved = try Self.settle(
+                        &row, value: nil, compact: prepared.compact, diffed: prepared.diffed, refusingOver: limit, isNew: false,
+                        bucket: bucketRow, db)
+                case .failure(let problem):
+                    saved = try Self.settle(&row, parsed: .failure(problem), isNew: false, bucket: bucketRow, db)
+                }
+                return FinishedParse(readyToSend: saved.readyToSend, parseError: saved.parseError, byteCount: row.fileSize ?? 0)
             }
             if let finished { return finished }
         }
+    }
+
+    /// A save's value as its compact text and its diff from `ghost` (the stored text), and the
+    /// diff's text: the parse and everything else that costs in proportion to the note, made
+    /// outside any transaction. The parsed value is not kept: of a note of many small keys it
+    /// takes three times the text.
+    static func prepareParsedSave(
+        _ bytes: consuming Data, in format: any EntityFileFormat, ghost ghostText: String
+    ) -> Result<(compact: String, diffed: ComputedDiff?), EntityFileFormatError> {
+        // (A ghost that cannot be read is left to the transaction, which fails as any would.)
+        let ghost = try? StoredJSON.object(ghostText, column: "ghost_data")
+        let compact: String
+        do {
+            // The bytes go once parsed, the value with this block.
+            let parsed = parseSaved(bytes, in: format, at: now())
+            _ = consume bytes
+            let value: JSONObject
+            switch consume parsed {
+            case .success(let parsed): value = parsed
+            case .failure(let problem): return .failure(problem)
+            }
+            compact = StoredJSON.text(value)
+            if let ghost, !ghost.isEmpty {
+                guard let diff = try? Merge.diff(from: ghost, to: value) else { return .success((compact, nil)) }
+                return .success((compact, ComputedDiff(ghost: ghostText, diff: diff, text: StoredJSON.text(diff))))
+            }
+        }
+        // Over nothing (a new note, mostly), from the value's text once the value is gone: the
+        // diff of a note of many small keys is an object of two members per key, ten times the
+        // note in memory.
+        guard ghost != nil else { return .success((compact, nil)) }
+        let text = JSONValue.compactCreationDiff(ofCompactText: compact)
+        return .success((compact, text.map { ComputedDiff(ghost: ghostText, diff: nil, text: $0) }))
     }
 
     /// Inside a transaction about to read the value of `bucket`'s entities `keys` (nil: all of
@@ -107,7 +141,7 @@ extension SyncStore {
         guard mayHaveUnparsed.withLock({ $0 }) else { return [] }
         // Their keys first: a row holds a note of several MiB, read only if it is one of these.
         let waiting = try Row.fetchAll(
-            db.cachedStatement(sql: "SELECT id, key FROM entity WHERE bucket_id = ? AND unparsed = 1"), arguments: [bucket.id])
+            db.cachedStatement(sql: "SELECT id, key FROM entity WHERE bucket_id = ? AND unparsed != 0"), arguments: [bucket.id])
         guard !waiting.isEmpty else { return [] }
         // Keys by their bytes, as the store's rows are.
         let wanted: Set<JSONKey>? = keys().map { keys in Set(keys.map { key in JSONKey(key) }) }
@@ -127,7 +161,7 @@ extension SyncStore {
 
     /// `parseFirst` for a row the caller holds: parses its bytes if they wait, and writes it.
     static func parseNow(_ row: inout EntityRow, bucket: BucketRow, _ db: Database) throws -> OutgoingChange? {
-        guard row.unparsed, let bytes = row.content else { return nil }
+        guard row.unparsed, let bytes = try row.content(db) else { return nil }
         let parsed = parseSaved(bytes, in: bucket.format, at: row.ctime)
         row.unparsed = false
         return try settle(&row, parsed: parsed, isNew: false, bucket: bucket, db).readyToSend

@@ -33,7 +33,7 @@ extension SyncStore {
                 arguments: [bucket.id])
             for var row in rows where row.state != EntityState.invalid.description {
                 guard let value = try row.local() else { continue }
-                row.render(value, in: bucket.format, now: now)
+                try row.render(value, in: bucket.format, now: now, db)
                 try row.update(db)
             }
         }

@@ -126,10 +126,11 @@ extension SyncStore {
         let markSeen = try db.cachedStatement(sql: "UPDATE entity SET seen_generation = ? WHERE bucket_id = ? AND key = ?")
         let insert = try db.cachedStatement(
             sql: """
-                INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, local_is_ghost, content, mtime, ctime,
+                INSERT INTO entity (id, bucket_id, key, ghost_version, ghost_data, local_value, local_is_ghost, file_size, mtime, ctime,
                     state, reason, deleted_pending, reload_version, needs_reload, seen_generation, node_id)
                 VALUES (?, ?, ?, ?, ?, NULL, 1, ?, ?, ?, 'synced', NULL, 0, NULL, 0, ?, ?)
                 """)
+        let insertContent = try db.cachedStatement(sql: "INSERT INTO entity_content (entity_id, bytes) VALUES (?, ?)")
         var inserted = Set<String>()
         inserted.reserveCapacity(fresh.count)
         for entry in entries {
@@ -143,10 +144,11 @@ extension SyncStore {
                 let id = nextID
                 nextID += 1
                 let rendered = bucket.format.renderWithCompactJSON(data)
+                let file = rendered.file.map { Data($0) }
                 try insert.execute(arguments: [
-                    id, bucket.id, entry.key, entry.version, rendered.compact, rendered.file.map { Data($0) }, now, now,
-                    bucket.indexGeneration, id,
+                    id, bucket.id, entry.key, entry.version, rendered.compact, file?.count, now, now, bucket.indexGeneration, id,
                 ])
+                if let file { try insertContent.execute(arguments: [id, file]) }
                 outcome.events.append(
                     RemoteEvent(bucket: bucket.name, key: entry.key, entityID: id, kind: .created, version: entry.version))
                 continue
@@ -289,7 +291,7 @@ extension SyncStore {
     ) throws -> Bool {
         guard try !removedSince([IndexEntry(key: key, version: version, data: nil)], bucket: bucket, db).isEmpty,
             var row = try EntityRow.find(bucketID: bucket.id, key: key, db), row.ghostVersion == nil, !row.deletedPending,
-            row.content != nil
+            row.hasFile
         else { return false }
         let open = try ChangeRow.open(entityID: row.id, db)
         // A create in flight reaches the server first, over the listed note: that decides.

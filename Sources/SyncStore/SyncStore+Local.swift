@@ -25,9 +25,9 @@ struct SavedRow {
     var parsedLater = false
 
     /// The public result, the entity as `SyncStore.entity` shows it.
-    func result(bucket: String) throws -> SaveResult {
+    func result(bucket: String, _ db: Database) throws -> SaveResult {
         SaveResult(
-            entity: try row.info(bucket: bucket, value: value, decodingValues: !parsedLater), parseError: parseError,
+            entity: try row.info(bucket: bucket, value: value, decodingValues: !parsedLater, db), parseError: parseError,
             readyToSend: readyToSend, parsedLater: parsedLater)
     }
 }
@@ -51,7 +51,7 @@ extension SyncStore {
             var saved = try Self.save(
                 .bytes(bytes), key: key, bucket: bucketRow, now: Self.now(), moved: moved, reservedID: nodeID, db)
             try claim(&saved, markingSent: markingSent, db)
-            return try saved.result(bucket: bucket)
+            return try saved.result(bucket: bucket, db)
         }
     }
 
@@ -64,8 +64,8 @@ extension SyncStore {
         try write { db in
             let bucketRow = try BucketRow.named(bucket, db)
             _ = try parseFirst(keys: [key], bucket: bucketRow, db)
-            let current = try EntityRow.find(bucketID: bucketRow.id, key: key, db).flatMap { $0.content == nil ? nil : try $0.local() }
-            return try Self.save(.value(try edit(current)), key: key, bucket: bucketRow, now: Self.now(), db).result(bucket: bucket)
+            let current = try EntityRow.find(bucketID: bucketRow.id, key: key, db).flatMap { $0.hasFile ? try $0.local() : nil }
+            return try Self.save(.value(try edit(current)), key: key, bucket: bucketRow, now: Self.now(), db).result(bucket: bucket, db)
         }
     }
 
@@ -75,7 +75,7 @@ extension SyncStore {
         try write { db in
             var saved = try Self.save(.value(value), key: key, bucket: try BucketRow.named(bucket, db), now: Self.now(), db)
             try claim(&saved, markingSent: markingSent, db)
-            return try saved.result(bucket: bucket)
+            return try saved.result(bucket: bucket, db)
         }
     }
 
@@ -167,7 +167,7 @@ extension SyncStore {
         let moved: MovedFile
         switch source {
         case .entity(let key):
-            guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let content = row.content else {
+            guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let content = try row.content(db) else {
                 throw StoreError.unknownEntity(bucket: bucket, key: key)
             }
             bytes = [UInt8](content)
@@ -307,11 +307,11 @@ extension SyncStore {
             isNew = true
         }
         // Made again after a removal the server has not confirmed yet (`removeFile`): a new file.
-        let madeAgain = row.deletedPending && row.content == nil
+        let madeAgain = row.deletedPending && !row.hasFile
         let parsed: Result<JSONObject, EntityFileFormatError>
         switch written {
         case .bytes(let bytes) where parsingLaterFrom.map({ bytes.count >= $0 }) ?? false && !bucket.format.parsesOntoBase:
-            row.content = Data(bytes)
+            row.setContent(Data(bytes))
             try row.place(moved: moved, madeAgain: madeAgain, mtime: mtime ?? now, ctime: now, db)
             row.unparsed = true
             row.reason = nil
@@ -320,13 +320,13 @@ extension SyncStore {
             return SavedRow(row: row, value: nil, parseError: nil, readyToSend: nil, parsedLater: true)
         case .bytes(let bytes):
             // A file made again after a removal builds on the last value the server has.
-            let replacingFile = row.content != nil
+            let replacingFile = row.hasFile
             let base = bucket.format.parsesOntoBase ? try row.local() ?? (row.ghostVersion == nil ? nil : try row.ghost()) : nil
             parsed = bucket.format.parse(bytes, base: base, replacingFile: replacingFile, at: now)
-            row.content = Data(bytes)
+            row.setContent(Data(bytes))
         case .value(let value):
             parsed = .success(value)
-            row.content = bucket.format.render(value).map { Data($0) }
+            row.setContent(bucket.format.render(value).map { Data($0) })
         }
         try row.place(moved: moved, madeAgain: madeAgain, mtime: mtime ?? now, ctime: now, db)
         row.unparsed = false
@@ -341,39 +341,48 @@ extension SyncStore {
         _ row: inout EntityRow, parsed: Result<JSONObject, EntityFileFormatError>, compact: String? = nil,
         diffed: ComputedDiff? = nil, refusingOver limit: Int? = nil, isNew: Bool, bucket: BucketRow, _ db: Database
     ) throws -> SavedRow {
-        var parseError: String?
         switch parsed {
         case .success(let object):
-            row.localValue = compact ?? StoredJSON.text(object)
-            row.editSeq += 1
-        case .failure(let problem): parseError = problem.description
-        }
-        let ready: OutgoingChange?
-        if let parseError {
+            return try settle(
+                &row, value: object, compact: compact ?? StoredJSON.text(object), diffed: diffed, refusingOver: limit, isNew: isNew,
+                bucket: bucket, db)
+        case .failure(let problem):
             // The last valid value may still have a change owed; keep it, but show `invalid`.
-            ready = nil
             row.state = EntityState.invalid.description
-            row.reason = parseError
+            row.reason = problem.description
             try isNew ? row.insert(db) : row.update(db)
-        } else if isNew {
+            return SavedRow(row: row, value: nil, parseError: problem.description, readyToSend: nil)
+        }
+    }
+
+    /// `settle` of bytes parsed to a value, given by its compact text `compact` (and `value`, the
+    /// value itself, when the caller holds it: nil, it is parsed from the text only if needed).
+    static func settle(
+        _ row: inout EntityRow, value: JSONObject?, compact: String, diffed: ComputedDiff? = nil, refusingOver limit: Int? = nil,
+        isNew: Bool, bucket: BucketRow, _ db: Database
+    ) throws -> SavedRow {
+        row.localValue = compact
+        row.editSeq += 1
+        let ready: OutgoingChange?
+        if isNew {
             // What `reconcileQueue` makes of an entity the server has never seen, with no change
             // yet: its first change, queued, and the state `pending`. The row goes in once, with
             // that state, before the change that refers to it (one write each, no lookup).
             row.reason = nil
             row.state = EntityState.pending.description
             try row.insert(db)
-            ready = try reconcileQueue(&row, local: try? parsed.get(), hasNoChange: true, bucket: bucket.name, db)
+            ready = try reconcileQueue(&row, local: value, hasNoChange: true, bucket: bucket.name, db)
         } else {
             row.reason = nil
             row.state = EntityState.synced.description
-            ready = try reconcileQueue(&row, local: try? parsed.get(), diffed: diffed, refusingOver: limit, bucket: bucket.name, db)
+            ready = try reconcileQueue(&row, local: value, diffed: diffed, refusingOver: limit, bucket: bucket.name, db)
             try row.update(db)
         }
-        return SavedRow(row: row, value: try? parsed.get(), parseError: parseError, readyToSend: ready)
+        return SavedRow(row: row, value: value, parseError: nil, readyToSend: ready)
     }
 
     static func delete(key: String, bucket: BucketRow, now: Int64, _ db: Database) throws -> OutgoingChange? {
-        guard var row = try EntityRow.find(bucketID: bucket.id, key: key, db), row.content != nil else {
+        guard var row = try EntityRow.find(bucketID: bucket.id, key: key, db), row.hasFile else {
             throw StoreError.unknownEntity(bucket: bucket.name, key: key)
         }
         // The value the removal takes (or a trash flag keeps) is the one the file last held.
@@ -466,9 +475,10 @@ extension SyncStore {
                 return nil
             }
             op = "-"
-        } else if let local = try parsedLocal ?? row.local() {
+        } else if parsedLocal != nil || row.localValue != nil {
             let precomputed = diffed.flatMap { exactlyEqual($0.ghost, row.ghostData) ? $0 : nil }
-            let computed = precomputed == nil ? try Merge.diff(from: try row.ghost(), to: local) : nil
+            // The value parsed from its text only when no diff was computed from this ghost.
+            let computed = try precomputed == nil ? (try parsedLocal ?? row.local()).map { try Merge.diff(from: try row.ghost(), to: $0) } : nil
             if precomputed?.isEmpty ?? computed?.isEmpty ?? true, row.ghostVersion != nil {
                 if let open { try open.delete(db) }
                 if row.state != EntityState.invalid.description { row.state = EntityState.synced.description }

@@ -40,8 +40,8 @@ extension SyncStore {
             let entities = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT COALESCE(node_id, id) AS id, key, length(content) AS size, mtime, ctime, mode, atime FROM entity
-                    WHERE bucket_id = ? AND content IS NOT NULL ORDER BY key
+                    SELECT COALESCE(node_id, id) AS id, key, file_size AS size, mtime, ctime, mode, atime FROM entity
+                    WHERE bucket_id = ? AND file_size IS NOT NULL ORDER BY key
                     """,
                 arguments: [bucketRow.id])
             for row in entities {
@@ -73,11 +73,11 @@ extension SyncStore {
         let bucketRow = try BucketRow.named(bucket, db)
         switch name {
         case .entity(let key):
-            guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let content = row.content else {
+            guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let size = row.fileSize else {
                 return nil
             }
             return DirectoryEntry(
-                id: row.nodeID, name: name, size: content.count, mtime: row.mtime, ctime: row.ctime, mode: row.mode, atime: row.atime)
+                id: row.nodeID, name: name, size: size, mtime: row.mtime, ctime: row.ctime, mode: row.mode, atime: row.atime)
         case .localFile(let fileName):
             return try LocalFileRow.find(bucketID: bucketRow.id, name: fileName, db)?.directoryEntry
         }
@@ -87,7 +87,7 @@ extension SyncStore {
     public func entity(bucket: String, key: String) throws(StoreError) -> EntityInfo? {
         try read { db in
             let bucketRow = try BucketRow.named(bucket, db)
-            return try EntityRow.find(bucketID: bucketRow.id, key: key, db)?.info(bucket: bucket)
+            return try EntityRow.find(bucketID: bucketRow.id, key: key, db)?.info(bucket: bucket, db)
         }
     }
 
@@ -111,8 +111,9 @@ extension SyncStore {
     public func readEntity(bucket: String, key: String) throws(StoreError) -> [UInt8]? {
         try readOneStatement { db in
             let statement = try db.cachedStatement(sql: """
-                SELECT entity.content FROM entity JOIN bucket ON bucket.id = entity.bucket_id
-                WHERE bucket.name = ? AND entity.key = ?
+                SELECT entity_content.bytes FROM entity JOIN bucket ON bucket.id = entity.bucket_id
+                JOIN entity_content ON entity_content.entity_id = entity.id
+                WHERE bucket.name = ? AND entity.key = ? AND entity.file_size IS NOT NULL
                 """)
             return try Data.fetchOne(statement, arguments: [bucket, key]).map { [UInt8]($0) }
         }
@@ -132,7 +133,7 @@ extension SyncStore {
             if let bucket = try BucketRow.fetchOne(db, key: id) { return .bucket(bucket.info) }
             if let entity = try EntityRow.fetchOne(db, key: id) {
                 guard let bucket = try BucketRow.fetchOne(db, key: entity.bucketID) else { return nil }
-                return .entity(try entity.info(bucket: bucket.name))
+                return .entity(try entity.info(bucket: bucket.name, db))
             }
             if let file = try LocalFileRow.fetchOne(db, key: id) {
                 guard let bucket = try BucketRow.fetchOne(db, key: file.bucketID) else { return nil }
@@ -146,9 +147,9 @@ extension SyncStore {
     public func unsyncedEntities() throws(StoreError) -> [EntityInfo] {
         try read { db in
             let buckets = Dictionary(uniqueKeysWithValues: try BucketRow.fetchAll(db).map { ($0.id, $0.name) })
-            return try EntityRow.filter(Column("state") != "synced" || Column("deleted_pending") == true || Column("unparsed") == true)
+            return try EntityRow.filter(Column("state") != "synced" || Column("deleted_pending") == true || Column("unparsed") != 0)
                 .order(Column("id")).fetchAll(db)
-                .map { row in try row.info(bucket: buckets[row.bucketID] ?? "") }
+                .map { row in try row.info(bucket: buckets[row.bucketID] ?? "", db) }
         }
     }
 
@@ -157,9 +158,9 @@ extension SyncStore {
         try read { db in
             var stats = StoreStats()
             stats.buckets = try BucketRow.fetchCount(db)
-            stats.entities = try EntityRow.filter(Column("content") != nil).fetchCount(db)
+            stats.entities = try EntityRow.filter(Column("file_size") != nil).fetchCount(db)
             stats.localFiles = try LocalFileRow.fetchCount(db)
-            for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM entity WHERE content IS NOT NULL GROUP BY state") {
+            for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM entity WHERE file_size IS NOT NULL GROUP BY state") {
                 stats.byState[row["state"]] = row["n"]
             }
             for row in try Row.fetchAll(db, sql: "SELECT state, count(*) AS n FROM pending_change GROUP BY state") {
@@ -179,7 +180,7 @@ extension SyncStore {
                     SELECT count(*) FROM entity WHERE needs_reload = 1 AND (deleted_pending = 1 OR state IN ('pending', 'conflict'))
                     AND NOT EXISTS (SELECT 1 FROM pending_change c WHERE c.entity_id = entity.id AND c.state IN ('queued', 'sent'))
                     """) ?? 0
-            stats.savesParsedLater = try Int.fetchOne(db, sql: "SELECT count(*) FROM entity WHERE unparsed = 1") ?? 0
+            stats.savesParsedLater = try Int.fetchOne(db, sql: "SELECT count(*) FROM entity WHERE unparsed != 0") ?? 0
             return stats
         }
     }

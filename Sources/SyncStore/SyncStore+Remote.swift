@@ -180,7 +180,7 @@ extension SyncStore {
         // (backup tools key on ctime; an acknowledgement must not make them read the file again).
         // The server's echo says what it did (the row may have been re-queued meanwhile).
         if change.operation == .remove {
-            if row.deletedPending || row.content == nil {
+            if row.deletedPending || !row.hasFile {
                 try row.delete(db)
                 try markRemovedHere(key: row.key, bucket: bucket, db)
                 return
@@ -234,7 +234,7 @@ extension SyncStore {
         _ newGhost: JSONObject, version: Int, oldGhost: JSONObject, remoteDiff: JSONObject?, row: inout EntityRow,
         bucket: BucketRow, now: Int64, clientID: String? = nil, ours: Bool = false, outcome: inout RemoteOutcome, _ db: Database
     ) throws {
-        var isNew = row.content == nil && !row.deletedPending
+        var isNew = !row.hasFile && !row.deletedPending
         // The version a removal made here was made against (nil: a note the server never had).
         let removalBase = row.ghostVersion
         row.needsReload = false
@@ -244,7 +244,7 @@ extension SyncStore {
         // the value ours; any other makes it someone else's.
         row.authored = ours
         row.authoredCCID = nil
-        if !row.deletedPending, row.content != nil, row.state != EntityState.synced.description,
+        if !row.deletedPending, row.hasFile, row.state != EntityState.synced.description,
             let removal = try ChangeRow.open(entityID: row.id, db), removal.op == "-"
         {
             // Made again here after a removal of ours went out (or under a removal sent again,
@@ -311,11 +311,11 @@ extension SyncStore {
         if row.holdsInvalidBytes {
             // The file holds bytes that are not JSON; keep them (the user is mid-edit), track the value.
             row.localValue = StoredJSON.text(merged)
-        } else if let localBefore, row.content != nil, merged == localBefore {
+        } else if let localBefore, row.hasFile, merged == localBefore {
             // Nothing changed for the file (the server's version is the local edit, as after a
             // catch-up that finds our own change applied): its bytes stay exactly as written.
         } else {
-            row.render(merged, in: bucket.format, now: now)
+            try row.render(merged, in: bucket.format, now: now, db)
         }
         let conflict = row.state == EntityState.conflict.description
         if let next = try reconcileQueue(&row, bucket: bucket.name, db) { outcome.ready(next) }
@@ -393,7 +393,7 @@ extension SyncStore {
             }
             if row.localValue == nil && !row.holdsInvalidBytes {
                 try row.delete(db)
-                if row.content != nil {
+                if row.hasFile {
                     outcome.events.append(RemoteEvent(bucket: bucket.name, key: key, entityID: row.id, nodeID: row.nodeID, kind: .removed))
                 }
                 return
@@ -449,7 +449,7 @@ extension SyncStore {
         }
         if !hasLocalEdit {
             try row.delete(db)
-            if row.content != nil {
+            if row.hasFile {
                 outcome.events.append(
                     RemoteEvent(
                         bucket: bucket.name, key: row.key, entityID: row.id, nodeID: row.nodeID, kind: .removed, version: version,

@@ -27,6 +27,12 @@ public final class SyncStore: Sendable {
     let mayHaveUnparsed = Mutex(false)
     /// The most bytes a change may take and still go in a message (`refuseChanges`).
     let changeSizeLimit = Mutex<Int?>(nil)
+    /// For tests: runs in `finishDeferredParse` after its parse, before its transaction (where
+    /// another save of the note may come in between).
+    let afterDeferredParse = Mutex<TestHook?>(nil)
+    struct TestHook: Sendable {
+        let body: @Sendable () -> Void
+    }
     /// What each change in flight brings its entity to, for applying its acknowledgement.
     let sentChanges = SentChanges()
     /// Runs before what a server sent is applied (`applyRemote`, `applyEntity`,
@@ -70,7 +76,7 @@ public final class SyncStore: Sendable {
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
             try Schema.migrator.migrate(pool)
-            let unparsed = try pool.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM entity WHERE unparsed = 1)") }
+            let unparsed = try pool.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM entity WHERE unparsed != 0)") }
             mayHaveUnparsed.withLock { $0 = unparsed ?? false }
         } catch {
             throw StoreError(error)

@@ -169,7 +169,7 @@ struct NamespaceTests {
         let clock = ContinuousClock()
         let seeding = clock.now
         // The store has no bulk local API (applyIndexPage is far too slow in debug builds for
-        // 100,000 rows), so the fixture writes rows in the store's v1 schema in one transaction.
+        // 100,000 rows), so the fixture writes rows in the store's schema (v15: bytes in entity_content) in one transaction.
         _ = try Tool.python(
             """
             import sqlite3, time
@@ -180,8 +180,9 @@ struct NamespaceTests {
             rows = [(first + i, bucket, f'k{i}', 1, '{"i":%d}' % i, '{"i":%d}' % i,
                      ('{\\n  "i": %d\\n}\\n' % i).encode(), now, now, 'synced') for i in range(\(count))]
             db.executemany(
-                "INSERT INTO entity(id, bucket_id, key, ghost_version, ghost_data, local_value, content, mtime, ctime, state)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                "INSERT INTO entity(id, bucket_id, key, ghost_version, ghost_data, local_value, file_size, mtime, ctime, state)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [row[:6] + (len(row[6]),) + row[7:] for row in rows])
+            db.executemany("INSERT INTO entity_content(entity_id, bytes) VALUES (?, ?)", [(row[0], row[6]) for row in rows])
             db.execute("UPDATE meta SET value = ? WHERE name = 'next_node_id'", (first + \(count),))
             db.commit()
             """, in: mount.directory.path)

@@ -59,23 +59,34 @@ struct PropertyTests {
         }
     }
 
-    /// The creation diff's text written from the value is the text of the diff made and encoded.
+    /// The creation diff's text written from the value's compact text is the text of the diff
+    /// made and encoded, and of the length reserved for it.
     @Test func aCreationDiffsTextIsTheEncodedDiffsText() async {
+        func creationDiff(_ object: JSONObject) -> String? {
+            JSONValue.compactCreationDiff(ofCompactText: JSONValue.object(object).compactRendered())
+        }
         await propertyCheck(count: 300, input: Gen.json) { random throws in
             var random = random
             let value = random.document()
             let made = JSONDiffing.encode(JSONDiffing.diff(from: [:], to: value)).compactRendered()
-            #expect(JSONValue.compactCreationDiff(of: value) == made)
+            let written = creationDiff(value)
+            #expect(written == made)
+            #expect(written?.utf8.count == JSONValue.object(value).compactRendered().utf8.count + 14 * value.count)
         }
-        // Past the size from which members are sorted by their keys' bytes.
+        // Past the size from which members are sorted by their keys' bytes; keys and values that
+        // hold quotes, escapes and brackets.
         let large = Dictionary(uniqueKeysWithValues: (0..<500).map { (JSONKey("k\($0 * 7919 % 500)é"), JSONValue.integer(Int64($0))) })
-        let encoded = JSONDiffing.encode(JSONDiffing.diff(from: [:], to: large)).compactRendered()
-        #expect(JSONValue.compactCreationDiff(of: large) == encoded)
-        // Its length, reserved at once from the object's own compact text, is exact.
-        let compactLength = JSONValue.object(large).compactRendered().utf8.count
-        #expect(compactLength + 14 * large.count == encoded.utf8.count)
-        #expect(JSONValue.compactCreationDiff(of: large, compactLength: compactLength) == encoded)
-        #expect(JSONValue.compactCreationDiff(of: [:]) == "{}")
+        #expect(creationDiff(large) == JSONDiffing.encode(JSONDiffing.diff(from: [:], to: large)).compactRendered())
+        let awkward: JSONObject = [
+            "q\"}": .string("a\\\"]},{"), "": .array([.object(["x": .array([])]), .string("[")]), "n": .null, "f": .double(-1.5e3),
+            "o": .object([:]),
+        ]
+        #expect(creationDiff(awkward) == JSONDiffing.encode(JSONDiffing.diff(from: [:], to: awkward)).compactRendered())
+        #expect(creationDiff([:]) == "{}")
+        // Not a compact object: nil, never a wrong diff.
+        for text in ["", "{", "[]", "{ \"a\":1}", #"{"a":1"#, #"{"a":1,}"#, #"{"a"}"#, #"{"a":"x}"#] {
+            #expect(JSONValue.compactCreationDiff(ofCompactText: text) == nil, "\(text)")
+        }
     }
 
     @Test func renderedJSONParsesBackToTheSameValue() async {

@@ -43,7 +43,8 @@ struct AcknowledgementTests {
                 let entities = try Row.fetchAll(
                     db,
                     sql: """
-                        SELECT key, ghost_version, ghost_data, local_value, content, state, reason, deleted_pending,
+                        SELECT key, ghost_version, ghost_data, local_value, file_size,
+                        (SELECT bytes FROM entity_content WHERE entity_id = entity.id) AS content, state, reason, deleted_pending,
                         reload_version, needs_reload FROM entity ORDER BY key
                         """)
                 let changes = try Row.fetchAll(

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import JSONDiff
 import Testing
 @testable import SyncStore
@@ -48,6 +49,29 @@ struct DeferredParseTests {
             #expect(try store.entity(bucket: "notes", key: "k")?.value == ["n": 2])
             let owed = try store.outgoingChanges(bucket: "notes")
             #expect(owed.count == 1 && owed.first?.operation == .modify(diff: wireDiff([:], ["n": 2])))
+        }
+    }
+
+    /// A save that comes between the parse and the transaction that settles it (the parse runs
+    /// outside any transaction), of other bytes or of the same ones: what counts is the last
+    /// save, parsed, and the store is not fooled by bytes of the same length.
+    @Test(arguments: [#"{"n": 3}"#, #"{"n": 2}"#])
+    func aSaveBetweenTheParseAndItsTransactionIsTheOneThatCounts(second: String) throws {
+        try withStore { store, _ in
+            _ = try store.applyJournaledEdits([Journal.save(1, "k", #"{"n": 2}"#)], parsingLaterFrom: 1)
+            let parses = Mutex(0)
+            store.afterDeferredParse.withLock {
+                $0 = SyncStore.TestHook {
+                    guard parses.withLock({ $0 += 1; return $0 }) == 1 else { return }
+                    _ = try? store.applyJournaledEdits([Journal.save(2, "k", second)], parsingLaterFrom: 1)
+                }
+            }
+            let finished = try #require(try store.finishDeferredParse(bucket: "notes", key: "k"))
+            #expect(parses.withLock { $0 } == 2 && finished.readyToSend?.key == "k")
+            let entity = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(entity.value == object(second) && entity.content == bytes(second) && entity.state == .pending)
+            #expect(try Self.owed(store) == ["k": .modify(diff: wireDiff([:], object(second)))])
+            #expect(try store.entitiesParsedLater().isEmpty)
         }
     }
 
