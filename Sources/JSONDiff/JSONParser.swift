@@ -119,6 +119,10 @@ struct JSONParser {
             return .object(JSONObject())
         }
         let first = members.count
+        // A large document's outermost object goes straight into a dictionary of its size
+        // (its members counted first): gathered first, the members of a note of 750,000 small
+        // keys took as much memory again as the object built from them (issue 37).
+        var direct = depth == 1 && bytes.count >= Self.countedObjectBytes ? JSONObject(minimumCapacity: countMembers()) : nil
         var expectedKey = "a string key or '}'"
         while true {
             skipWhitespace()
@@ -128,7 +132,11 @@ struct JSONParser {
             guard peek() == UInt8(ascii: ":") else { throw error(expected: "':'") }
             position += 1
             let value = try parseValue()
-            members.append((JSONKey(key), value))
+            if direct != nil {
+                direct?[JSONKey(key)] = value
+            } else {
+                members.append((JSONKey(key), value))
+            }
             skipWhitespace()
             switch peek() {
             case UInt8(ascii: ","):
@@ -137,6 +145,7 @@ struct JSONParser {
             case UInt8(ascii: "}"):
                 position += 1
                 depth -= 1
+                if let direct { return .object(direct) }
                 let object = JSONObject(members[first...], uniquingKeysWith: { _, last in last })
                 members.removeSubrange(first...)
                 return .object(object)
@@ -144,6 +153,44 @@ struct JSONParser {
                 throw error(expected: "',' or '}'")
             }
         }
+    }
+
+    /// Inputs from this many bytes have their outermost object's members counted before it is
+    /// parsed (`countMembers`).
+    static let countedObjectBytes = 1 << 20
+
+    /// How many members the object whose `{` was just passed has (an estimate, for its
+    /// dictionary's capacity: a scan of its bytes, strings skipped a word at a time and nested
+    /// containers by their depth; malformed text is the parse's to refuse).
+    private func countMembers() -> Int {
+        var index = position
+        var depth = 0
+        var separators = 0
+        while index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: "\""):
+                index += 1
+                while true {
+                    index = ByteScanning.skipPlainWords(bytes, from: index)
+                    guard index < bytes.count else { return separators + 1 }
+                    if bytes[index] == UInt8(ascii: "\\") {
+                        index += 2
+                    } else if bytes[index] == UInt8(ascii: "\"") {
+                        break
+                    } else {
+                        index += 1
+                    }
+                }
+            case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                if depth == 0 { return separators + 1 }
+                depth -= 1
+            case UInt8(ascii: ","): if depth == 0 { separators += 1 }
+            default: break
+            }
+            index += 1
+        }
+        return separators + 1
     }
 
     private mutating func parseArray() throws(JSONParseError) -> JSONValue {

@@ -91,7 +91,7 @@ extension JSONValue {
             var members = 0
             guard CompactObjectText.forEachMember(bytes, { _, _ in members += 1 }) else { return nil }
             let wrapper = Array(#":{"o":"+","v":"#.utf8)
-            return String(unsafeUninitializedCapacity: bytes.count + (wrapper.count + 1) * members) { output in
+            return String(unsafeUninitializedCapacity: compactCreationDiffLength(compactLength: bytes.count, members: members)) { output in
                 var written = 0
                 func append(_ part: UnsafeBufferPointer<UInt8>) {
                     _ = UnsafeMutableBufferPointer(rebasing: output[written..<(written + part.count)]).initialize(from: part)
@@ -114,6 +114,14 @@ extension JSONValue {
                 return written + 1
             }
         }
+    }
+}
+
+extension JSONValue {
+    /// The length of `compactCreationDiff`'s text for an object of `members` members whose own
+    /// compact text takes `compactLength` bytes: each member's value wrapped in `{"o":"+","v":…}`.
+    public static func compactCreationDiffLength(compactLength: Int, members: Int) -> Int {
+        compactLength + 14 * members
     }
 }
 

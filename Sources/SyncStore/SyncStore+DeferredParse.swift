@@ -74,7 +74,8 @@ extension SyncStore {
                 token = found.token
                 let bytes = waiting?.bytes ?? Data()
                 waiting = nil
-                prepared = Self.prepareParsedSave(consume bytes, in: found.format, ghost: found.ghost)
+                prepared = Self.prepareParsedSave(
+                    consume bytes, in: found.format, ghost: found.ghost, refusingOver: changeSizeLimit.withLock { $0 })
             }
             afterDeferredParse.withLock { $0 }?.body()
             let finished = try write(.deferred) { db -> FinishedParse?? in
@@ -104,13 +105,15 @@ extension SyncStore {
     /// A save's value as its compact text and its diff from `ghost` (the stored text), and the
     /// diff's text: the parse and everything else that costs in proportion to the note, made
     /// outside any transaction. The parsed value is not kept: of a note of many small keys it
-    /// takes three times the text.
+    /// takes three times the text. A creation diff of more than `limit` bytes is not written
+    /// (`ComputedDiff.init(ghost:refused:)`).
     static func prepareParsedSave(
-        _ bytes: consuming Data, in format: any EntityFileFormat, ghost ghostText: String
+        _ bytes: consuming Data, in format: any EntityFileFormat, ghost ghostText: String, refusingOver limit: Int?
     ) -> Result<(compact: String, diffed: ComputedDiff?), EntityFileFormatError> {
         // (A ghost that cannot be read is left to the transaction, which fails as any would.)
         let ghost = try? StoredJSON.object(ghostText, column: "ghost_data")
         let compact: String
+        let members: Int
         do {
             // The bytes go once parsed, the value with this block.
             let parsed = parseSaved(bytes, in: format, at: now())
@@ -121,6 +124,7 @@ extension SyncStore {
             case .failure(let problem): return .failure(problem)
             }
             compact = StoredJSON.text(value)
+            members = value.count
             if let ghost, !ghost.isEmpty {
                 guard let diff = try? Merge.diff(from: ghost, to: value) else { return .success((compact, nil)) }
                 return .success((compact, ComputedDiff(ghost: ghostText, diff: diff, text: StoredJSON.text(diff))))
@@ -130,6 +134,8 @@ extension SyncStore {
         // diff of a note of many small keys is an object of two members per key, ten times the
         // note in memory.
         guard ghost != nil else { return .success((compact, nil)) }
+        let byteCount = JSONValue.compactCreationDiffLength(compactLength: compact.utf8.count, members: members)
+        if let limit, byteCount > limit { return .success((compact, ComputedDiff(ghost: ghostText, refused: byteCount))) }
         let text = JSONValue.compactCreationDiff(ofCompactText: compact)
         return .success((compact, text.map { ComputedDiff(ghost: ghostText, diff: nil, text: $0) }))
     }
@@ -156,7 +162,7 @@ extension SyncStore {
     /// Bytes a save left unparsed, parsed as that save would have: only formats that parse the
     /// bytes alone (no base) leave them so.
     static func parseSaved(_ bytes: Data, in format: any EntityFileFormat, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError> {
-        format.parse([UInt8](bytes), base: nil, replacingFile: true, at: time)
+        format.parse(replacing: bytes, at: time)
     }
 
     /// `parseFirst` for a row the caller holds: parses its bytes if they wait, and writes it.

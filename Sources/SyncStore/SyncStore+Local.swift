@@ -467,6 +467,7 @@ extension SyncStore {
         var op = "M"
         var diff: JSONObject?
         var diffText: String?
+        var diffBytes: Int?
         if row.deletedPending {
             if row.ghostVersion == nil {
                 // Removal of something the server never had: drop the queued change, keep nothing.
@@ -476,7 +477,12 @@ extension SyncStore {
             }
             op = "-"
         } else if parsedLocal != nil || row.localValue != nil {
-            let precomputed = diffed.flatMap { exactlyEqual($0.ghost, row.ghostData) ? $0 : nil }
+            let precomputed = diffed.flatMap { diffed -> ComputedDiff? in
+                guard exactlyEqual(diffed.ghost, row.ghostData) else { return nil }
+                // One left unwritten as too large stands only while the limit says so.
+                guard diffed.text != nil || limit.map({ diffed.byteCount > $0 }) == true else { return nil }
+                return diffed
+            }
             // The value parsed from its text only when no diff was computed from this ghost.
             let computed = try precomputed == nil ? (try parsedLocal ?? row.local()).map { try Merge.diff(from: try row.ghost(), to: $0) } : nil
             if precomputed?.isEmpty ?? computed?.isEmpty ?? true, row.ghostVersion != nil {
@@ -486,6 +492,7 @@ extension SyncStore {
             }
             diff = precomputed?.diff ?? computed
             diffText = precomputed?.text ?? computed.map(StoredJSON.text)
+            diffBytes = precomputed?.byteCount ?? diffText?.utf8.count
         } else {
             if let open { try open.delete(db) }
             return nil
@@ -498,8 +505,10 @@ extension SyncStore {
         change.sv = row.ghostVersion
         change.fullData = nil
         change.editSeq = row.editSeq
-        if let limit, let bytes = diffText?.utf8.count, bytes > limit {
+        if let limit, let bytes = diffBytes, bytes > limit {
             change.state = "rejected:413"
+            // Never sent, and the next save replaces it: its diff is not kept.
+            change.diff = nil
             try change.save(db)
             row.state = EntityState.rejected(code: 413).description
             row.reason = tooLargeToSend(bytes: bytes, limit: limit)
@@ -535,7 +544,21 @@ struct ComputedDiff {
     let ghost: String
     /// Nil when only its text was made (a note created whole: `JSONValue.compactCreationDiff`).
     let diff: JSONObject?
-    let text: String
+    /// Nil when it was not written, being too large to send (`refused`).
+    let text: String?
+    /// The text's length, written or not.
+    let byteCount: Int
+
+    init(ghost: String, diff: JSONObject?, text: String) {
+        (self.ghost, self.diff, self.text, byteCount) = (ghost, diff, text, text.utf8.count)
+    }
+
+    /// A diff of `byteCount` bytes over the limit a change may take (`SyncStore.refuseChanges`),
+    /// known by its length alone: it would only be refused, so it is not written (issue 37: a
+    /// note of 750,000 small keys made a creation diff of 26 MiB, and SQLite two copies more).
+    init(ghost: String, refused byteCount: Int) {
+        (self.ghost, diff, text, self.byteCount) = (ghost, nil, nil, byteCount)
+    }
 
     var isEmpty: Bool { text == "{}" }
 }

@@ -167,4 +167,30 @@ struct JSONParserTests {
         // Outside strings any non-ASCII byte is a plain syntax error.
         #expect(throws: JSONParseError.self) { try JSONValue(parsing: [0xFF] as [UInt8]) }
     }
+
+    /// A document of a MiB or more has its outermost object's members counted and parsed
+    /// straight into the object (issue 37): the same value as a small document's way, with the
+    /// last of duplicate keys winning, whatever its strings and nested values hold.
+    @Test func aLargeDocumentsOutermostObjectParsesAsASmallOnesDoes() throws {
+        let filler = String(repeating: "x", count: 1 << 20)
+        let text = """
+            { "a" : 1, "q\\\"},{" : "},{\\\"[", "nested": {"a": [1, {"b": "}"}], "c": {}}, "a": 2,
+              "empty": [], "filler": "\(filler)", "list": [ [], [[]], {"x,": ","} ] , "last" : null }
+            """
+        let value = try JSONValue(parsing: text)
+        let expected: JSONObject = [
+            "a": 2, "q\"},{": "},{\"[", "nested": ["a": [1, ["b": "}"]], "c": [:]], "empty": [], "filler": .string(filler),
+            "list": [[], [[]], ["x,": ","]], "last": nil,
+        ]
+        let object = try #require(value.objectValue)
+        #expect(Set(object.keys) == Set(expected.keys))
+        for (key, member) in expected where key != "filler" { #expect(object[key] == member, "\(key.string)") }
+        #expect(object["filler"]?.stringValue?.count == filler.count)
+        // The same members in a document under the threshold parse to the same object.
+        let small = try JSONValue(parsing: text.replacingOccurrences(of: filler, with: "x"))
+        #expect(small.objectValue?.count == expected.count)
+        // Malformed text is still refused.
+        #expect(parseError(String(text.dropLast())) != nil)
+        #expect(parseError(text.replacingOccurrences(of: "\"last\" : null", with: "\"last\" null")) != nil)
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Synchronization
 import JSONDiff
 import Testing
@@ -164,9 +165,17 @@ struct DeferredParseTests {
             let entity = try #require(try store.entity(bucket: "notes", key: "big"))
             #expect(entity.state == .rejected(code: 413) && entity.reason?.contains("too large to send") == true)
             #expect(entity.value == object(big) && entity.content == bytes(big))
+            // Its diff (a creation's, known by its length: 37 bytes of text and 14) is not kept.
+            let kept = try store.read { db in try Row.fetchAll(db, sql: "SELECT state, diff FROM pending_change") }
+            #expect(kept.map { "\($0["state"] as String) \($0["diff"] as String?)" } == ["rejected:413 nil"])
             #expect(try store.finishDeferredParse(bucket: "notes", key: "small")?.readyToSend?.key == "small")
+            // An edit whose diff is too large is refused the same way.
+            try seed(store, key: "seeded", version: 1, data: ["text": "short"])
+            _ = try store.applyJournaledEdits([Journal.save(3, "seeded", big)], parsingLaterFrom: 1)
+            #expect(try store.finishDeferredParse(bucket: "notes", key: "seeded")?.readyToSend == nil)
+            #expect(try store.entity(bucket: "notes", key: "seeded")?.state == .rejected(code: 413))
             #expect(try store.outgoingChanges(bucket: "notes").map(\.key) == ["small"])
-            _ = try store.applyJournaledEdits([Journal.save(3, "big", #"{"text": "short"}"#)])
+            _ = try store.applyJournaledEdits([Journal.save(4, "big", #"{"text": "short"}"#)])
             #expect(try store.outgoingChanges(bucket: "notes").map(\.key).sorted() == ["big", "small"])
         }
     }
