@@ -1,4 +1,3 @@
-import Foundation
 import JSONDiff
 
 /// How an entity's value shows as the bytes of its file, and how bytes written to that file
@@ -20,9 +19,6 @@ public protocol EntityFileFormat: Sendable {
     /// `base`: the value they replace; `replacingFile`: whether the entity had a file (false for
     /// a new file, or one made again after a removal: `base` is then the last value known, if any).
     func parse(_ bytes: [UInt8], base: JSONObject?, replacingFile: Bool, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError>
-    /// `parse` of bytes that replace the file whole, without a base (a save parsed after its
-    /// transaction, `SyncStore.finishDeferredParse`), read where they are.
-    func parse(replacing bytes: Data, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError>
     /// Whether `parse` reads `base` (the store decodes it only then: a JSON file's save need not).
     var parsesOntoBase: Bool { get }
     /// What removing the file does to the entity: nil removes it; a value keeps it with that
@@ -39,12 +35,6 @@ extension EntityFileFormat {
 
     public func renderWithCompactJSON(_ value: JSONObject) -> (file: [UInt8]?, compact: String) {
         (render(value), JSONValue.object(value).compactRendered())
-    }
-}
-
-extension EntityFileFormat {
-    public func parse(replacing bytes: Data, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError> {
-        parse([UInt8](bytes), base: nil, replacingFile: true, at: time)
     }
 }
 
@@ -73,15 +63,6 @@ public struct JSONFileFormat: EntityFileFormat, Hashable {
     }
 
     public func parse(_ bytes: [UInt8], base: JSONObject?, replacingFile: Bool, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError> {
-        Self.object(parsing: bytes)
-    }
-
-    /// Without a copy into an array: a note of several MiB took one more.
-    public func parse(replacing bytes: Data, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError> {
-        Self.object(parsing: bytes)
-    }
-
-    private static func object(parsing bytes: some Collection<UInt8>) -> Result<JSONObject, EntityFileFormatError> {
         do {
             let value = try JSONValue(parsing: bytes)
             guard let object = value.objectValue else {

@@ -161,7 +161,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     private(set) var fileSize: Int?
     /// Bytes given since the row was read (`setContent`), written with the row (`.none`: the
     /// stored ones stand; `.some(nil)`: the file is gone).
-    private var contentSet: Data?? = .none
+    private var contentSet: [UInt8]?? = .none
     var mtime: Int64
     var ctime: Int64
     var state: String
@@ -231,7 +231,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
         self.ghostData = ghostData
         self.localValue = localValue
         self.fileSize = content?.count
-        if let content { contentSet = .some(content) }
+        if let content { contentSet = .some([UInt8](content)) }
         self.mtime = mtime
         self.ctime = ctime
         self.state = state
@@ -357,12 +357,19 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     private func writeContent(_ db: Database) throws {
         guard case .some(let bytes) = contentSet else { return }
         if let bytes {
-            try db.cachedStatement(
+            let statement = try db.cachedStatement(
                 sql: """
                     INSERT INTO entity_content (entity_id, bytes) VALUES (?, ?)
                     ON CONFLICT (entity_id) DO UPDATE SET bytes = excluded.bytes
-                    """
-            ).executeReleasing(arguments: [id, bytes], boundBytes: bytes.count)
+                    """)
+            // Bound where they are: a statement of few arguments binds a blob without copying it
+            // (GRDB), and the bytes outlive it.
+            try bytes.withUnsafeBytes { buffer in
+                let blob = buffer.baseAddress.map {
+                    Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: $0), count: buffer.count, deallocator: .none)
+                } ?? Data()
+                try statement.execute(arguments: [id, blob])
+            }
         } else {
             try db.cachedStatement(sql: "DELETE FROM entity_content WHERE entity_id = ?").execute(arguments: [id])
         }
@@ -373,19 +380,22 @@ struct EntityRow: FetchableRecord, PersistableRecord {
 
     /// The file's bytes, nil when it has none: the ones given since the row was read, else the
     /// stored ones (read now, each time: a row is mostly written without them).
-    func content(_ db: Database) throws -> Data? {
+    func content(_ db: Database) throws -> [UInt8]? {
         if case .some(let bytes) = contentSet { return bytes }
         guard fileSize != nil else { return nil }
-        guard let bytes = try Data.fetchOne(
+        // Copied once, from SQLite's buffer into the array.
+        let rows = try Row.fetchCursor(
             db.cachedStatement(sql: "SELECT bytes FROM entity_content WHERE entity_id = ?"), arguments: [id])
-        else {
+        let bytes = try rows.next()?.withUnsafeData(atIndex: 0, { $0.map { [UInt8]($0) } })
+        while try rows.next() != nil {}  // stepped to its end: the statement holds nothing open
+        guard let bytes else {
             throw StoreError.corruptRow("entity \(id) has a file of \(fileSize ?? 0) bytes and no content")
         }
         return bytes
     }
 
     /// Gives the file `bytes` (nil: no file), written with the row.
-    mutating func setContent(_ bytes: Data?) {
+    mutating func setContent(_ bytes: [UInt8]?) {
         contentSet = .some(bytes)
         fileSize = bytes?.count
     }
@@ -484,7 +494,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     mutating func render(_ value: JSONObject, in format: any EntityFileFormat, now: Int64, _ db: Database) throws {
         let both = format.renderWithCompactJSON(value)
         localValue = both.compact
-        let rendered = both.file.map { Data($0) }
+        let rendered = both.file
         // The sizes first: bytes of another length differ without reading the stored ones.
         if try rendered?.count != fileSize || content(db) != rendered {
             setContent(rendered)
@@ -558,7 +568,7 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     func info(bucket: String, value: JSONObject? = nil, decodingValues: Bool = true, _ db: Database) throws -> EntityInfo {
         EntityInfo(
             id: id, nodeID: nodeID, bucket: bucket, key: key, version: ghostVersion, ghost: decodingValues ? try ghost() : [:],
-            value: decodingValues ? try value ?? local() : nil, content: try content(db).map { [UInt8]($0) } ?? [], mtime: mtime,
+            value: decodingValues ? try value ?? local() : nil, content: try content(db) ?? [], mtime: mtime,
             ctime: ctime,
             state: Self.state(text: state, unparsed: unparsed), reason: reason, deletedPending: deletedPending,
             mode: mode, atime: atime)

@@ -236,37 +236,39 @@ public final class SaveJournal: Sendable {
         static let renameLocalFile: UInt8 = 5
     }
 
+    /// The edit's record: its header (the payload's length and checksum) and its payload, in
+    /// one buffer (the header's place kept at its start and filled last): a save of several MiB
+    /// was copied once more to put the header before it (issue 37).
     static func encode(_ edit: JournaledEdit) -> [UInt8] {
-        var payload: [UInt8] = []
         let bytes: [UInt8]
         if case .save(let saved) = edit.edit { bytes = saved } else { bytes = [] }
-        payload.reserveCapacity(41 + edit.bucket.utf8.count + edit.fileName.utf8.count + bytes.count)
-        appendInteger(UInt64(bitPattern: edit.sequence), to: &payload)
-        appendInteger(UInt64(bitPattern: edit.time), to: &payload)
-        appendInteger(UInt64(bitPattern: edit.nodeID ?? 0), to: &payload)
-        appendText(edit.bucket, to: &payload)
-        appendText(edit.fileName, to: &payload)
+        var record = [UInt8](repeating: 0, count: headerSize)
+        record.reserveCapacity(headerSize + 41 + edit.bucket.utf8.count + edit.fileName.utf8.count + bytes.count)
+        appendInteger(UInt64(bitPattern: edit.sequence), to: &record)
+        appendInteger(UInt64(bitPattern: edit.time), to: &record)
+        appendInteger(UInt64(bitPattern: edit.nodeID ?? 0), to: &record)
+        appendText(edit.bucket, to: &record)
+        appendText(edit.fileName, to: &record)
         let local = !edit.file.isEntity
         switch edit.edit {
-        case .save: payload.append(local ? Kind.saveLocalFile : Kind.saveEntity)
-        case .remove: payload.append(local ? Kind.removeLocalFile : Kind.removeEntity)
+        case .save: record.append(local ? Kind.saveLocalFile : Kind.saveEntity)
+        case .remove: record.append(local ? Kind.removeLocalFile : Kind.removeEntity)
         case .rename(let destination):
-            payload.append(local ? Kind.renameLocalFile : Kind.renameEntity)
+            record.append(local ? Kind.renameLocalFile : Kind.renameEntity)
             switch destination {
             case .entity(let key):
-                payload.append(0)
-                appendText(key, to: &payload)
+                record.append(0)
+                appendText(key, to: &record)
             case .localFile(let name):
-                payload.append(1)
-                appendText(name, to: &payload)
+                record.append(1)
+                appendText(name, to: &record)
             }
         }
-        payload += bytes
-        var record: [UInt8] = []
-        record.reserveCapacity(headerSize + payload.count)
-        appendInteger(UInt32(payload.count), to: &record)
-        appendInteger(checksum(payload[...]), to: &record)
-        record += payload
+        record += bytes
+        var header: [UInt8] = []
+        appendInteger(UInt32(record.count - headerSize), to: &header)
+        appendInteger(checksum(record[headerSize...]), to: &header)
+        record.replaceSubrange(0..<headerSize, with: header)
         return record
     }
 

@@ -63,7 +63,7 @@ extension SyncStore {
             let token: Int64
             let prepared: Result<(compact: String, diffed: ComputedDiff?), EntityFileFormatError>
             do {
-                var waiting = try read { db -> (bytes: Data, token: Int64, format: any EntityFileFormat, ghost: String)? in
+                var waiting = try read { db -> (bytes: [UInt8], token: Int64, format: any EntityFileFormat, ghost: String)? in
                     let bucketRow = try BucketRow.named(bucket, db)
                     guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), row.unparsed,
                         let bytes = try row.content(db)
@@ -72,7 +72,7 @@ extension SyncStore {
                 }
                 guard let found = waiting.map({ (token: $0.token, format: $0.format, ghost: $0.ghost) }) else { return nil }
                 token = found.token
-                let bytes = waiting?.bytes ?? Data()
+                let bytes = waiting?.bytes ?? []
                 waiting = nil
                 prepared = Self.prepareParsedSave(
                     consume bytes, in: found.format, ghost: found.ghost, refusingOver: changeSizeLimit.withLock { $0 })
@@ -108,7 +108,7 @@ extension SyncStore {
     /// takes three times the text. A creation diff of more than `limit` bytes is not written
     /// (`ComputedDiff.init(ghost:refused:)`).
     static func prepareParsedSave(
-        _ bytes: consuming Data, in format: any EntityFileFormat, ghost ghostText: String, refusingOver limit: Int?
+        _ bytes: consuming [UInt8], in format: any EntityFileFormat, ghost ghostText: String, refusingOver limit: Int?
     ) -> Result<(compact: String, diffed: ComputedDiff?), EntityFileFormatError> {
         // (A ghost that cannot be read is left to the transaction, which fails as any would.)
         let ghost = try? StoredJSON.object(ghostText, column: "ghost_data")
@@ -161,8 +161,8 @@ extension SyncStore {
 
     /// Bytes a save left unparsed, parsed as that save would have: only formats that parse the
     /// bytes alone (no base) leave them so.
-    static func parseSaved(_ bytes: Data, in format: any EntityFileFormat, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError> {
-        format.parse(replacing: bytes, at: time)
+    static func parseSaved(_ bytes: [UInt8], in format: any EntityFileFormat, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError> {
+        format.parse(bytes, base: nil, replacingFile: true, at: time)
     }
 
     /// `parseFirst` for a row the caller holds: parses its bytes if they wait, and writes it.

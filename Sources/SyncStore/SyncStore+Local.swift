@@ -170,7 +170,7 @@ extension SyncStore {
             guard let row = try EntityRow.find(bucketID: bucketRow.id, key: key, db), let content = try row.content(db) else {
                 throw StoreError.unknownEntity(bucket: bucket, key: key)
             }
-            bytes = [UInt8](content)
+            bytes = content
             sourceMTime = row.mtime
             moved = MovedFile(nodeID: row.nodeID, mode: row.mode, atime: row.atime)
         case .localFile(let name) where target.isEntity:
@@ -311,7 +311,7 @@ extension SyncStore {
         let parsed: Result<JSONObject, EntityFileFormatError>
         switch written {
         case .bytes(let bytes) where parsingLaterFrom.map({ bytes.count >= $0 }) ?? false && !bucket.format.parsesOntoBase:
-            row.setContent(Data(bytes))
+            row.setContent(bytes)
             try row.place(moved: moved, madeAgain: madeAgain, mtime: mtime ?? now, ctime: now, db)
             row.unparsed = true
             row.reason = nil
@@ -323,10 +323,10 @@ extension SyncStore {
             let replacingFile = row.hasFile
             let base = bucket.format.parsesOntoBase ? try row.local() ?? (row.ghostVersion == nil ? nil : try row.ghost()) : nil
             parsed = bucket.format.parse(bytes, base: base, replacingFile: replacingFile, at: now)
-            row.setContent(Data(bytes))
+            row.setContent(bytes)
         case .value(let value):
             parsed = .success(value)
-            row.setContent(bucket.format.render(value).map { Data($0) })
+            row.setContent(bucket.format.render(value))
         }
         try row.place(moved: moved, madeAgain: madeAgain, mtime: mtime ?? now, ctime: now, db)
         row.unparsed = false

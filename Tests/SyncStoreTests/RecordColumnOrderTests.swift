@@ -51,7 +51,7 @@ struct RecordColumnOrderTests {
             }
             // The file's bytes are in a table of their own, read when asked for.
             #expect(try Data.fetchOne(db, sql: "SELECT bytes FROM entity_content WHERE entity_id = 901") == Data([1, 2]))
-            #expect(try EntityRow.find(bucketID: 900, key: "k", db)?.content(db) == Data([1, 2]))
+            #expect(try EntityRow.find(bucketID: 900, key: "k", db)?.content(db) == [1, 2])
             // The hand-written inserts put each value in its column, by name.
             for (table, written) in [("entity", entity as any EncodableRecord), ("pending_change", change)] {
                 let row = try #require(try Row.fetchOne(db, sql: "SELECT * FROM \(table)"))
