@@ -49,11 +49,38 @@ struct JSONParser {
     /// members are known, at its full size, rather than grown (and every key hashed again) as
     /// they come.
     private var members: [(JSONKey, JSONValue)] = []
+    /// Where the outermost object's members go instead of into an object (`forEachOutermostMember`).
+    private var outermost: OutermostMembers?
+
+    /// `forEachOutermostMember`'s receivers: told how many members to expect (an estimate), then
+    /// given each member in document order.
+    struct OutermostMembers {
+        let expect: (Int) -> Void
+        let member: (String, JSONValue) -> Void
+    }
 
     private init(bytes: UnsafeBufferPointer<UInt8>, knownValidUTF8: Bool, replacingLoneSurrogates: Bool) {
         self.bytes = bytes
         self.knownValidUTF8 = knownValidUTF8
         self.replacingLoneSurrogates = replacingLoneSurrogates
+    }
+
+    /// Parses a text that must be one JSON object, handing each of its members to `receivers`
+    /// as it is parsed (keys in document order, duplicates too) rather than building the object.
+    /// False if the text is not one JSON object, or not JSON (the members handed over until
+    /// then are to be ignored).
+    static func forEachOutermostMember(_ bytes: UnsafeBufferPointer<UInt8>, _ receivers: OutermostMembers) -> Bool {
+        var parser = JSONParser(bytes: bytes, knownValidUTF8: false, replacingLoneSurrogates: false)
+        parser.outermost = receivers
+        parser.skipWhitespace()
+        guard parser.peek() == UInt8(ascii: "{") else { return false }
+        do throws(JSONParseError) {
+            _ = try parser.parseObject()
+            parser.skipWhitespace()
+            return parser.position == bytes.count
+        } catch {
+            return false
+        }
     }
 
     static func parse(
@@ -119,10 +146,12 @@ struct JSONParser {
             return .object(JSONObject())
         }
         let first = members.count
+        let sink = depth == 1 ? outermost : nil
+        sink?.expect(countMembers())
         // A large document's outermost object goes straight into a dictionary of its size
         // (its members counted first): gathered first, the members of a note of 750,000 small
         // keys took as much memory again as the object built from them (issue 37).
-        var direct = depth == 1 && bytes.count >= Self.countedObjectBytes ? JSONObject(minimumCapacity: countMembers()) : nil
+        var direct = sink == nil && depth == 1 && bytes.count >= Self.countedObjectBytes ? JSONObject(minimumCapacity: countMembers()) : nil
         var expectedKey = "a string key or '}'"
         while true {
             skipWhitespace()
@@ -132,7 +161,9 @@ struct JSONParser {
             guard peek() == UInt8(ascii: ":") else { throw error(expected: "':'") }
             position += 1
             let value = try parseValue()
-            if direct != nil {
+            if let sink {
+                sink.member(key, value)
+            } else if direct != nil {
                 direct?[JSONKey(key)] = value
             } else {
                 members.append((JSONKey(key), value))
@@ -145,6 +176,7 @@ struct JSONParser {
             case UInt8(ascii: "}"):
                 position += 1
                 depth -= 1
+                if sink != nil { return .object([:]) }
                 if let direct { return .object(direct) }
                 let object = JSONObject(members[first...], uniquingKeysWith: { _, last in last })
                 members.removeSubrange(first...)

@@ -19,6 +19,11 @@ public protocol EntityFileFormat: Sendable {
     /// `base`: the value they replace; `replacingFile`: whether the entity had a file (false for
     /// a new file, or one made again after a removal: `base` is then the last value known, if any).
     func parse(_ bytes: [UInt8], base: JSONObject?, replacingFile: Bool, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError>
+    /// The compact JSON of the value `bytes` stand for (`parse`'s, without a base) and its
+    /// member count, when the format makes them without building the value (a JSON file's:
+    /// `JSONValue.compactObjectText`, for a note of many small keys a third of the memory); nil
+    /// otherwise, and for bytes that are no value (`parse` says why).
+    func compactValueText(parsing bytes: [UInt8]) -> (text: String, members: Int)?
     /// Whether `parse` reads `base` (the store decodes it only then: a JSON file's save need not).
     var parsesOntoBase: Bool { get }
     /// What removing the file does to the entity: nil removes it; a value keeps it with that
@@ -36,6 +41,10 @@ extension EntityFileFormat {
     public func renderWithCompactJSON(_ value: JSONObject) -> (file: [UInt8]?, compact: String) {
         (render(value), JSONValue.object(value).compactRendered())
     }
+}
+
+extension EntityFileFormat {
+    public func compactValueText(parsing bytes: [UInt8]) -> (text: String, members: Int)? { nil }
 }
 
 /// Why written bytes are no value of their entity (the `invalid` state's reason).
@@ -77,4 +86,8 @@ public struct JSONFileFormat: EntityFileFormat, Hashable {
     public func removal(of value: JSONObject, at time: StoreTime) -> JSONObject? { nil }
 
     public var parsesOntoBase: Bool { false }
+
+    public func compactValueText(parsing bytes: [UInt8]) -> (text: String, members: Int)? {
+        JSONValue.compactObjectText(parsing: bytes)
+    }
 }

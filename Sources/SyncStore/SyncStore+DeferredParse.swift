@@ -105,8 +105,9 @@ extension SyncStore {
     /// A save's value as its compact text and its diff from `ghost` (the stored text), and the
     /// diff's text: the parse and everything else that costs in proportion to the note, made
     /// outside any transaction. The parsed value is not kept: of a note of many small keys it
-    /// takes three times the text. A creation diff of more than `limit` bytes is not written
-    /// (`ComputedDiff.init(ghost:refused:)`).
+    /// takes three times the text, and a new note's (over an empty ghost) is not even built when
+    /// the format makes its text without it (`EntityFileFormat.compactValueText`). A creation
+    /// diff of more than `limit` bytes is not written (`ComputedDiff.init(ghost:refused:)`).
     static func prepareParsedSave(
         _ bytes: consuming [UInt8], in format: any EntityFileFormat, ghost ghostText: String, refusingOver limit: Int?
     ) -> Result<(compact: String, diffed: ComputedDiff?), EntityFileFormatError> {
@@ -114,7 +115,10 @@ extension SyncStore {
         let ghost = try? StoredJSON.object(ghostText, column: "ghost_data")
         let compact: String
         let members: Int
-        do {
+        if let ghost, ghost.isEmpty, let made = format.compactValueText(parsing: bytes) {
+            _ = consume bytes
+            (compact, members) = made
+        } else {
             // The bytes go once parsed, the value with this block.
             let parsed = parseSaved(bytes, in: format, at: now())
             _ = consume bytes

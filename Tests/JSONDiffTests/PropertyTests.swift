@@ -59,6 +59,37 @@ struct PropertyTests {
         }
     }
 
+    /// An object's compact text made member by member from its text (no object built) is the
+    /// text the parsed object renders to, whatever the text's layout and its duplicate keys; and
+    /// what is not one JSON object gives none.
+    @Test func anObjectsCompactTextMadeMemberByMemberIsTheParsedObjectsText() async {
+        await propertyCheck(count: 300, input: Gen.json) { random throws in
+            var random = random
+            let value = random.document()
+            let pretty = JSONValue.object(value).prettyRenderedBytes()
+            let made = JSONValue.compactObjectText(parsing: pretty)
+            #expect(made?.text == JSONValue.object(value).compactRendered() && made?.members == value.count)
+            // Members again, in another order, with other values, before the document's own:
+            // the last of each key counts, as in a parse.
+            let compact = Array(JSONValue.object(value).compactRendered().utf8)
+            let other = random.document()
+            guard compact.count > 2 else { return }
+            var doubled = Array(JSONValue.object(other).compactRendered().utf8.dropLast())
+            if doubled.count > 1 { doubled.append(UInt8(ascii: ",")) }
+            doubled += compact.dropFirst()
+            let parsed = try JSONValue(parsing: doubled)
+            #expect(JSONValue.compactObjectText(parsing: doubled)?.text == parsed.compactRendered())
+        }
+        let awkward = #" { "b" : [1, {"z": 1, "a": "x\u0041"}], "a\n\"": 1e2, "é": "\u00e9", "e\u0301": -0.5, "b": null, "": {} } "#
+        let parsed = try? JSONValue(parsing: awkward)
+        #expect(JSONValue.compactObjectText(parsing: Array(awkward.utf8))?.text == parsed?.compactRendered())
+        #expect(JSONValue.compactObjectText(parsing: Array(awkward.utf8))?.members == 5)
+        #expect(JSONValue.compactObjectText(parsing: Array("{}".utf8))?.text == "{}")
+        for text in ["", "[]", "1", "{", #"{"a":1"#, #"{"a":1} x"#, #"{"a" 1}"#, #"{"a":1,}"#, #"{"\uD800":1}"#, "{\"a\":\"\u{1}\"}"] {
+            #expect(JSONValue.compactObjectText(parsing: Array(text.utf8)) == nil, "\(text)")
+        }
+    }
+
     /// The creation diff's text written from the value's compact text is the text of the diff
     /// made and encoded, and of the length reserved for it.
     @Test func aCreationDiffsTextIsTheEncodedDiffsText() async {
