@@ -68,7 +68,7 @@ public final class SyncStoreBackend: MountBackend {
 
     /// How many of `edits` (oldest first, none after `last`) one transaction takes: at most
     /// `editsPerTransaction`, and `savedBytesPerTransaction` of saves unless the first alone is more.
-    static func transactionLength(of edits: ArraySlice<JournaledEdit>, upTo last: Int64 = .max) -> Int {
+    static func transactionLength(of edits: some Sequence<JournaledEdit>, upTo last: Int64 = .max) -> Int {
         var count = 0
         var bytes = 0
         for edit in edits {
@@ -117,7 +117,9 @@ public final class SyncStoreBackend: MountBackend {
     /// has: every answer from the server asks whether its keys have one waiting, and a burst of
     /// saves can leave thousands waiting.
     struct WaitingEdits {
-        private var edits: [JournaledEdit] = []
+        /// Nil once applied: an applied save's bytes go then, not when the array is next
+        /// compacted (a burst of big saves that never left it empty kept every one, issue 37).
+        private var edits: [JournaledEdit?] = []
         /// `edits` before this index are applied: dropping them one batch at a time from the
         /// front of the array would move the rest each time.
         private var start = 0
@@ -137,7 +139,7 @@ public final class SyncStoreBackend: MountBackend {
         }
 
         var isEmpty: Bool { start == edits.count }
-        var last: JournaledEdit? { isEmpty ? nil : edits.last }
+        var last: JournaledEdit? { isEmpty ? nil : edits.last ?? nil }
 
         mutating func append(_ edit: JournaledEdit) {
             edits.append(edit)
@@ -147,17 +149,20 @@ public final class SyncStoreBackend: MountBackend {
 
         /// The oldest edits, none after sequence `last`, as many as one transaction takes.
         func oldestForOneTransaction(upTo last: Int64) -> [JournaledEdit] {
-            let waiting = edits[start...]
-            return Array(waiting.prefix(SyncStoreBackend.transactionLength(of: waiting, upTo: last)))
+            // (Those from `start` on are all still there.)
+            let length = SyncStoreBackend.transactionLength(of: edits[start...].lazy.compactMap { $0 }, upTo: last)
+            return edits[start..<start + length].compactMap { $0 }
         }
 
         mutating func removeOldest(_ count: Int) {
-            for edit in edits[start..<start + count] {
+            for index in start..<start + count {
+                guard let edit = edits[index] else { continue }
                 if case .save(let bytes) = edit.edit { savedBytes -= bytes.count }
                 for key in edit.entityKeys {
                     let file = FileKey(bucket: edit.bucket, key: key)
                     if countPerFile[file] == 1 { countPerFile[file] = nil } else { countPerFile[file]! -= 1 }
                 }
+                edits[index] = nil
             }
             start += count
             if isEmpty {

@@ -63,6 +63,23 @@ struct WaitingEditsTests {
     /// A transaction takes at most 256 edits and 4 MiB of saved bytes, unless its first save
     /// alone is more: twelve big notes saved at once are parsed in twelve transactions, each
     /// freeing its copies when it commits, not all held in one (issue 37).
+    /// An applied save lets go of its bytes at once, while later edits still wait (the array
+    /// keeps its place until it is compacted): a burst of big saves that never left the list
+    /// empty held every one in memory (issue 37).
+    @Test func anAppliedSaveLetsGoOfItsBytesWhileOthersWait() {
+        var waiting = SyncStoreBackend.WaitingEdits()
+        var bytes = [UInt8](repeating: 7, count: 1 << 20)
+        waiting.append(JournaledEdit(sequence: 1, bucket: "notes", key: "big", edit: .save(bytes), time: 1))
+        waiting.append(JournaledEdit(sequence: 2, bucket: "notes", key: "next", edit: .save([1]), time: 2))
+        waiting.removeOldest(1)
+        #expect(!waiting.isEmpty && waiting.savedBytes == 1 && waiting.last?.sequence == 2)
+        #expect(waiting.oldestForOneTransaction(upTo: 2).map(\.sequence) == [2])
+        // Ours alone now: a write to it changes it where it is, with no copy made first.
+        let before = bytes.withUnsafeBufferPointer { $0.baseAddress }
+        bytes[0] = 8
+        #expect(bytes.withUnsafeBufferPointer { $0.baseAddress } == before, "the applied save's bytes are still held")
+    }
+
     @Test func aTransactionTakesAtMostFourMiBOfSavesOrOneLargerSave() {
         let mib = 1 << 20
         func save(_ sequence: Int64, _ bytes: Int) -> JournaledEdit {
