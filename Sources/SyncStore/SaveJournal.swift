@@ -242,8 +242,9 @@ public final class SaveJournal: Sendable {
     static func encode(_ edit: JournaledEdit) -> [UInt8] {
         let bytes: [UInt8]
         if case .save(let saved) = edit.edit { bytes = saved } else { bytes = [] }
-        var record = [UInt8](repeating: 0, count: headerSize)
+        var record: [UInt8] = []
         record.reserveCapacity(headerSize + 41 + edit.bucket.utf8.count + edit.fileName.utf8.count + bytes.count)
+        record.append(contentsOf: repeatElement(0, count: headerSize))
         appendInteger(UInt64(bitPattern: edit.sequence), to: &record)
         appendInteger(UInt64(bitPattern: edit.time), to: &record)
         appendInteger(UInt64(bitPattern: edit.nodeID ?? 0), to: &record)
@@ -265,10 +266,12 @@ public final class SaveJournal: Sendable {
             }
         }
         record += bytes
-        var header: [UInt8] = []
-        appendInteger(UInt32(record.count - headerSize), to: &header)
-        appendInteger(checksum(record[headerSize...]), to: &header)
-        record.replaceSubrange(0..<headerSize, with: header)
+        let length = UInt32(record.count - headerSize)
+        let sum = checksum(record[headerSize...])
+        record.withUnsafeMutableBytes { header in
+            header.storeBytes(of: length.littleEndian, toByteOffset: 0, as: UInt32.self)
+            header.storeBytes(of: sum.littleEndian, toByteOffset: 4, as: UInt64.self)
+        }
         return record
     }
 
