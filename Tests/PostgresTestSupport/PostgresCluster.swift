@@ -41,20 +41,36 @@ public final class PostgresCluster: Sendable {
         if getuid() == 0 {
             try Self.run("/bin/chown", ["-R", "postgres:postgres", directory])
         }
-        port = try Self.freePort()
         let data = directory + "/data"
-        try runAsOwner(binDirectory + "/initdb", ["-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "--no-locale", "-E", "UTF8"])
-        try startWatchdog()
-        do {
-            try runAsOwner(binDirectory + "/pg_ctl", [
-                "-D", data, "-l", directory + "/postgres.log", "-w", "-t", Self.startSeconds,
-                "-o", "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", "start",
-            ])
-        } catch {
-            // The server's own words on why it stopped (its log goes with the directory).
-            let log = (try? String(contentsOfFile: directory + "/postgres.log", encoding: .utf8)) ?? ""
-            throw PostgresClusterFailure("\(error)\npostgres.log:\n" + log.split(separator: "\n").suffix(15).joined(separator: "\n"))
+        try Self.runAsOwner(binDirectory + "/initdb", ["-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "--no-locale", "-E", "UTF8"])
+        try Self.startWatchdog(binDirectory: binDirectory, directory: directory)
+        // The free port may be taken before the server binds it (this process's own servers
+        // bind port 0 meanwhile: seen in scripts/test's first group): another one then.
+        var attempt = 1
+        while true {
+            let candidate = try Self.freePort()
+            do {
+                try Self.runAsOwner(binDirectory + "/pg_ctl", Self.startArguments(directory: directory, port: candidate))
+                port = candidate
+                break
+            } catch {
+                // The server's own words on why it stopped (its log goes with the directory).
+                let log = (try? String(contentsOfFile: directory + "/postgres.log", encoding: .utf8)) ?? ""
+                if attempt < 5 && log.contains("Address already in use") {
+                    attempt += 1
+                    continue
+                }
+                throw PostgresClusterFailure("\(error)\npostgres.log:\n" + log.split(separator: "\n").suffix(15).joined(separator: "\n"))
+            }
         }
+    }
+
+    /// `pg_ctl start`'s arguments: waits for the server, listening on loopback `port` only.
+    private static func startArguments(directory: String, port: Int) -> [String] {
+        [
+            "-D", directory + "/data", "-l", directory + "/postgres.log", "-w", "-t", startSeconds,
+            "-o", "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", "start",
+        ]
     }
 
     /// A URL for `bucketfs serve --database`.
@@ -116,12 +132,7 @@ public final class PostgresCluster: Sendable {
     }
 
     public func start() async throws {
-        try await offThePool {
-            try self.runAsOwner(self.binDirectory + "/pg_ctl", [
-                "-D", self.directory + "/data", "-l", self.directory + "/postgres.log", "-w", "-t", Self.startSeconds,
-                "-o", "-p \(self.port) -k \(self.directory) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300", "start",
-            ])
-        }
+        try await offThePool { try self.runAsOwner(self.binDirectory + "/pg_ctl", Self.startArguments(directory: self.directory, port: self.port)) }
     }
 
     /// Stops a cluster of `started()` and removes its directory.
@@ -137,22 +148,27 @@ public final class PostgresCluster: Sendable {
 
     @discardableResult
     private func runAsOwner(_ tool: String, _ arguments: [String]) throws -> String {
+        try Self.runAsOwner(tool, arguments)
+    }
+
+    @discardableResult
+    private static func runAsOwner(_ tool: String, _ arguments: [String]) throws -> String {
         if getuid() == 0 {
-            try Self.run("/usr/sbin/runuser", ["-u", "postgres", "--", tool] + arguments)
+            try run("/usr/sbin/runuser", ["-u", "postgres", "--", tool] + arguments)
         } else {
-            try Self.run(tool, arguments)
+            try run(tool, arguments)
         }
     }
 
     /// Stops the cluster and removes its directory when this process exits (polled each second).
-    private func startWatchdog() throws {
+    private static func startWatchdog(binDirectory: String, directory: String) throws {
         let owner = getuid() == 0 ? "/usr/sbin/runuser -u postgres -- " : ""
         let script = """
             while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done
             \(owner)\(binDirectory)/pg_ctl -D \(directory)/data -m immediate stop >/dev/null 2>&1
             rm -rf \(directory)
             """
-        _ = try Self.spawn("/usr/bin/setsid", ["/bin/sh", "-c", script], outputPath: "/dev/null")
+        _ = try spawn("/usr/bin/setsid", ["/bin/sh", "-c", script], outputPath: "/dev/null")
     }
 
     private static func findBinaries() throws -> String {
