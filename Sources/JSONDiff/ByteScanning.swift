@@ -30,6 +30,29 @@ enum ByteScanning {
         return position
     }
 
+    /// The offset after the JSON string whose opening quote is at `start`: the first quote no
+    /// backslash escapes. Nil if the text ends first.
+    static func endOfString(_ bytes: UnsafeBufferPointer<UInt8>, openingAt start: Int) -> Int? {
+        var index = start + 1
+        while true {
+            index = skipPlainWords(bytes, from: index)
+            guard index < bytes.count else { return nil }
+            switch bytes[index] {
+            case UInt8(ascii: "\""): return index + 1
+            case UInt8(ascii: "\\"): index += 2
+            default: index += 1
+            }
+        }
+    }
+
+    /// A key's first eight UTF-8 bytes as one number (zero-padded): numbers in this order are
+    /// the keys' code point order wherever they differ (`JSONWriter.forEachSortedMember`).
+    static func orderPrefix(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        var value: UInt64 = 0
+        for position in 0..<8 { value = value << 8 | UInt64(position < bytes.count ? bytes[position] : 0) }
+        return value
+    }
+
     /// Whether every byte is below 0x80.
     static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         guard let base = bytes.baseAddress else { return true }

@@ -201,18 +201,9 @@ struct JSONParser {
         while index < bytes.count {
             switch bytes[index] {
             case UInt8(ascii: "\""):
-                index += 1
-                while true {
-                    index = ByteScanning.skipPlainWords(bytes, from: index)
-                    guard index < bytes.count else { return separators + 1 }
-                    if bytes[index] == UInt8(ascii: "\\") {
-                        index += 2
-                    } else if bytes[index] == UInt8(ascii: "\"") {
-                        break
-                    } else {
-                        index += 1
-                    }
-                }
+                guard let end = ByteScanning.endOfString(bytes, openingAt: index) else { return separators + 1 }
+                index = end
+                continue
             case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
             case UInt8(ascii: "}"), UInt8(ascii: "]"):
                 if depth == 0 { return separators + 1 }

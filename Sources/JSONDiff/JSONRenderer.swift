@@ -31,21 +31,7 @@ extension JSONValue {
         while index < text.count {
             let byte = text[index]
             if byte == UInt8(ascii: "\"") {
-                // A string runs to the first quote no backslash escapes.
-                var end = index + 1
-                while true {
-                    end = ByteScanning.skipPlainWords(text, from: end)
-                    guard end < text.count else { break }
-                    if text[end] == UInt8(ascii: "\\") {
-                        end += 2
-                    } else if text[end] == UInt8(ascii: "\"") {
-                        end += 1
-                        break
-                    } else {
-                        end += 1
-                    }
-                }
-                end = min(end, text.count)
+                let end = ByteScanning.endOfString(text, openingAt: index) ?? text.count
                 _ = UnsafeMutableBufferPointer(rebasing: output[written..<(written + end - index)])
                     .initialize(from: UnsafeBufferPointer(rebasing: text[index..<end]))
                 written += end - index
@@ -92,26 +78,19 @@ extension JSONValue {
             guard CompactObjectText.forEachMember(bytes, { _, _ in members += 1 }) else { return nil }
             let wrapper = Array(#":{"o":"+","v":"#.utf8)
             return String(unsafeUninitializedCapacity: compactCreationDiffLength(compactLength: bytes.count, members: members)) { output in
-                var written = 0
-                func append(_ part: UnsafeBufferPointer<UInt8>) {
-                    _ = UnsafeMutableBufferPointer(rebasing: output[written..<(written + part.count)]).initialize(from: part)
-                    written += part.count
-                }
-                output[written] = UInt8(ascii: "{")
-                written += 1
+                var text = FilledText(output)
+                text.append(UInt8(ascii: "{"))
+                var first = true
                 _ = CompactObjectText.forEachMember(bytes) { key, value in
-                    if written > 1 {
-                        output[written] = UInt8(ascii: ",")
-                        written += 1
-                    }
-                    append(UnsafeBufferPointer(rebasing: bytes[key]))
-                    wrapper.withUnsafeBufferPointer { append($0) }
-                    append(UnsafeBufferPointer(rebasing: bytes[value]))
-                    output[written] = UInt8(ascii: "}")
-                    written += 1
+                    if !first { text.append(UInt8(ascii: ",")) }
+                    first = false
+                    text.append(UnsafeBufferPointer(rebasing: bytes[key]))
+                    wrapper.withUnsafeBufferPointer { text.append($0) }
+                    text.append(UnsafeBufferPointer(rebasing: bytes[value]))
+                    text.append(UInt8(ascii: "}"))
                 }
-                output[written] = UInt8(ascii: "}")
-                return written + 1
+                text.append(UInt8(ascii: "}"))
+                return text.count
             }
         }
     }
@@ -156,12 +135,7 @@ extension JSONValue {
                 // position among equal keys, the last of which is kept.
                 var order: [(prefix: UInt64, index: UInt32)] = []
                 order.reserveCapacity(ends.count)
-                for index in ends.indices {
-                    var prefix: UInt64 = 0
-                    let bytes = key(index)
-                    for position in 0..<8 { prefix = prefix << 8 | UInt64(position < bytes.count ? bytes[position] : 0) }
-                    order.append((prefix, UInt32(index)))
-                }
+                for index in ends.indices { order.append((ByteScanning.orderPrefix(key(index)), UInt32(index))) }
                 let compare = { (a: Int, b: Int) -> Int in
                     let left = key(a)
                     let right = key(b)
@@ -200,34 +174,23 @@ extension JSONValue {
                     length += keyLength + 1 + Int(ends[index].value) - start(index).value
                 }
                 let text = String(unsafeUninitializedCapacity: length) { output in
-                    var written = 0
-                    func append(_ part: UnsafeBufferPointer<UInt8>) {
-                        _ = UnsafeMutableBufferPointer(rebasing: output[written..<(written + part.count)]).initialize(from: part)
-                        written += part.count
-                    }
-                    output[0] = UInt8(ascii: "{")
-                    written = 1
+                    var text = FilledText(output)
+                    text.append(UInt8(ascii: "{"))
                     for (position, index) in kept.enumerated() {
                         let index = Int(index)
-                        if position > 0 {
-                            output[written] = UInt8(ascii: ",")
-                            written += 1
-                        }
+                        if position > 0 { text.append(UInt8(ascii: ",")) }
                         if plain(index) {
-                            output[written] = UInt8(ascii: "\"")
-                            written += 1
-                            append(key(index))
-                            output[written] = UInt8(ascii: "\"")
-                            written += 1
+                            text.append(UInt8(ascii: "\""))
+                            text.append(key(index))
+                            text.append(UInt8(ascii: "\""))
                         } else {
-                            escaped(index).withUnsafeBufferPointer { append($0) }
+                            escaped(index).withUnsafeBufferPointer { text.append($0) }
                         }
-                        output[written] = UInt8(ascii: ":")
-                        written += 1
-                        append(UnsafeBufferPointer(rebasing: values[start(index).value..<Int(ends[index].value)]))
+                        text.append(UInt8(ascii: ":"))
+                        text.append(UnsafeBufferPointer(rebasing: values[start(index).value..<Int(ends[index].value)]))
                     }
-                    output[written] = UInt8(ascii: "}")
-                    return written + 1
+                    text.append(UInt8(ascii: "}"))
+                    return text.count
                 }
                 return (text, kept.count)
             }
@@ -243,6 +206,27 @@ extension JSONValue {
     }
 }
 
+/// Text written into a string's uninitialized storage (`String(unsafeUninitializedCapacity:)`),
+/// its length counted; the caller sized the storage exactly.
+struct FilledText {
+    private let output: UnsafeMutableBufferPointer<UInt8>
+    private(set) var count = 0
+
+    init(_ output: UnsafeMutableBufferPointer<UInt8>) {
+        self.output = output
+    }
+
+    mutating func append(_ byte: UInt8) {
+        output[count] = byte
+        count += 1
+    }
+
+    mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+        _ = UnsafeMutableBufferPointer(rebasing: output[count..<(count + bytes.count)]).initialize(from: bytes)
+        count += bytes.count
+    }
+}
+
 /// The members of an object's compact JSON text, found by their bytes alone (strings skipped a
 /// word at a time, containers by their depth), without parsing a value.
 enum CompactObjectText {
@@ -253,7 +237,7 @@ enum CompactObjectText {
         var index = 1
         if text.count == 2 { return true }
         while true {
-            guard text[index] == UInt8(ascii: "\""), let keyEnd = endOfString(text, openingAt: index),
+            guard text[index] == UInt8(ascii: "\""), let keyEnd = ByteScanning.endOfString(text, openingAt: index),
                 keyEnd < text.count, text[keyEnd] == UInt8(ascii: ":"), let valueEnd = endOfValue(text, from: keyEnd + 1)
             else { return false }
             body(index..<keyEnd, (keyEnd + 1)..<valueEnd)
@@ -264,34 +248,20 @@ enum CompactObjectText {
         }
     }
 
-    /// The offset after the string whose opening quote is at `start`.
-    private static func endOfString(_ text: UnsafeBufferPointer<UInt8>, openingAt start: Int) -> Int? {
-        var index = start + 1
-        while true {
-            index = ByteScanning.skipPlainWords(text, from: index)
-            guard index < text.count else { return nil }
-            switch text[index] {
-            case UInt8(ascii: "\""): return index + 1
-            case UInt8(ascii: "\\"): index += 2
-            default: index += 1
-            }
-        }
-    }
-
     /// The offset after the value that starts at `start`: a string, a container (to its
     /// matching end), or a literal or number (to the next `,`, `]` or `}`).
     private static func endOfValue(_ text: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
         guard start < text.count else { return nil }
         switch text[start] {
         case UInt8(ascii: "\""):
-            return endOfString(text, openingAt: start)
+            return ByteScanning.endOfString(text, openingAt: start)
         case UInt8(ascii: "{"), UInt8(ascii: "["):
             var depth = 0
             var index = start
             while index < text.count {
                 switch text[index] {
                 case UInt8(ascii: "\""):
-                    guard let end = endOfString(text, openingAt: index) else { return nil }
+                    guard let end = ByteScanning.endOfString(text, openingAt: index) else { return nil }
                     index = end
                     continue
                 case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
@@ -459,11 +429,7 @@ struct JSONWriter {
         var index = members.startIndex
         while index != members.endIndex {
             var key = members[index].key.string
-            let prefix = key.withUTF8 { bytes -> UInt64 in
-                var value: UInt64 = 0
-                for position in 0..<8 { value = value << 8 | UInt64(position < bytes.count ? bytes[position] : 0) }
-                return value
-            }
+            let prefix = key.withUTF8(ByteScanning.orderPrefix)
             order.append((prefix, index))
             members.formIndex(after: &index)
         }
