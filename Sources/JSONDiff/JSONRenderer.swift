@@ -102,21 +102,24 @@ extension JSONValue {
     /// member's value is parsed and rendered on its own as it comes, and the members are put in
     /// their keys' order afterwards (the last of duplicate keys kept, as the parse keeps it).
     /// For a note of 750,000 small keys the object took three times its text (issue 37); this
-    /// takes the text and 24 bytes per member. Nil if `bytes` are not one JSON object (the parse
+    /// takes the text and 8 bytes per member (12 when the keys come out of order). Nil if `bytes` are not one JSON object (the parse
     /// says why).
     public static func compactObjectText(parsing bytes: [UInt8]) -> (text: String, members: Int)? {
+        // Room for as many bytes as the document holds, which the keys and the values' text
+        // rarely pass: growing by doubling copied each at its largest (issue 37). A large
+        // buffer is mapped on its own (`FreedMemory`), so the room that stays unused costs no
+        // memory.
         var keys: [UInt8] = []
+        keys.reserveCapacity(bytes.count)
         var values = JSONWriter(pretty: false)
+        values.output.reserveCapacity(bytes.count)
         // Where each member's key and value end in `keys` and `values.output`, in document order.
         var ends: [(key: UInt32, value: UInt32)] = []
         let parsed = bytes.withUnsafeBufferPointer { buffer in
             JSONParser.forEachOutermostMember(
                 buffer,
                 JSONParser.OutermostMembers(
-                    expect: { count in
-                        ends.reserveCapacity(count)
-                        keys.reserveCapacity(count * 8)
-                    },
+                    expect: { count in ends.reserveCapacity(count) },
                     member: { key, value in
                         keys.append(contentsOf: key.utf8)
                         values.write(value, indent: 0)
@@ -130,12 +133,7 @@ extension JSONValue {
                     index == 0 ? (0, 0) : (Int(ends[index - 1].key), Int(ends[index - 1].value))
                 }
                 let key = { (index: Int) in UnsafeBufferPointer(rebasing: keys[start(index).key..<Int(ends[index].key)]) }
-                // Keys' code point order is their bytes' order: sorted by their first eight bytes as
-                // one number, whole only where those are equal (`forEachSortedMember`), and by
-                // position among equal keys, the last of which is kept.
-                var order: [(prefix: UInt64, index: UInt32)] = []
-                order.reserveCapacity(ends.count)
-                for index in ends.indices { order.append((ByteScanning.orderPrefix(key(index)), UInt32(index))) }
+                // Keys' code point order is their bytes' order.
                 let compare = { (a: Int, b: Int) -> Int in
                     let left = key(a)
                     let right = key(b)
@@ -144,19 +142,28 @@ extension JSONValue {
                     }
                     return left.count - right.count
                 }
-                order.sort { a, b in
-                    if a.prefix != b.prefix { return a.prefix < b.prefix }
-                    let keys = compare(Int(a.index), Int(b.index))
-                    return keys != 0 ? keys < 0 : a.index < b.index
+                // The members in their keys' order, the last of equal keys kept. A document in
+                // that order already (every note this mount wrote, and most edits of one) is
+                // taken as it is; any other is sorted by position among equal keys, and the
+                // earlier of equal keys left out.
+                var kept: [UInt32]? = nil
+                if !ends.indices.dropFirst().allSatisfy({ compare($0 - 1, $0) < 0 }) {
+                    var order = (0..<UInt32(ends.count)).map { $0 }
+                    order.sort { a, b in
+                        let keys = compare(Int(a), Int(b))
+                        return keys != 0 ? keys < 0 : a < b
+                    }
+                    var count = 0
+                    for position in order.indices {
+                        if position + 1 < order.count, compare(Int(order[position + 1]), Int(order[position])) == 0 { continue }
+                        order[count] = order[position]
+                        count += 1
+                    }
+                    order.removeSubrange(count...)
+                    kept = order
                 }
-                var kept: [UInt32] = []
-                kept.reserveCapacity(order.count)
-                for (position, entry) in order.enumerated() {
-                    let next = position + 1 < order.count ? order[position + 1] : nil
-                    if let next, next.prefix == entry.prefix, compare(Int(next.index), Int(entry.index)) == 0 { continue }
-                    kept.append(entry.index)
-                }
-                order = []
+                let memberCount = kept?.count ?? ends.count
+                let member = { (position: Int) -> Int in kept.map { Int($0[position]) } ?? position }
                 // A key that needs no escape is its bytes quoted; one that does is rendered by the
                 // writer, once to measure the text and once to write it.
                 let plain = { (index: Int) -> Bool in
@@ -167,17 +174,17 @@ extension JSONValue {
                     writer.writeString(String(decoding: key(index), as: UTF8.self))
                     return writer.output
                 }
-                var length = 2 + max(kept.count - 1, 0)
-                for index in kept {
-                    let index = Int(index)
+                var length = 2 + max(memberCount - 1, 0)
+                for position in 0..<memberCount {
+                    let index = member(position)
                     let keyLength = plain(index) ? key(index).count + 2 : escaped(index).count
                     length += keyLength + 1 + Int(ends[index].value) - start(index).value
                 }
                 let text = String(unsafeUninitializedCapacity: length) { output in
                     var text = FilledText(output)
                     text.append(UInt8(ascii: "{"))
-                    for (position, index) in kept.enumerated() {
-                        let index = Int(index)
+                    for position in 0..<memberCount {
+                        let index = member(position)
                         if position > 0 { text.append(UInt8(ascii: ",")) }
                         if plain(index) {
                             text.append(UInt8(ascii: "\""))
@@ -192,7 +199,7 @@ extension JSONValue {
                     text.append(UInt8(ascii: "}"))
                     return text.count
                 }
-                return (text, kept.count)
+                return (text, memberCount)
             }
         }
     }
