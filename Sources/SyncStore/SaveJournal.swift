@@ -157,13 +157,14 @@ public final class SaveJournal: Sendable {
     /// Writes `edit` after the records so far, in one write; when it fails (the disk is full),
     /// nothing of it is ever read.
     public func append(_ edit: JournaledEdit) throws(StoreError) {
-        let record = Self.encode(edit)
+        let record = Self.encodedParts(edit)
+        let count = record.head.count + record.bytes.count
         try extent.withLock { extent throws(StoreError) in
-            if extent.end + record.count > extent.size {
-                extent.size = try grow(from: extent.size, toHold: extent.end + record.count)
+            if extent.end + count > extent.size {
+                extent.size = try grow(from: extent.size, toHold: extent.end + count)
             }
-            try write(record[...], at: extent.end)
-            extent.end += record.count
+            try write(record.head[...], then: record.bytes, at: extent.end)
+            extent.end += count
         }
     }
 
@@ -207,11 +208,23 @@ public final class SaveJournal: Sendable {
         return newSize
     }
 
-    private func write(_ bytes: ArraySlice<UInt8>, at offset: Int) throws(StoreError) {
+    /// pwritev(2) of `head` and then `tail` at `offset`, the rest again after a short write.
+    private func write(_ head: ArraySlice<UInt8>, then tail: [UInt8] = [], at offset: Int) throws(StoreError) {
+        let total = head.count + tail.count
         var written = 0
-        while written < bytes.count {
-            let count = bytes.withUnsafeBufferPointer { buffer in
-                pwrite(descriptor, buffer.baseAddress! + written, buffer.count - written, off_t(offset + written))
+        while written < total {
+            let count = head.withUnsafeBytes { head in
+                tail.withUnsafeBytes { tail in
+                    var parts: [iovec] = []
+                    if written < head.count, let base = head.baseAddress {
+                        parts.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: base + written), iov_len: head.count - written))
+                    }
+                    let tailWritten = max(0, written - head.count)
+                    if tailWritten < tail.count, let base = tail.baseAddress {
+                        parts.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: base + tailWritten), iov_len: tail.count - tailWritten))
+                    }
+                    return pwritev(descriptor, parts, Int32(parts.count), off_t(offset + written))
+                }
             }
             if count < 0 {
                 if errno == EINTR { continue }
@@ -236,14 +249,20 @@ public final class SaveJournal: Sendable {
         static let renameLocalFile: UInt8 = 5
     }
 
-    /// The edit's record: its header (the payload's length and checksum) and its payload, in
-    /// one buffer (the header's place kept at its start and filled last): a save of several MiB
-    /// was copied once more to put the header before it (issue 37).
+    /// The edit's record: its header (the payload's length and checksum) and its payload.
     static func encode(_ edit: JournaledEdit) -> [UInt8] {
+        let record = encodedParts(edit)
+        return record.head + record.bytes
+    }
+
+    /// The edit's record in two parts that one pwritev(2) writes: the header and the payload up
+    /// to a save's bytes (the header's place kept at its start and filled last), and those bytes
+    /// as they are. A save of several MiB was copied whole into its record (issue 37).
+    static func encodedParts(_ edit: JournaledEdit) -> (head: [UInt8], bytes: [UInt8]) {
         let bytes: [UInt8]
         if case .save(let saved) = edit.edit { bytes = saved } else { bytes = [] }
         var record: [UInt8] = []
-        record.reserveCapacity(headerSize + 41 + edit.bucket.utf8.count + edit.fileName.utf8.count + bytes.count)
+        record.reserveCapacity(headerSize + 41 + edit.bucket.utf8.count + edit.fileName.utf8.count)
         record.append(contentsOf: repeatElement(0, count: headerSize))
         appendInteger(UInt64(bitPattern: edit.sequence), to: &record)
         appendInteger(UInt64(bitPattern: edit.time), to: &record)
@@ -265,14 +284,13 @@ public final class SaveJournal: Sendable {
                 appendText(name, to: &record)
             }
         }
-        record += bytes
-        let length = UInt32(record.count - headerSize)
-        let sum = checksum(record[headerSize...])
+        let length = UInt32(record.count - headerSize + bytes.count)
+        let sum = checksum(bytes[...], continuing: checksum(record[headerSize...]))
         record.withUnsafeMutableBytes { header in
             header.storeBytes(of: length.littleEndian, toByteOffset: 0, as: UInt32.self)
             header.storeBytes(of: sum.littleEndian, toByteOffset: 4, as: UInt64.self)
         }
-        return record
+        return (record, bytes)
     }
 
     static func decode(_ contents: [UInt8]) -> [JournaledEdit] {
@@ -341,8 +359,9 @@ public final class SaveJournal: Sendable {
     }
 
     /// FNV-1a, 64 bits: finds a record cut short or overwritten, which is all it is asked to do.
-    static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    /// `continuing`: the checksum of the bytes before these, for a payload in two parts.
+    static func checksum(_ bytes: ArraySlice<UInt8>, continuing hash: UInt64 = 0xcbf2_9ce4_8422_2325) -> UInt64 {
+        var hash = hash
         for byte in bytes {
             hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
         }
