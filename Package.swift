@@ -48,7 +48,11 @@ let package = Package(
         .target(name: "TelepatProtocol", dependencies: ["JSONDiff"]),
         .target(
             name: "SyncStore",
-            dependencies: ["JSONDiff", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "JSONDiff", .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's C API, for incremental blob I/O (`IncrementalBlob`).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
         ),
         .target(
             name: "SyncServer",

@@ -356,7 +356,16 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// them written already does it again (their content is the same).
     private func writeContent(_ db: Database) throws {
         guard case .some(let bytes) = contentSet else { return }
-        if let bytes {
+        if let bytes, bytes.count >= IncrementalBlob.threshold {
+            // Room first, then the bytes by pieces: SQLite builds no record of them.
+            let statement = try db.cachedStatement(
+                sql: """
+                    INSERT INTO entity_content (entity_id, bytes) VALUES (?, zeroblob(?))
+                    ON CONFLICT (entity_id) DO UPDATE SET bytes = excluded.bytes
+                    """)
+            try statement.execute(arguments: [id, bytes.count])
+            try IncrementalBlob.write(bytes, table: "entity_content", column: "bytes", row: id, db)
+        } else if let bytes {
             let statement = try db.cachedStatement(
                 sql: """
                     INSERT INTO entity_content (entity_id, bytes) VALUES (?, ?)
@@ -382,14 +391,22 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// stored ones (read now, each time: a row is mostly written without them).
     func content(_ db: Database) throws -> [UInt8]? {
         if case .some(let bytes) = contentSet { return bytes }
-        guard fileSize != nil else { return nil }
+        guard let fileSize else { return nil }
+        return try Self.storedContent(entityID: id, size: fileSize, db)
+    }
+
+    /// The stored bytes of the file of entity `entityID`, `size` bytes long.
+    static func storedContent(entityID id: Int64, size: Int, _ db: Database) throws -> [UInt8] {
+        if size >= IncrementalBlob.threshold {
+            return try IncrementalBlob.read(table: "entity_content", column: "bytes", row: id, count: size, db)
+        }
         // Copied once, from SQLite's buffer into the array.
         let rows = try Row.fetchCursor(
             db.cachedStatement(sql: "SELECT bytes FROM entity_content WHERE entity_id = ?"), arguments: [id])
         let bytes = try rows.next()?.withUnsafeData(atIndex: 0, { $0.map { [UInt8]($0) } })
         while try rows.next() != nil {}  // stepped to its end: the statement holds nothing open
         guard let bytes else {
-            throw StoreError.corruptRow("entity \(id) has a file of \(fileSize ?? 0) bytes and no content")
+            throw StoreError.corruptRow("entity \(id) has a file of \(size) bytes and no content")
         }
         return bytes
     }

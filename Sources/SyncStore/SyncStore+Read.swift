@@ -109,13 +109,30 @@ extension SyncStore {
 
     /// The bytes the entity's file shows; nil if it has no file.
     public func readEntity(bucket: String, key: String) throws(StoreError) -> [UInt8]? {
-        try readOneStatement { db in
+        // One statement for a file of ordinary size; a large one's bytes by pieces, in a
+        // transaction (`IncrementalBlob`).
+        let small = try readOneStatement { db -> [UInt8]?? in
             let statement = try db.cachedStatement(sql: """
-                SELECT entity_content.bytes FROM entity JOIN bucket ON bucket.id = entity.bucket_id
+                SELECT CASE WHEN entity.file_size < \(IncrementalBlob.threshold) THEN entity_content.bytes END
+                FROM entity JOIN bucket ON bucket.id = entity.bucket_id
                 JOIN entity_content ON entity_content.entity_id = entity.id
                 WHERE bucket.name = ? AND entity.key = ? AND entity.file_size IS NOT NULL
                 """)
-            return try Data.fetchOne(statement, arguments: [bucket, key]).map { [UInt8]($0) }
+            // Copied once, from SQLite's buffer into the array.
+            let rows = try Row.fetchCursor(statement, arguments: [bucket, key])
+            guard let row = try rows.next() else { return .some(nil) }
+            let bytes: [UInt8]?? = row.hasNull(atIndex: 0) ? nil : .some(try row.withUnsafeData(atIndex: 0) { $0.map { [UInt8]($0) } ?? [] })
+            while try rows.next() != nil {}  // stepped to its end: the statement holds nothing open
+            return bytes
+        }
+        if let small { return small }
+        return try read { db in
+            let statement = try db.cachedStatement(sql: """
+                SELECT entity.id, entity.file_size FROM entity JOIN bucket ON bucket.id = entity.bucket_id
+                WHERE bucket.name = ? AND entity.key = ? AND entity.file_size IS NOT NULL
+                """)
+            guard let row = try Row.fetchOne(statement, arguments: [bucket, key]) else { return nil }
+            return try EntityRow.storedContent(entityID: row[0], size: row[1], db)
         }
     }
 

@@ -107,4 +107,25 @@ struct EntityContentTests {
         #expect(try store.entity(bucket: "notes", key: "waiting")?.value == ["w": 2])
         #expect(try store.entity(bucket: "notes", key: "blob").map { ($0.content, $0.mtime, $0.value) } ?? ([], 0, nil) == (bytes("{\"n\":1}\n"), 5, ["n": 1]))
     }
+    /// Files of 1 MiB and more are written and read by pieces (`IncrementalBlob`), smaller ones
+    /// as one value: a file saved over and over across that size, from either side of it, reads
+    /// back as saved, through the mount's read and the row's, and leaves no bytes once removed.
+    @Test func filesAcrossTheBlobThresholdReadBackAsSaved() throws {
+        try withStore { store, _ in
+            let threshold = IncrementalBlob.threshold
+            let note = { (length: Int, fill: UInt8) -> [UInt8] in
+                Array(#"{"s": ""#.utf8) + [UInt8](repeating: fill, count: length - 9) + Array(#""}"#.utf8)
+            }
+            for (step, length) in [threshold + 3 * IncrementalBlob.pieceSize / 2, threshold - 1, threshold, 40, 3 * threshold + 7, threshold + 1].enumerated() {
+                let bytes = note(length, UInt8(ascii: "a") + UInt8(step))
+                _ = try store.saveLocal(bucket: "notes", key: "big", bytes: bytes)
+                #expect(try store.readEntity(bucket: "notes", key: "big") == bytes, "\(length) bytes")
+                #expect(try store.entity(bucket: "notes", key: "big")?.content == bytes, "\(length) bytes")
+                #expect(try store.entity(bucket: "notes", key: "big")?.value == ["s": .string(String(repeating: Character(UnicodeScalar(UInt8(ascii: "a") + UInt8(step))), count: length - 9))])
+            }
+            _ = try store.deleteLocal(bucket: "notes", key: "big")
+            #expect(try store.readEntity(bucket: "notes", key: "big") == nil)
+            #expect(try store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entity_content") } == 0)
+        }
+    }
 }
