@@ -134,7 +134,7 @@ extension BucketFileSystem {
             let step = state.withLock { state -> Result<TruncateStep, FSError> in
                 guard var open = state.openFiles[ino], open.loaded else { return .success(.closed) }
                 if open.stored != nil { return .success(.copyStored) }
-                if open.spill == nil, item.isLocalFile, size > threshold {
+                if open.spill == nil, size > threshold {
                     do throws(FSError) { try open.spillBytes(into: directory) } catch { return .failure(error) }
                     state.openFiles[ino] = open
                 }

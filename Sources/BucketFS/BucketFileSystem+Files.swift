@@ -143,7 +143,7 @@ extension BucketFileSystem {
                 }
                 guard var open = state.openFiles[ino], open.loaded else { return .success((.needsLoad, nil, ino, count)) }
                 if open.stored != nil { return .success((.needsCopy(ino: ino), nil, ino, count)) }
-                if open.spill == nil, item.isLocalFile, offset + count > threshold {
+                if open.spill == nil, offset + count > threshold {
                     do throws(FSError) { try open.spillBytes(into: directory) } catch { return .failure(error) }
                     state.openFiles[ino] = open
                 }
@@ -328,8 +328,10 @@ extension BucketFileSystem {
                 if let staged = try stage(ino, spill) { try commit(staged, of: ino) }
                 return
             }
-            // An entity's working copy (a large scratch file renamed onto a `.json` name) is
-            // saved whole: its size limit bounds it.
+            // An entity's working copy past the threshold (written large, or a large scratch
+            // file renamed onto a `.json` name) is saved whole: its size limit bounds it. The
+            // saves before it that wait for the store in memory go there first.
+            backend.makeRoom(forSaving: snapshot.open.spillSize)
             let whole = try spill.withLock { () throws(FSError) -> (bytes: [UInt8], generation: UInt64, time: MountTime?) in
                 guard spill.size <= sizeLimit(of: snapshot.item) else { throw FSError.fileTooLarge }
                 let bytes = try spill.read(count: spill.size, at: 0)

@@ -1,11 +1,13 @@
 import Glibc
 
 /// Bytes of a file that is open: the working copy all handles of the inode share. In memory
-/// (`bytes`), or for a large local file in a temporary file (`spill`), or, for one opened and not
+/// (`bytes`), or once it grows large in a temporary file (`spill`), or, for one opened and not
 /// changed, read from the store's chunks (`stored`); at most one of `spill` and `stored` is set.
 struct OpenFile: Sendable {
     var bytes: [UInt8] = []
-    /// The working copy of a local file past `BucketFileSystem.spillThreshold` (`bytes` empty).
+    /// The working copy once written or truncated past `BucketFileSystem.spillThreshold` (`bytes`
+    /// empty): a local file's, and an entity file's too, whose bytes in memory would grow by
+    /// doubling and stay while the store takes its save (issue 37).
     var spill: SpillFile?
     /// `spill.size`, as the state shows it (updated with it, inside its lock).
     var spillSize = 0

@@ -179,6 +179,10 @@ public protocol MountBackend: Sendable {
     /// in memory (`reserveIDs`) is stored under at its first save; nil for a file the store holds
     /// already.
     func save(bucket: String, name: MountItemName, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountSavedFile
+    /// Called before a large working copy of `byteCount` bytes is read into memory to be saved:
+    /// a backend that holds saves in memory until its store has them lets go of those first,
+    /// so the two are not held at once.
+    func makeRoom(forSaving byteCount: Int)
     /// `count` ids that no stored file will ever get, for local files the file system creates
     /// in memory and stores at their first save (editors' scratch files are created, written
     /// and renamed at once: the store sees them once).
@@ -224,4 +228,5 @@ extension MountBackend {
     public func settle() throws(FSError) { try sync() }
     public func fileExtension(bucket: String) -> String { "json" }
     public func openedForWriting(bucket: String, name: MountItemName) {}
+    public func makeRoom(forSaving byteCount: Int) {}
 }

@@ -344,7 +344,7 @@ public final class SyncStoreBackend: MountBackend {
 
     public func save(bucket: String, name: MountItemName, bytes: [UInt8], newID: UInt64?) throws(FSError) -> MountSavedFile {
         if case .entity = name { FreedMemory.afterWork(on: bytes.count) }
-        makeRoomToWait(for: bytes.count)
+        makeRoom(forSaving: bytes.count)
         if let time = try journal(.save(bytes), bucket: bucket, file: Self.storeName(name), newID: newID) {
             if case .localFile(let fileName) = name { warnIfNamedLikeAnEntity(fileName, in: bucket) }
             return MountSavedFile(size: bytes.count, mtime: time, ctime: time)
@@ -410,7 +410,7 @@ public final class SyncStoreBackend: MountBackend {
 
     /// Has the store take the saves waiting for it first, when `bytes` more would keep more than
     /// `savedBytesWaitingAtMost` of them in memory. A failure is the background applier's to retry.
-    private func makeRoomToWait(for bytes: Int) {
+    public func makeRoom(forSaving bytes: Int) {
         let waiting = savedBytesWaiting
         guard waiting > 0, waiting + bytes > Self.savedBytesWaitingAtMost else { return }
         try? applyJournaledEdits()

@@ -24,11 +24,11 @@ struct LargeFileTests {
     }
 
     /// Starts a Python script in `dir` whose printed lines the test reads as they come.
-    static func startScript(_ script: String, in dir: String) throws -> (process: ChildProcess, output: FileHandle) {
+    static func startScript(_ script: String, in dir: String, arguments: [String] = []) throws -> (process: ChildProcess, output: FileHandle) {
         let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         process.currentDirectoryURL = URL(fileURLWithPath: dir)
-        process.arguments = ["-c", script]
+        process.arguments = ["-c", script] + arguments
         let output = Pipe()
         process.standardOutput = output
         try process.run()
@@ -190,6 +190,60 @@ struct LargeFileTests {
         try mount.remount()
         #expect(try Tool.shell("sha256sum m.tmp", in: dir).stdout.hasPrefix(String(lines[2])))
         #expect(try Tool.shell("stat -c %s doc.json", in: dir).stdout == "\((2 << 20) + 12)\n")
+    }
+
+    /// The working copies of large open files this process's mount holds (unlinked temporary
+    /// files on the store's disk: `SpillFile`).
+    static func workingCopiesOnDisk() -> Int {
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return descriptors.filter { descriptor in
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + descriptor))?
+                .contains("/.bucketfs-working-") == true
+        }.count
+    }
+
+    /// An entity file written past 1 MiB keeps its working copy on disk, as a scratch file
+    /// does: in memory it grew by doubling and stayed while the store took its save (issue 37).
+    /// Writes in the middle, reads of it while open, a truncate and the save all see one file.
+    @Test func aLargeEntityFilesWorkingCopyIsOnDiskNotInMemory() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let dir = mount.path("notes")
+        #expect(Self.workingCopiesOnDisk() == 0)
+        let go = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-test-go-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: go) }
+        let (writer, output) = try Self.startScript(
+            """
+            import os, sys, time
+            fd = os.open('big.json', os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+            os.write(fd, b'{"s": "')
+            for i in range(6):
+                os.write(fd, bytes([ord('a') + i]) * (1 << 20))
+            os.write(fd, b'"}')
+            os.pwrite(fd, b'XYZ', (3 << 20) + 7)
+            print('written', flush=True)
+            while not os.path.exists(sys.argv[1]): time.sleep(0.01)
+            middle = os.pread(fd, 5, (3 << 20) + 5)
+            os.ftruncate(fd, (5 << 20) + 7)
+            os.lseek(fd, 0, os.SEEK_END)
+            os.write(fd, b'"}')
+            os.close(fd)
+            print(middle.decode(), flush=True)
+            """, in: dir, arguments: [go])
+        defer { if writer.isRunning { writer.terminate() } }
+        var lines = LineReader(output)
+        #expect(lines.next() == "written")
+        #expect(Self.workingCopiesOnDisk() == 1, "the 6 MiB note's working copy is not on disk")
+        #expect(FileManager.default.createFile(atPath: go, contents: nil))
+        #expect(lines.next() == "ccXYZ")
+        writer.waitUntilExit()
+        let text = String(repeating: "a", count: 1 << 20) + String(repeating: "b", count: 1 << 20)
+            + String(repeating: "c", count: 1 << 20) + "XYZ" + String(repeating: "d", count: (1 << 20) - 3)
+            + String(repeating: "e", count: 1 << 20)
+        let value = try #require(try mount.store.entity(bucket: "notes", key: "big")?.value)
+        #expect(value == ["s": .string(text)])
+        // Closed and saved, the working copy goes.
+        #expect(eventually { Self.workingCopiesOnDisk() == 0 })
     }
 
     static func isChunked(_ content: LocalFileContent) -> Bool {

@@ -105,6 +105,7 @@ struct WaitingEditsTests {
     /// Saves wait in memory for the store up to 16 MiB: a save that would keep more has the
     /// store take those waiting first, whoever else would have (twelve 14 MiB saves held
     /// 200 MiB, issue 37). The background applier is held still, so only the saver can.
+    /// A large working copy about to be read into memory for its save makes that room first.
     @Test func aSaveBeyondWhatMayWaitHasTheStoreTakeTheSavesBeforeIt() throws {
         try SaveJournalMountTests.withMountedBackend { backend, store in
             backend.applier.suspend()
@@ -121,6 +122,12 @@ struct WaitingEditsTests {
             #expect(try store.readEntity(bucket: "notes", key: "a") == big)
             #expect(try store.readEntity(bucket: "notes", key: "s2") == small)
             #expect(try store.readEntity(bucket: "notes", key: "b") == nil)
+            // Before a large working copy is read to be saved (`makeRoom`), as before its save.
+            backend.makeRoom(forSaving: 1 << 20)
+            #expect(backend.savedBytesWaiting == big.count, "room for 1 MiB more: nothing to do")
+            backend.makeRoom(forSaving: big.count)
+            #expect(backend.savedBytesWaiting == 0)
+            #expect(try store.readEntity(bucket: "notes", key: "b") == big)
         }
     }
 }
