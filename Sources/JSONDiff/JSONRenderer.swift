@@ -96,15 +96,30 @@ extension JSONValue {
     }
 }
 
+/// The members of a JSON object's text, gathered from it one by one (`JSONValue.compactObjectPieces`):
+/// each key's bytes and each value's compact text, in document order. They no longer need the
+/// text they came from, so it may go before they are put together (`text()`).
+public struct CompactObjectPieces: Sendable {
+    fileprivate var keys: [UInt8]
+    fileprivate var values: [UInt8]
+    /// Where each member's key and value end in `keys` and `values`, in document order.
+    fileprivate var ends: [(key: UInt32, value: UInt32)]
+}
+
 extension JSONValue {
     /// The compact text of the JSON object `bytes` hold, exactly as `JSONValue(parsing:)` and
-    /// `compactRendered()` make it, and its member count, without building the object: each
-    /// member's value is parsed and rendered on its own as it comes, and the members are put in
-    /// their keys' order afterwards (the last of duplicate keys kept, as the parse keeps it).
-    /// For a note of 750,000 small keys the object took three times its text (issue 37); this
-    /// takes the text and 8 bytes per member (12 when the keys come out of order). Nil if `bytes` are not one JSON object (the parse
-    /// says why).
+    /// `compactRendered()` make it, and its member count, without building the object
+    /// (`compactObjectPieces`, then `CompactObjectPieces.text()`). Nil if `bytes` are not one JSON
+    /// object (the parse says why).
     public static func compactObjectText(parsing bytes: [UInt8]) -> (text: String, members: Int)? {
+        compactObjectPieces(parsing: bytes)?.text()
+    }
+
+    /// The pieces of the compact text of the JSON object `bytes` hold: each member's value is
+    /// parsed and rendered on its own as it comes. For a note of 750,000 small keys the object
+    /// took three times its text (issue 37); the pieces take the text and 8 bytes per member.
+    /// Nil if `bytes` are not one JSON object.
+    public static func compactObjectPieces(parsing bytes: [UInt8]) -> CompactObjectPieces? {
         // Room for as many bytes as the document holds, which the keys and the values' text
         // rarely pass: growing by doubling copied each at its largest (issue 37). A large
         // buffer is mapped on its own (`FreedMemory`), so the room that stays unused costs no
@@ -113,7 +128,6 @@ extension JSONValue {
         keys.reserveCapacity(bytes.count)
         var values = JSONWriter(pretty: false)
         values.output.reserveCapacity(bytes.count)
-        // Where each member's key and value end in `keys` and `values.output`, in document order.
         var ends: [(key: UInt32, value: UInt32)] = []
         let parsed = bytes.withUnsafeBufferPointer { buffer in
             JSONParser.forEachOutermostMember(
@@ -127,8 +141,18 @@ extension JSONValue {
                     }))
         }
         guard parsed, keys.count <= UInt32.max, values.output.count <= UInt32.max else { return nil }
+        return CompactObjectPieces(keys: keys, values: values.output, ends: ends)
+    }
+}
+
+extension CompactObjectPieces {
+    /// The object's compact text and member count: the members put in their keys' order (the
+    /// last of duplicate keys kept, as the parse keeps it). Sorting takes 4 bytes per member
+    /// when the keys came out of order.
+    public consuming func text() -> (text: String, members: Int) {
+        let ends = self.ends
         return keys.withUnsafeBufferPointer { keys in
-            values.output.withUnsafeBufferPointer { values in
+            values.withUnsafeBufferPointer { values in
                 let start = { (index: Int) -> (key: Int, value: Int) in
                     index == 0 ? (0, 0) : (Int(ends[index - 1].key), Int(ends[index - 1].value))
                 }

@@ -19,11 +19,12 @@ public protocol EntityFileFormat: Sendable {
     /// `base`: the value they replace; `replacingFile`: whether the entity had a file (false for
     /// a new file, or one made again after a removal: `base` is then the last value known, if any).
     func parse(_ bytes: [UInt8], base: JSONObject?, replacingFile: Bool, at time: StoreTime) -> Result<JSONObject, EntityFileFormatError>
-    /// The compact JSON of the value `bytes` stand for (`parse`'s, without a base) and its
-    /// member count, when the format makes them without building the value (a JSON file's:
-    /// `JSONValue.compactObjectText`, for a note of many small keys a third of the memory); nil
-    /// otherwise, and for bytes that are no value (`parse` says why).
-    func compactValueText(parsing bytes: [UInt8]) -> (text: String, members: Int)?
+    /// The pieces of the compact JSON of the value `bytes` stand for (`parse`'s, without a
+    /// base), when the format makes it without building the value (a JSON file's:
+    /// `JSONValue.compactObjectPieces`, for a note of many small keys a third of the memory); nil
+    /// otherwise, and for bytes that are no value (`parse` says why). The pieces need the bytes
+    /// no more: they may go before the text is put together.
+    func compactValuePieces(parsing bytes: [UInt8]) -> CompactObjectPieces?
     /// Whether `parse` reads `base` (the store decodes it only then: a JSON file's save need not).
     var parsesOntoBase: Bool { get }
     /// What removing the file does to the entity: nil removes it; a value keeps it with that
@@ -44,7 +45,7 @@ extension EntityFileFormat {
 }
 
 extension EntityFileFormat {
-    public func compactValueText(parsing bytes: [UInt8]) -> (text: String, members: Int)? { nil }
+    public func compactValuePieces(parsing bytes: [UInt8]) -> CompactObjectPieces? { nil }
 }
 
 /// Why written bytes are no value of their entity (the `invalid` state's reason).
@@ -87,7 +88,7 @@ public struct JSONFileFormat: EntityFileFormat, Hashable {
 
     public var parsesOntoBase: Bool { false }
 
-    public func compactValueText(parsing bytes: [UInt8]) -> (text: String, members: Int)? {
-        JSONValue.compactObjectText(parsing: bytes)
+    public func compactValuePieces(parsing bytes: [UInt8]) -> CompactObjectPieces? {
+        JSONValue.compactObjectPieces(parsing: bytes)
     }
 }

@@ -106,7 +106,7 @@ extension SyncStore {
     /// diff's text: the parse and everything else that costs in proportion to the note, made
     /// outside any transaction. The parsed value is not kept: of a note of many small keys it
     /// takes three times the text, and a new note's (over an empty ghost) is not even built when
-    /// the format makes its text without it (`EntityFileFormat.compactValueText`). A creation
+    /// the format makes its text without it (`EntityFileFormat.compactValuePieces`). A creation
     /// diff of more than `limit` bytes is not written (`ComputedDiff.init(ghost:refused:)`).
     static func prepareParsedSave(
         _ bytes: consuming [UInt8], in format: any EntityFileFormat, ghost ghostText: String, refusingOver limit: Int?
@@ -115,9 +115,10 @@ extension SyncStore {
         let ghost = try? StoredJSON.object(ghostText, column: "ghost_data")
         let compact: String
         let members: Int
-        if let ghost, ghost.isEmpty, let made = format.compactValueText(parsing: bytes) {
+        if let ghost, ghost.isEmpty, let pieces = format.compactValuePieces(parsing: bytes) {
+            // The note's bytes go before its text is put together: the two are never held at once.
             _ = consume bytes
-            (compact, members) = made
+            (compact, members) = pieces.text()
         } else {
             // The bytes go once parsed, the value with this block.
             let parsed = parseSaved(bytes, in: format, at: now())
