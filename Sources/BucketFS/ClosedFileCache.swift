@@ -51,11 +51,27 @@ struct ClosedFileCache: Sendable {
         }
         // Drop the consumed prefix (and ids removed meanwhile) once it dominates the array.
         if orderStart > 1024 && orderStart * 2 > order.count {
-            order = order[orderStart...].filter { entries[$0] != nil }
-            orderStart = 0
+            compactOrder()
         } else if order.count > 4 * max(entries.count, 1024) {
-            order = order[orderStart...].filter { entries[$0] != nil }
-            orderStart = 0
+            compactOrder()
         }
     }
+
+    /// The order of the entries there are, each once, where it was last inserted. A file taken
+    /// and put back (every open and close) is in `order` again each time: a filter that kept
+    /// every such place of a cached file left `order` above its bound, and compacted it again
+    /// at each insert (`grep -r` run four times over 20,000 files: 25 times slower each run).
+    private mutating func compactOrder() {
+        var seen = Set<UInt64>(minimumCapacity: entries.count)
+        var kept: [UInt64] = []
+        kept.reserveCapacity(entries.count)
+        for ino in order[orderStart...].reversed() where entries[ino] != nil && seen.insert(ino).inserted {
+            kept.append(ino)
+        }
+        order = kept.reversed()
+        orderStart = 0
+    }
+
+    /// Places in the insertion order kept, for tests of its bound.
+    var orderLength: Int { order.count - orderStart }
 }

@@ -39,4 +39,20 @@ struct ClosedFileCacheTests {
         }
         #expect(cache.count <= 1000)
     }
+    /// Files opened and closed over and over (each open takes the bytes, each close puts them
+    /// back) keep the insertion order within its bound: it once grew by every put back, and
+    /// each insert then walked all of it.
+    @Test func takingAndPuttingBackKeepsTheOrderBounded() {
+        var cache = ClosedFileCache(maximumCount: 100_000, maximumBytes: 64 << 20)
+        for ino in UInt64(1)...5000 { cache.insert(ino, bytes: [1, 2, 3]) }
+        for _ in 0..<10 {
+            for ino in UInt64(1)...5000 {
+                let bytes = cache.take(ino)
+                #expect(bytes == [1, 2, 3])
+                cache.insert(ino, bytes: bytes ?? [])
+            }
+        }
+        #expect(cache.count == 5000)
+        #expect(cache.orderLength <= 4 * 5000 + 1, "order \(cache.orderLength) for 5,000 entries")
+    }
 }
