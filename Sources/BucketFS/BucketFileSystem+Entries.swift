@@ -34,7 +34,11 @@ extension BucketFileSystem {
 
     func forgetMulti(_ request: FuseRequest, items: [(ino: UInt64, count: UInt64)]) {
         let overdrawn = state.withLock { state in
-            items.filter { !state.table.forget($0.ino, count: $0.count) }
+            items.filter { item in
+                let honest = state.table.forget(item.ino, count: item.count)
+                state.forgetKernelPages(of: item.ino)
+                return !honest
+            }
         }
         for item in overdrawn {
             logger.error("the kernel forgot an inode more often than it was handed it", metadata: ["ino": "\(item.ino)", "count": "\(item.count)"])

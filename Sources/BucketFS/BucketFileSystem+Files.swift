@@ -20,7 +20,7 @@ extension BucketFileSystem {
         let readThrough = realIno != ino || kernelMayHoldAnOldSize(of: ino)
         let truncate = info.flags & O_TRUNC != 0
         if info.writes { backend.openedForWriting(bucket: bucket, name: item) }
-        let opened = state.withLock { state -> (handle: UInt64, sizeChanged: Bool)? in
+        let opened = state.withLock { state -> (handle: UInt64, sizeChanged: Bool, serving: [UInt8]?)? in
             var open = state.openFiles[realIno] ?? OpenFile()
             if truncate {
                 // With FUSE_CAP_ATOMIC_O_TRUNC the truncation arrives here, not as a setattr.
@@ -34,24 +34,41 @@ extension BucketFileSystem {
             state.openFiles[realIno] = open
             // Seen at once (stat before the first write), as truncate(2) would show it.
             if truncate { state.workingCopyChanged(realIno) }
-            return (state.addHandle(.file(ino: realIno)), !truncate && open.size != node.size)
+            return (state.addHandle(.file(ino: realIno)), !truncate && open.size != node.size, open.servedBytes)
         }
-        if let opened { return request.reply(open: opened.handle, info: info.raw, directIO: readThrough || opened.sizeChanged) }
+        if let opened {
+            let directIO = readThrough || opened.sizeChanged
+            return request.reply(
+                open: opened.handle, info: info.raw, directIO: directIO,
+                keepCache: keepsKernelPages(of: realIno, serving: opened.serving, directIO: directIO))
+        }
         perform(request, on: readQueue) { [self] () throws(FSError) in
             let epoch = state.withLock { $0.remoteEpoch }
             let content = try backend.content(bucket: bucket, name: item)
-            let (handle, sizeChanged) = state.withLock { state -> (UInt64, Bool) in
+            let (handle, sizeChanged, serving) = state.withLock { state -> (UInt64, Bool, [UInt8]?) in
                 var open = state.openFiles[realIno] ?? OpenFile()
                 open.load(content, fresh: state.remoteEpoch == epoch)
                 open.handles += 1
                 state.openFiles[realIno] = open
-                return (state.addHandle(.file(ino: realIno)), open.size != node.size)
+                return (state.addHandle(.file(ino: realIno)), open.size != node.size, open.servedBytes)
             }
-            request.reply(open: handle, info: info.raw, directIO: readThrough || sizeChanged)
+            let directIO = readThrough || sizeChanged
+            request.reply(
+                open: handle, info: info.raw, directIO: directIO,
+                keepCache: keepsKernelPages(of: realIno, serving: serving, directIO: directIO))
         }
     }
 
+    /// Whether the kernel keeps its pages of `ino` for an open serving `bytes`
+    /// (`FileSystemState.keepsKernelPages`): `grep -r` run again reads no file through the mount
+    /// that has not changed since. The hash is made outside the state lock.
+    private func keepsKernelPages(of ino: UInt64, serving bytes: [UInt8]?, directIO: Bool) -> Bool {
+        let identity = directIO ? nil : bytes.flatMap(ContentIdentity.init)
+        return state.withLock { $0.keepsKernelPages(of: ino, serving: identity) }
+    }
+
     func read(_ request: FuseRequest, size: Int, offset: Int, handle: UInt64) {
+        readsAnswered.add(1, ordering: .relaxed)
         guard offset >= 0, size >= 0 else { return fail(request, .invalidArgument) }
         let result = state.withLock { state -> Result<ReadSource, FSError> in
             guard case .file(let ino)? = state.handles[handle] else { return .failure(.badHandle) }
@@ -492,6 +509,7 @@ extension BucketFileSystem {
                 open.dirty = inMemoryOnly
                 open.handles += 1
                 state.openFiles[node.ino] = open
+                _ = state.keepsKernelPages(of: node.ino, serving: nil)  // a create's reply drops them
                 return state.addHandle(.file(ino: node.ino))
             }
             let reply = try rememberedEntry(node.ino)
@@ -545,6 +563,7 @@ extension BucketFileSystem {
                 open.handles += 1
                 state.openFiles[ino] = open
                 if truncate { state.workingCopyChanged(ino) }
+                _ = state.keepsKernelPages(of: ino, serving: nil)  // a create's reply drops them
                 return state.addHandle(.file(ino: ino))
             }
             request.reply(create: try rememberedEntry(ino), handle: handle, info: info.raw, directIO: false)

@@ -88,6 +88,8 @@ public final class BucketFileSystem: Sendable {
     let changeExecutor = ThreadTaskExecutor(name: "bucketfs-changes")
     private let lifecycle = Mutex<Lifecycle>(Lifecycle())
     private let stoppedCondition = NSCondition()
+    /// Read requests of files answered so far: the kernel's page cache answers the rest.
+    let readsAnswered = Atomic<Int>(0)
 
     /// The names of the threads that answer requests (`CPUPlacement` tells them by these).
     public enum ThreadName {

@@ -33,6 +33,9 @@ struct OpenFile: Sendable {
     /// The working copy's length, wherever it is.
     var size: Int { spill != nil ? spillSize : stored?.content.size ?? bytes.count }
 
+    /// The bytes reads are served from, when they are in memory (not a large file's, on disk).
+    var servedBytes: [UInt8]? { loaded && spill == nil && stored == nil ? bytes : nil }
+
     /// Whether the bytes are the store's and small: the closed-file cache may keep them.
     var cacheableBytes: Bool { loaded && cacheable && spill == nil && stored == nil }
 
@@ -125,6 +128,25 @@ func writableCount(_ count: Int, at offset: Int, limit: Int) throws(FSError) -> 
     return Swift.min(count, limit - offset)
 }
 
+/// Bytes a file served, told apart from other bytes by their length and a hash (`Hasher`,
+/// seeded per process: it is compared within one mount's life only).
+struct ContentIdentity: Hashable, Sendable {
+    let count: Int
+    let hash: Int
+
+    /// Files up to this size are compared (hashing costs about a read of them); a larger one is
+    /// mostly a scratch file kept on disk, which is read through its pages each time.
+    static let largest = 1 << 20
+
+    init?(_ bytes: [UInt8]) {
+        guard bytes.count <= Self.largest else { return nil }
+        var hasher = Hasher()
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        count = bytes.count
+        hash = hasher.finalize()
+    }
+}
+
 /// One row of a directory handle's listing, taken at opendir (stable offsets for readdir).
 struct DirectoryItem: Sendable {
     let name: String
@@ -175,6 +197,10 @@ struct FileSystemState: Sendable {
     /// The listing version each directory had when last opened: the kernel's cached listing
     /// (`FOPEN_CACHE_DIR`) was read from it, so it may be kept while the version stays.
     private var kernelListingVersions: [UInt64: UInt64] = [:]
+    /// What each file served when it was last opened (`ContentIdentity`): the pages the kernel
+    /// cached of it since came from those bytes, or from writes through it, or were dropped by
+    /// an invalidation. Gone once the kernel forgets the inode (and its pages).
+    private var kernelPages: [UInt64: ContentIdentity] = [:]
 
     init(rootTime: MountTime) {
         table = InodeTable(rootTime: rootTime)
@@ -189,6 +215,22 @@ struct FileSystemState: Sendable {
         } else {
             openFiles[ino] = open
         }
+    }
+
+    /// Whether the kernel may keep the pages it cached of file `ino` for an open that serves
+    /// `serving` (`FOPEN_KEEP_CACHE`): only when the file served the same bytes at its last open.
+    /// Any other change to them (a remote change, a save the store merged or stamped, a write
+    /// since) makes other bytes, and the kernel drops its pages as it did before. `serving` nil:
+    /// bytes not worth comparing (large, read through, or not served from memory).
+    mutating func keepsKernelPages(of ino: UInt64, serving: ContentIdentity?) -> Bool {
+        let kept = serving != nil && kernelPages[ino] == serving
+        kernelPages[ino] = serving
+        return kept
+    }
+
+    /// The kernel forgot `ino` (its pages with it), if it holds it no more.
+    mutating func forgetKernelPages(of ino: UInt64) {
+        if !table.isReferenced(ino) { kernelPages.removeValue(forKey: ino) }
     }
 
     /// The working copy of `ino` changed in memory (write, truncate, open(O_TRUNC)): the node

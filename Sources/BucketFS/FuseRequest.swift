@@ -29,10 +29,14 @@ struct FuseRequest: @unchecked Sendable {
     }
 
     /// `directIO`: the kernel reads through to the file system, past the size it caches.
-    func reply(open handle: UInt64, info: fuse_file_info, directIO: Bool = false) {
+    /// `keepCache`: the kernel keeps the pages it cached of the file (else it drops them).
+    /// A descriptor that only reads is closed without a flush (`FOPEN_NOFLUSH`): it has nothing
+    /// to save, and `grep -r` or `cat` closes each file without waiting for a round trip.
+    func reply(open handle: UInt64, info: fuse_file_info, directIO: Bool = false, keepCache: Bool = false) {
         var info = info
         info.fh = handle
-        cfuse_file_info_set_keep_cache(&info, 0)
+        cfuse_file_info_set_keep_cache(&info, keepCache ? 1 : 0)
+        if !FileInfo(info).writes { cfuse_file_info_set_noflush(&info, 1) }
         if directIO { cfuse_file_info_set_direct_io(&info, 1) }
         _ = fuse_reply_open(raw, &info)
     }
@@ -101,6 +105,10 @@ struct FileInfo: @unchecked Sendable {
 
     init(_ pointer: UnsafeMutablePointer<fuse_file_info>?) {
         raw = pointer?.pointee ?? fuse_file_info()
+    }
+
+    init(_ raw: fuse_file_info) {
+        self.raw = raw
     }
 
     var handle: UInt64 { raw.fh }

@@ -56,6 +56,10 @@ static inline void cfuse_file_info_set_keep_cache(struct fuse_file_info *info, i
     info->keep_cache = value ? 1 : 0;
 }
 
+static inline void cfuse_file_info_set_noflush(struct fuse_file_info *info, int value) {
+    info->noflush = value ? 1 : 0;
+}
+
 static inline void cfuse_file_info_set_cache_readdir(struct fuse_file_info *info, int value) {
     info->cache_readdir = value ? 1 : 0;
 }

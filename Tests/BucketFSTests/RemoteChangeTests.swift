@@ -1,4 +1,4 @@
-import BucketFS
+@testable import BucketFS
 import Foundation
 import JSONDiff
 import SyncStore
@@ -149,6 +149,45 @@ struct RemoteChangeTests {
         close(descriptor)
         #expect(mount.fileSystem.waitUntilStopped(timeout: Patience.seconds))
         #expect(MountFixture.fuseDevice(of: mount.mountPoint) == nil)
+    }
+
+    /// A file opened again with the bytes it had at its last open keeps the kernel's pages
+    /// (`FOPEN_KEEP_CACHE`): `grep -r` run twice reads nothing through the mount the second
+    /// time. Bytes that changed in any way since (a remote change of the same size, a write
+    /// through another name's rename over it, a save) are read anew.
+    @Test func anUnchangedFileIsReadAgainFromTheKernelsPagesAndAChangedOneIsNot() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let path = mount.path("notes/r.json")
+        let reads = { mount.fileSystem.readsAnswered.load(ordering: .relaxed) }
+        let readsOf = { (body: () throws -> Void) throws -> Int in
+            let before = reads()
+            try body()
+            return reads() - before
+        }
+        try remoteSave(mount, key: "r", version: 1, old: nil, new: ["v": .integer(1)])
+        #expect(try eventually { try Tool.run("/bin/cat", [path]).stdout == "{\n  \"v\": 1\n}\n" })
+        // Once any notice about the change has landed, a read again is the kernel's alone.
+        #expect(try eventually { try readsOf { _ = try Tool.run("/bin/cat", [path]) } == 0 })
+        #expect(try Tool.run("/bin/cat", [path]).stdout == "{\n  \"v\": 1\n}\n")
+
+        // A change from elsewhere of the same length: the new bytes, read through the mount.
+        try remoteSave(mount, key: "r", version: 2, old: ["v": .integer(1)], new: ["v": .integer(2)])
+        #expect(try eventually { try Tool.run("/bin/cat", [path]).stdout == "{\n  \"v\": 2\n}\n" })
+        #expect(try eventually { try readsOf { _ = try Tool.run("/bin/cat", [path]) } == 0 })
+
+        // Saved here through another descriptor, then renamed over by an editor's save: each
+        // time the file shows what was written, and once unchanged, the kernel's pages again.
+        try Tool.shell("printf '{\"v\": 3}' > notes/r.json", in: mount.mountPoint)
+        #expect(try Tool.run("/bin/cat", [path]).stdout == #"{"v": 3}"#)
+        try Tool.shell("printf '{\"v\": 4}' > notes/r.tmp && mv notes/r.tmp notes/r.json", in: mount.mountPoint)
+        #expect(try Tool.run("/bin/cat", [path]).stdout == #"{"v": 4}"#)
+        #expect(try eventually { try readsOf { _ = try Tool.run("/bin/cat", [path]) } == 0 })
+        #expect(try Tool.run("/bin/cat", [path]).stdout == #"{"v": 4}"#)
+
+        // And a change from elsewhere to another field, merged with the edit here: read anew.
+        try remoteSave(mount, key: "r", version: 3, old: ["v": .integer(2)], new: ["v": .integer(2), "w": .integer(1)])
+        #expect(try eventually { try Tool.run("/bin/cat", [path]).stdout == "{\n  \"v\": 4,\n  \"w\": 1\n}\n" })
     }
 
     @Test func openCleanFileSeesRemoteChangeOnNextRead() throws {
