@@ -37,10 +37,9 @@ extension BucketFileSystem {
             return (state.addHandle(.file(ino: realIno)), !truncate && open.size != node.size, open.servedBytes)
         }
         if let opened {
-            let directIO = readThrough || opened.sizeChanged
-            return request.reply(
-                open: opened.handle, info: info.raw, directIO: directIO,
-                keepCache: keepsKernelPages(of: realIno, serving: opened.serving, directIO: directIO))
+            return replyOpened(
+                request, ino: realIno, handle: opened.handle, info: info, directIO: readThrough || opened.sizeChanged,
+                serving: opened.serving)
         }
         perform(request, on: readQueue) { [self] () throws(FSError) in
             let epoch = state.withLock { $0.remoteEpoch }
@@ -52,19 +51,20 @@ extension BucketFileSystem {
                 state.openFiles[realIno] = open
                 return (state.addHandle(.file(ino: realIno)), open.size != node.size, open.servedBytes)
             }
-            let directIO = readThrough || sizeChanged
-            request.reply(
-                open: handle, info: info.raw, directIO: directIO,
-                keepCache: keepsKernelPages(of: realIno, serving: serving, directIO: directIO))
+            replyOpened(request, ino: realIno, handle: handle, info: info, directIO: readThrough || sizeChanged, serving: serving)
         }
     }
 
-    /// Whether the kernel keeps its pages of `ino` for an open serving `bytes`
-    /// (`FileSystemState.keepsKernelPages`): `grep -r` run again reads no file through the mount
-    /// that has not changed since. The hash is made outside the state lock.
-    private func keepsKernelPages(of ino: UInt64, serving bytes: [UInt8]?, directIO: Bool) -> Bool {
+    /// Answers an open of file `ino` serving `bytes`, the kernel keeping its pages of the file
+    /// when they still hold those bytes (`FileSystemState.keepsKernelPages`): `grep -r` run again
+    /// reads no file through the mount that has not changed since. The hash is made outside the
+    /// state lock.
+    private func replyOpened(
+        _ request: FuseRequest, ino: UInt64, handle: UInt64, info: FileInfo, directIO: Bool, serving bytes: [UInt8]?
+    ) {
         let identity = directIO ? nil : bytes.flatMap(ContentIdentity.init)
-        return state.withLock { $0.keepsKernelPages(of: ino, serving: identity) }
+        let keepCache = state.withLock { $0.keepsKernelPages(of: ino, serving: identity) }
+        request.reply(open: handle, info: info.raw, directIO: directIO, keepCache: keepCache)
     }
 
     func read(_ request: FuseRequest, size: Int, offset: Int, handle: UInt64) {
