@@ -12,8 +12,7 @@ extension BucketFileSystem {
         // The root, group directories and the `.history` view are listed again at each opendir:
         // another client may have added a bucket, a note or a version.
         let refresh = bucketParent(ino) != nil || historyPath(ino) != nil
-        perform(request, inlineIf: !refresh && isLoaded(ino), else: writeQueue) { [self] () throws(FSError) in
-            try loadDirectory(ino, refresh: refresh)
+        performInDirectory(request, ino, refresh: refresh) { [self] () throws(FSError) in
             let opened = try state.withLock { state throws(FSError) in
                 guard let node = state.table.node(ino) else { throw FSError.notFound }
                 guard node.isDirectory else { throw FSError.notDirectory }

@@ -33,17 +33,23 @@ extension BucketFileSystem {
     }
 
     func forgetMulti(_ request: FuseRequest, items: [(ino: UInt64, count: UInt64)]) {
-        let overdrawn = state.withLock { state in
-            items.filter { item in
+        let (overdrawn, released) = state.withLock { state in
+            // Directories where the kernel now holds nothing: their listings may leave memory.
+            var released: Set<UInt64> = []
+            let overdrawn = items.filter { item in
+                let parent = state.table.record(item.ino)?.parent
                 let honest = state.table.forget(item.ino, count: item.count)
                 state.forgetKernelPages(of: item.ino)
+                if let parent, parent != item.ino, !state.table.holdsReferences(in: parent) { released.insert(parent) }
                 return !honest
             }
+            return (overdrawn, released)
         }
         for item in overdrawn {
             logger.error("the kernel forgot an inode more often than it was handed it", metadata: ["ino": "\(item.ino)", "count": "\(item.count)"])
         }
         request.replyNone()
+        for directory in released { releaseListing(of: directory) }
     }
 
     func getattr(_ request: FuseRequest, ino: UInt64) {

@@ -177,9 +177,55 @@ extension BucketFileSystem {
     func withLoadedDirectory(
         _ request: FuseRequest, _ directory: UInt64, _ body: @escaping @Sendable () throws(FSError) -> Void
     ) {
-        perform(request, inlineIf: isLoaded(directory), else: writeQueue) { [self] () throws(FSError) in
-            try loadDirectory(directory)
+        performInDirectory(request, directory, refresh: false, body)
+    }
+
+    /// Runs `body` here when `directory`'s listing is in memory (and no `refresh` is asked), else
+    /// on `writeQueue` once it is read. A listing does not leave memory while `body` runs here
+    /// (`releaseListing` waits for `requestsInListings`): `body` may find its names.
+    func performInDirectory(
+        _ request: FuseRequest, _ directory: UInt64, refresh: Bool, _ body: @escaping @Sendable () throws(FSError) -> Void
+    ) {
+        requestsInListings.add(1, ordering: .sequentiallyConsistent)
+        if !refresh, isLoaded(directory) {
+            defer { requestsInListings.subtract(1, ordering: .sequentiallyConsistent) }
+            do throws(FSError) { try body() } catch { fail(request, error) }
+            return
+        }
+        requestsInListings.subtract(1, ordering: .sequentiallyConsistent)
+        perform(request, on: writeQueue) { [self] () throws(FSError) in
+            try loadDirectory(directory, refresh: refresh)
             try body()
+        }
+    }
+
+    /// After the kernel forgot the last node it held in `directory`: a bucket of at least
+    /// `MountOptions.releasedListingSize` files leaves memory (`FileSystemState.unloadListing`),
+    /// on `writeQueue`, so no store work that loaded it finds it gone. While a request is
+    /// answered from a listing in memory, it tries again a moment later.
+    func releaseListing(of directory: UInt64) {
+        writeQueue.async { [self] in
+            let smallest = releasedListingSize
+            enum Outcome { case kept, busy, released(Int) }
+            let outcome = state.withLock { state -> Outcome in
+                guard case .bucket? = state.table.node(directory)?.kind, state.table.isLoaded(directory),
+                    !state.table.holdsReferences(in: directory), state.table.childInodes(of: directory).count >= smallest
+                else { return .kept }
+                guard requestsInListings.load(ordering: .sequentiallyConsistent) == 0 else { return .busy }
+                return state.unloadListing(of: directory).map(Outcome.released) ?? .kept
+            }
+            switch outcome {
+            case .kept: break
+            case .busy:
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) { [self] in
+                    guard session != nil else { return }
+                    releaseListing(of: directory)
+                }
+            case .released(let count):
+                logger.debug("a listing left memory", metadata: ["directory": "\(directory)", "files": "\(count)"])
+                // Its nodes and names were small blocks in glibc's arenas: hand the pages back.
+                FreedMemory.afterWork(on: count * 512)
+            }
         }
     }
 

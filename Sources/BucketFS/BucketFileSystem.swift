@@ -34,12 +34,19 @@ public struct MountOptions: Sendable {
     /// server keeps (`bucketfs mount --history`); off by default, so `grep -r`, rsync and
     /// backups of the mount see each note once.
     public var history: (any MountHistory)?
+    /// A bucket directory of at least this many files leaves memory once the kernel has
+    /// forgotten every one of them (it does under memory pressure, or after `drop_caches`): the
+    /// next lookup or listing reads it from the store again. Smaller ones stay for the mount's life.
+    public var releasedListingSize: Int = MountOptions.defaultReleasedListingSize
 
     /// 4 GiB for local (scratch) files: room for disk images, archives and build outputs.
     public static let defaultMaxFileSize = 4 << 30
     /// 16 MiB for entity files: four times what the server takes (a larger one is kept locally,
     /// `rejected:413`), and a size the mount can parse in memory.
     public static let defaultMaxEntityFileSize = SyncStore.entityFileLimit
+    /// A listing this long costs about 4 MB of memory (issue 40: ~900 bytes per file) and a few
+    /// milliseconds to read again.
+    public static let defaultReleasedListingSize = 4096
 
     public init(
         cacheTimeout: Double = 3600, handleSignals: Bool = false, fuseOptions: [String] = [], debug: Bool = false,
@@ -90,6 +97,9 @@ public final class BucketFileSystem: Sendable {
     private let stoppedCondition = NSCondition()
     /// Read requests of files answered so far: the kernel's page cache answers the rest.
     let readsAnswered = Atomic<Int>(0)
+    /// Requests being answered from a directory's listing in memory (`performInDirectory`):
+    /// while any is, no listing leaves memory (`releaseListing`).
+    let requestsInListings = Atomic<Int>(0)
 
     /// The names of the threads that answer requests (`CPUPlacement` tells them by these).
     public enum ThreadName {
@@ -129,6 +139,8 @@ public final class BucketFileSystem: Sendable {
     var cacheTimeout: Double { lifecycle.withLock { $0.options.cacheTimeout } }
 
     var maxFileSize: Int { lifecycle.withLock { $0.options.maxFileSize } }
+
+    var releasedListingSize: Int { lifecycle.withLock { $0.options.releasedListingSize } }
 
     /// The size limit of a file with this name: scratch files `maxFileSize`, entity files
     /// `maxEntityFileSize` (whichever is lower).

@@ -290,6 +290,18 @@ struct FileSystemState: Sendable {
         return (addHandle(.directory(ino: directory.ino, items: items)), keep)
     }
 
+    /// Drops `directory`'s listing from memory (`InodeTable.unload`) when nothing open lies in
+    /// it: no handle on it, no working copy of a file in it, no file made in memory and not
+    /// stored yet. Returns how many nodes went; nil: it stays.
+    mutating func unloadListing(of directory: UInt64) -> Int? {
+        for case .directory(let ino, _) in handles.values where ino == directory { return nil }
+        for ino in openFiles.keys where table.record(ino)?.parent == directory { return nil }
+        for ino in unstoredEntities where table.record(ino)?.parent == directory { return nil }
+        guard let dropped = table.unload(directory) else { return nil }
+        listings.removeValue(forKey: directory)
+        return dropped
+    }
+
     mutating func addHandle(_ handle: OpenHandle) -> UInt64 {
         let number = nextHandle
         nextHandle += 1

@@ -93,6 +93,9 @@ struct InodeTable: Sendable {
     /// For each node, the numbers the kernel may hold that mean it (`alias`): few, and only
     /// until the kernel forgets them.
     private var aliasesOf: [UInt64: [UInt64]] = [:]
+    /// For each directory, how many of the nodes in it (by `parent`, linked or not) the kernel
+    /// holds: one it holds none of may leave memory (`unload`).
+    private var referencedChildren: [UInt64: Int] = [:]
 
     init(rootTime: MountTime) {
         nodes[Self.rootInode] = Node(
@@ -196,7 +199,7 @@ struct InodeTable: Sendable {
                     listingChanged(existing.parent)
                 }
             }
-            nodes[node.ino] = ownLinked(node)
+            place(ownLinked(node))
             fresh[JSONKey(node.fileName)] = node.ino
         }
         for (name, ino) in previous {
@@ -236,7 +239,7 @@ struct InodeTable: Sendable {
         }
         let moved = children[node.parent]?[name] != node.ino
         if moved { listingChanged(node.parent) }
-        nodes[node.ino] = ownLinked(node)
+        place(ownLinked(node))
         children[node.parent, default: [:]][name] = node.ino
         if moved { nameAdded(node.fileName, in: node.parent) }
         if node.isDirectory, children[node.ino] == nil { children[node.ino] = [:] }
@@ -291,6 +294,19 @@ struct InodeTable: Sendable {
         dropIfUnreferenced(source)
     }
 
+    /// Stores `node` in place of the record of its number, counting what the kernel holds by directory.
+    private mutating func place(_ node: Node) {
+        if let existing = nodes[node.ino] { countReference(to: existing, by: -1) }
+        countReference(to: node, by: 1)
+        nodes[node.ino] = node
+    }
+
+    private mutating func countReference(to node: Node, by change: Int) {
+        guard node.lookups > 0, node.ino != node.parent else { return }
+        let count = (referencedChildren[node.parent] ?? 0) + change
+        referencedChildren[node.parent] = count == 0 ? nil : count
+    }
+
     /// `node` as a listing or an upsert records it: under its name, meaning itself (no
     /// longer an alias of another number), and not removed.
     private mutating func ownLinked(_ node: Node) -> Node {
@@ -317,7 +333,10 @@ struct InodeTable: Sendable {
 
     /// The kernel was handed this inode in an entry reply (lookup, create, mkdir, readdirplus).
     mutating func remember(_ ino: UInt64) {
-        nodes[ino]?.lookups += 1
+        guard var node = nodes[ino] else { return }
+        node.lookups += 1
+        if node.lookups == 1 { countReference(to: node, by: 1) }
+        nodes[ino]?.lookups = node.lookups
     }
 
     /// The kernel dropped `count` references (forget). More than it was given is a kernel or
@@ -327,13 +346,39 @@ struct InodeTable: Sendable {
     mutating func forget(_ ino: UInt64, count: UInt64) -> Bool {
         guard ino != Self.rootInode, let node = nodes[ino] else { return true }
         let honest = node.lookups >= count
-        nodes[ino]?.lookups = honest ? node.lookups - count : 0
+        let remaining = honest ? node.lookups - count : 0
+        if node.lookups > 0, remaining == 0 { countReference(to: node, by: -1) }
+        nodes[ino]?.lookups = remaining
         dropIfUnreferenced(ino)
         return honest
     }
 
     /// Nodes the kernel holds (lookup count > 0), for invalidation after remote changes.
     func isReferenced(_ ino: UInt64) -> Bool { (nodes[ino]?.lookups ?? 0) > 0 }
+
+    /// Whether the kernel holds any node in `directory` (linked there, or unlinked from there
+    /// and not forgotten yet: an alias, a file removed while open).
+    func holdsReferences(in directory: UInt64) -> Bool { referencedChildren[directory] != nil }
+
+    /// Drops a loaded directory's names and nodes from memory, as if it had never been listed:
+    /// the next lookup or listing reads it from the store again. Only when the kernel holds none
+    /// of them and each is a file the store keeps (a lock link lives only here). Returns how many
+    /// nodes went; nil: the directory stays.
+    mutating func unload(_ directory: UInt64) -> Int? {
+        guard loadedDirectories.contains(directory), !holdsReferences(in: directory), let names = children[directory] else { return nil }
+        for ino in names.values {
+            guard let node = nodes[ino], case .file = node.kind, node.lookups == 0, aliasesOf[ino] == nil else { return nil }
+        }
+        for ino in names.values { nodes.removeValue(forKey: ino) }
+        children[directory] = [:]
+        namesAdded.removeValue(forKey: directory)
+        unorderedListings.remove(directory)
+        loadedDirectories.remove(directory)
+        listingChanged(directory)
+        // A dictionary keeps its capacity when emptied: a million nodes' worth would stay.
+        if nodes.capacity > 4 * nodes.count + 1024 { nodes = Dictionary(uniqueKeysWithValues: nodes.map { ($0.key, $0.value) }) }
+        return names.count
+    }
 
     private mutating func markUnlinked(_ ino: UInt64) {
         guard nodes[ino] != nil else { return }

@@ -1,3 +1,4 @@
+import BucketFS
 import Foundation
 import Glibc
 import Testing
@@ -83,7 +84,11 @@ struct FileSystemModelTests {
     /// Runs `body` on a fresh mount's bucket directory and a fresh local directory; closes every
     /// descriptor, then unmounts.
     static func withWorlds<T>(_ body: (ModelWorld, ModelWorld) throws -> T) throws -> T {
-        let mount = try MountFixture()
+        // Every listing may leave memory (the default keeps those under 4096 files): each
+        // drop_caches then makes the mount read the bucket from its store again.
+        var options = MountOptions()
+        options.releasedListingSize = 1
+        let mount = try MountFixture(options: options)
         defer { mount.close() }
         var template = Array((FileManager.default.temporaryDirectory.path + "/bucketfs-model-XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }

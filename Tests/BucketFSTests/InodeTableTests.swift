@@ -51,6 +51,45 @@ struct InodeTableTests {
         #expect(table.child(of: 10, named: "a.json")?.ino == 20)
     }
 
+    /// A listing leaves memory only once the kernel holds none of its nodes, linked or not (an
+    /// unlinked one it still holds counts where it was), and never with a lock link in it.
+    @Test func aListingLeavesMemoryOnlyWhenTheKernelHoldsNothingInIt() {
+        var table = tableWithBucket()
+        table.replaceListing(of: 10, with: [file(20, "a.json"), file(21, "b.json")])
+        table.remember(10)
+        table.remember(20)
+        table.remember(21)
+        #expect(table.holdsReferences(in: 10))
+        #expect(table.holdsReferences(in: 1), "the bucket itself is held in the root")
+        table.unlink(parent: 10, name: "b.json")
+        table.forget(20, count: 1)
+        #expect(table.holdsReferences(in: 10), "the removed file the kernel holds yet still counts")
+        #expect(table.unload(10) == nil)
+        table.forget(21, count: 1)
+        #expect(!table.holdsReferences(in: 10))
+
+        table.upsert(Node(ino: 1 << 62, parent: 10, fileName: ".#a.json", kind: .symlink(bucket: "b", name: ".#a.json", target: "x"), size: 1, mtime: 0, ctime: 0))
+        #expect(table.unload(10) == nil, "a lock link lives only in memory")
+        table.unlink(parent: 10, name: ".#a.json")
+
+        let version = table.listingVersion(of: 10)
+        #expect(table.unload(10) == 1)
+        #expect(!table.isLoaded(10))
+        #expect(table.record(20) == nil)
+        #expect(table.child(of: 10, named: "a.json") == nil)
+        #expect(table.listingVersion(of: 10) != version, "a listing the kernel cached is not kept over the reload")
+        #expect(table.node(10)?.lookups == 1, "the bucket stays")
+        table.replaceListing(of: 10, with: [file(20, "a.json")])
+        #expect(table.child(of: 10, named: "a.json")?.ino == 20)
+
+        // A file that moved into another directory counts there.
+        table.upsert(Node(ino: 11, parent: 1, fileName: "c", kind: .bucket(name: "c"), size: 0, mtime: 0, ctime: 0))
+        table.remember(20)
+        table.upsert(file(20, "a.json", parent: 11))
+        #expect(!table.holdsReferences(in: 10))
+        #expect(table.holdsReferences(in: 11))
+    }
+
     @Test func renameAliasFollowsTheNewInodeUntilForgotten() {
         var table = tableWithBucket()
         table.upsert(file(20, ".tmp"))

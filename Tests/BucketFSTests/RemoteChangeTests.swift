@@ -110,6 +110,67 @@ struct RemoteChangeTests {
         try expectListing("a lock link")
     }
 
+    /// A big bucket's listing leaves memory once the kernel forgot every file in it (issue 40: it
+    /// held ~900 bytes per file for the mount's life), and what changed meanwhile shows after.
+    @Test func aListingTheKernelForgotLeavesMemoryAndComesBackWithWhatChangedMeanwhile() throws {
+        var options = MountOptions()
+        options.releasedListingSize = 200
+        let mount = try MountFixture(options: options)
+        defer { mount.close() }
+        let bucket = mount.path("notes")
+        var expected = Set<String>()
+        for index in 0 ..< 300 {
+            try remoteSave(mount, key: "n\(index)", version: 1, old: nil, new: ["i": .integer(Int64(index))])
+            expected.insert("n\(index).json")
+        }
+        var status = Glibc.stat()
+        let statted = lstat(bucket, &status)
+        #expect(statted == 0)
+        let bucketInode = UInt64(status.st_ino)
+        let lines = try Tool.run("/bin/ls", ["-l", bucket]).stdout.split(separator: "\n").count
+        #expect(lines == 301)
+        let nodesListed = mount.fileSystem.state.withLock { $0.table.nodes.count }
+        #expect(nodesListed > 300)
+
+        func forgotten() -> Bool {
+            let fd = Glibc.open("/proc/sys/vm/drop_caches", O_WRONLY)
+            if fd >= 0 {
+                _ = Glibc.write(fd, "2\n", 2)
+                Glibc.close(fd)
+            }
+            return !mount.fileSystem.isLoaded(bucketInode)
+        }
+        // A lock link lives only in memory: the listing stays while it is there.
+        try FileManager.default.createSymbolicLink(atPath: "\(bucket)/.#n1.json", withDestinationPath: "user@host.1:1")
+        _ = forgotten()
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: "\(bucket)/.#n1.json") == "user@host.1:1")
+        try FileManager.default.removeItem(atPath: "\(bucket)/.#n1.json")
+
+        #expect(eventually { forgotten() }, "the listing stayed in memory")
+        let nodesLeft = mount.fileSystem.state.withLock { $0.table.nodes.count }
+        #expect(nodesLeft < 20, "\(nodesLeft) nodes kept of \(nodesListed)")
+
+        // Changes from elsewhere while nothing of the bucket is in memory.
+        try remoteSave(mount, key: "n1", version: 2, old: ["i": .integer(1)], new: ["i": .string("changed while forgotten")])
+        _ = try mount.store.applyRemote(
+            bucket: "notes", changes: [RemoteChange(key: "n2", operation: .remove, sourceVersion: 1, endVersion: 2, cv: "cv-n2-2")])
+        try remoteSave(mount, key: "late", version: 1, old: nil, new: ["l": .integer(1)])
+        expected.remove("n2.json")
+        expected.insert("late.json")
+        #expect(try eventually { Set(try FileManager.default.contentsOfDirectory(atPath: bucket)) == expected })
+        #expect(try eventually { try Tool.run("/bin/cat", ["\(bucket)/n1.json"]).stdout == "{\n  \"i\": \"changed while forgotten\"\n}\n" })
+        #expect(try Tool.run("/bin/cat", ["\(bucket)/late.json"]).stdout == "{\n  \"l\": 1\n}\n")
+
+        // Saves, renames and removals through the mount after it came back.
+        try Tool.shell("printf '{\"s\": 1}' > n3.json && mv n4.json moved.json && rm n5.json", in: bucket)
+        expected.subtract(["n4.json", "n5.json"])
+        expected.insert("moved.json")
+        #expect(Set(try FileManager.default.contentsOfDirectory(atPath: bucket)) == expected)
+        #expect(try eventually { try mount.store.entity(bucket: "notes", key: "n3")?.value == ["s": .integer(1)] })
+        #expect(try eventually { try mount.store.entity(bucket: "notes", key: "moved")?.value == ["i": .integer(4)] })
+        #expect(try eventually { try mount.store.entity(bucket: "notes", key: "n5")?.deletedPending ?? true })
+    }
+
     @Test func unmountSavesWhatAnOpenFileStillBuffers() throws {
         let mount = try MountFixture()
         defer { mount.close() }
