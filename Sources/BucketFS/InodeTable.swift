@@ -9,38 +9,78 @@ enum NodeKind: Hashable, Sendable {
     case group(name: String)
     case file(bucket: String, item: MountItemName)
     /// Kept in memory only: emacs lock links (`.#name`) describe a live editing session.
-    case symlink(bucket: String, name: String, target: String)
+    /// (Boxed, as `history` is: the kind of a million files is not sized for these rare ones.)
+    indirect case symlink(bucket: String, name: String, target: String)
     /// The read-only `.history` view (`MountOptions.history`); its inodes live in memory.
-    case history(HistoryPath)
+    indirect case history(HistoryPath)
 }
 
 /// One inode the file system knows: identity, place in the tree, attributes and kernel references.
+///
+/// A loaded bucket holds one per file, for as long as it stays in memory: the fields are laid
+/// out to leave no padding, and the optional ones are kept without their own flag byte (issue
+/// 40: 120 bytes, was 168).
 struct Node: Hashable, Sendable {
     let ino: UInt64
     var parent: UInt64
-    var fileName: String
-    var kind: NodeKind
     var size: Int
     var mtime: MountTime
     var ctime: MountTime
-    /// Set by utimensat/`touch -a`: a file's is the store's, a directory's or lock link's lives
-    /// for the mount's life; nil: the modification time (reads do not set it: noatime).
-    var atime: MountTime? = nil
-    /// Permission bits set by chmod (never sent): a file's are the store's, a directory's or
-    /// lock link's live for the mount's life; nil: the defaults (files 0644, directories 0755).
-    var permissions: mode_t? = nil
     /// How many times the kernel was handed this inode (entry replies) minus what it forgot.
     var lookups: UInt64 = 0
+    private var storedAtime: MountTime
+    private var storedAliasOf: UInt64
+    var fileName: String
+    var kind: NodeKind
+    private var storedPermissions: UInt16
     /// False once the name is gone; the record lives on until the kernel forgets it.
     var linked = true
-    /// After a rename put another inode's bytes under this inode's name, or a remote change put
-    /// another inode under its name, the kernel still holds this number for that name until it
-    /// looks the name up again (and a rename of that name moves the number along); it then
-    /// means `aliasOf`.
-    var aliasOf: UInt64?
     /// Unlinked by a removal from elsewhere, not by this mount: bytes written to it afterwards
     /// make it again (`relinkRemovedElsewhere`), as an edit made before the removal came does.
     var removedElsewhere = false
+
+    private static let noAtime = MountTime.min
+    private static let noPermissions = UInt16.max
+
+    init(
+        ino: UInt64, parent: UInt64, fileName: String, kind: NodeKind, size: Int, mtime: MountTime, ctime: MountTime,
+        atime: MountTime? = nil, permissions: mode_t? = nil, lookups: UInt64 = 0
+    ) {
+        self.ino = ino
+        self.parent = parent
+        self.size = size
+        self.mtime = mtime
+        self.ctime = ctime
+        self.lookups = lookups
+        self.storedAtime = atime ?? Self.noAtime
+        self.storedAliasOf = 0
+        self.fileName = fileName
+        self.kind = kind
+        self.storedPermissions = permissions.map { UInt16($0 & 0o7777) } ?? Self.noPermissions
+    }
+
+    /// Set by utimensat/`touch -a`: a file's is the store's, a directory's or lock link's lives
+    /// for the mount's life; nil: the modification time (reads do not set it: noatime).
+    var atime: MountTime? {
+        get { storedAtime == Self.noAtime ? nil : storedAtime }
+        set { storedAtime = newValue ?? Self.noAtime }
+    }
+
+    /// Permission bits set by chmod (never sent): a file's are the store's, a directory's or
+    /// lock link's live for the mount's life; nil: the defaults (files 0644, directories 0755).
+    var permissions: mode_t? {
+        get { storedPermissions == Self.noPermissions ? nil : mode_t(storedPermissions) }
+        set { storedPermissions = newValue.map { UInt16($0 & 0o7777) } ?? Self.noPermissions }
+    }
+
+    /// After a rename put another inode's bytes under this inode's name, or a remote change put
+    /// another inode under its name, the kernel still holds this number for that name until it
+    /// looks the name up again (and a rename of that name moves the number along); it then
+    /// means `aliasOf`. (No inode is numbered 0.)
+    var aliasOf: UInt64? {
+        get { storedAliasOf == 0 ? nil : storedAliasOf }
+        set { storedAliasOf = newValue ?? 0 }
+    }
 
     var isDirectory: Bool {
         switch kind {
