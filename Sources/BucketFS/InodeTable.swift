@@ -114,7 +114,7 @@ struct Node: Hashable, Sendable {
 struct InodeTable: Sendable {
     static let rootInode: UInt64 = 1
 
-    private(set) var nodes: [UInt64: Node] = [:]
+    private(set) var nodes = PackedNodes()
     /// Names by their bytes (`JSONKey`), as a local disk keeps them: `café.json` composed and
     /// decomposed are two files, as they are two keys in the bucket.
     private var children: [UInt64: [JSONKey: UInt64]] = [:]
@@ -227,6 +227,7 @@ struct InodeTable: Sendable {
     /// Replaces a directory's listing with what the store holds; names that vanished are unlinked.
     mutating func replaceListing(of directory: UInt64, with listing: [Node]) {
         let previous = children[directory] ?? [:]
+        nodes.reserveCapacity(forMore: listing.count - previous.count)
         var fresh: [JSONKey: UInt64] = [:]
         fresh.reserveCapacity(listing.count)
         for var node in listing {
@@ -415,8 +416,7 @@ struct InodeTable: Sendable {
         unorderedListings.remove(directory)
         loadedDirectories.remove(directory)
         listingChanged(directory)
-        // A dictionary keeps its capacity when emptied: a million nodes' worth would stay.
-        if nodes.capacity > 4 * nodes.count + 1024 { nodes = Dictionary(uniqueKeysWithValues: nodes.map { ($0.key, $0.value) }) }
+        nodes.shrinkIfSparse()
         return names.count
     }
 

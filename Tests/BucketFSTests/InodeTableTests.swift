@@ -90,6 +90,28 @@ struct InodeTableTests {
         #expect(table.holdsReferences(in: 11))
     }
 
+    /// The packed store of nodes answers as a dictionary would through any mix of insertions,
+    /// replacements and removals (a removal moves the last node into the gap).
+    @Test func packedNodesAnswerAsADictionaryWould() {
+        var packed = PackedNodes()
+        var model: [UInt64: Node] = [:]
+        var generator = SystemRandomNumberGenerator()
+        for step in 0 ..< 5_000 {
+            let ino = UInt64.random(in: 2 ... 300, using: &generator)
+            switch Int.random(in: 0 ..< 3, using: &generator) {
+            case 0, 1:
+                let node = file(ino, "f\(step)")
+                packed[ino] = node
+                model[ino] = node
+            default:
+                #expect(packed.removeValue(forKey: ino) == model.removeValue(forKey: ino))
+            }
+            if step % 1_000 == 999 { packed.shrinkIfSparse() }
+        }
+        #expect(packed.count == model.count)
+        for ino in UInt64(1) ... 301 { #expect(packed[ino] == model[ino]) }
+    }
+
     @Test func renameAliasFollowsTheNewInodeUntilForgotten() {
         var table = tableWithBucket()
         table.upsert(file(20, ".tmp"))
