@@ -39,7 +39,7 @@ extension BucketFileSystem {
             let overdrawn = items.filter { item in
                 let parent = state.table.record(item.ino)?.parent
                 let honest = state.table.forget(item.ino, count: item.count)
-                state.forgetKernelPages(of: item.ino)
+                state.forgetFileRecords(of: item.ino)
                 if let parent, parent != item.ino, !state.table.holdsReferences(in: parent) { released.insert(parent) }
                 return !honest
             }

@@ -131,6 +131,8 @@ struct RemoteChangeTests {
         #expect(lines == 301)
         let nodesListed = mount.fileSystem.state.withLock { $0.table.nodes.count }
         #expect(nodesListed > 300)
+        try Tool.shell("cat n1?.json > /dev/null", in: bucket)
+        #expect(mount.fileSystem.state.withLock { $0.closedFiles.count } >= 10)
 
         func forgotten() -> Bool {
             let fd = Glibc.open("/proc/sys/vm/drop_caches", O_WRONLY)
@@ -149,6 +151,7 @@ struct RemoteChangeTests {
         #expect(eventually { forgotten() }, "the listing stayed in memory")
         let nodesLeft = mount.fileSystem.state.withLock { $0.table.nodes.count }
         #expect(nodesLeft < 20, "\(nodesLeft) nodes kept of \(nodesListed)")
+        #expect(mount.fileSystem.state.withLock { $0.closedFiles.count } == 0, "the bytes of files the kernel forgot are kept")
 
         // Changes from elsewhere while nothing of the bucket is in memory.
         try remoteSave(mount, key: "n1", version: 2, old: ["i": .integer(1)], new: ["i": .string("changed while forgotten")])
