@@ -73,13 +73,33 @@ struct NamespaceTests {
             print(sorted(os.listxattr('a%2Fb.json')))
             print(put('a%2Fb.json', 'user.bucketfs.state'), rm('a%2Fb.json', 'user.bucketfs.state'))
             print(get('local.txt', 'user.bucketfs.key'), os.listxattr('local.txt'))
+            print(get('a%2Fb.json', 'security.selinux'), get('a%2Fb.json', 'system.posix_acl_access'),
+                  get('.', 'system.posix_acl_default'), get('local.txt', 'trusted.x'))
             """, in: dir)
         let lines = result.stdout.split(separator: "\n").map(String.init)
         #expect(lines == [
             "a/b", "pending", "ENODATA", "ENODATA", "['user.bucketfs.key', 'user.bucketfs.state']",
             // A local file has no key, and its state says it stays on this device.
             "ENOTSUP ENOTSUP", "ENODATA ['user.bucketfs.state']",
+            // Namespaces the mount has not: no SELinux labels, no ACLs.
+            "ENOTSUP ENOTSUP ENOTSUP ENOTSUP",
         ])
+    }
+
+    /// `ls -l` asks every file for its SELinux label and ACL (getxattr, which the kernel never
+    /// caches for a FUSE mount); told the namespaces are not supported, it asks no other file
+    /// of the mount: listing a big bucket is not two round trips to the mount per file.
+    @Test func lsLongAsksForExtendedAttributesOnlyOnce() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        let dir = mount.path("notes")
+        try Tool.shell("for i in $(seq 1 40); do printf '{\"i\": %d}' $i > n$i.json; done; printf x > local.txt", in: dir)
+        let trace = mount.directory.appendingPathComponent("ls.strace").path
+        let listing = try Tool.run("/usr/bin/strace", ["-f", "-o", trace, "-e", "trace=getxattr,lgetxattr,fgetxattr", "/bin/ls", "-l", dir])
+        #expect(listing.status == 0, "\(listing.stderr)")
+        #expect(listing.stdout.split(separator: "\n").count == 42)
+        let asked = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n").filter { $0.contains("xattr(") }
+        #expect(asked.count <= 2, "ls -l asked \(asked.count) times for 41 files: \(asked.prefix(4))")
     }
 
     @Test func inodeNumbersAndTimesAreStableAcrossRemount() throws {
