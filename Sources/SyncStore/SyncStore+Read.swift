@@ -37,24 +37,27 @@ extension SyncStore {
         try read { db in
             let bucketRow = try BucketRow.named(bucket, db)
             var result: [DirectoryEntry] = []
-            let entities = try Row.fetchAll(
+            // A cursor, not fetchAll: fetchAll made a Row object per entity and kept them all
+            // until the last, each beside the key kept from it, and the heap stayed riddled with
+            // their holes (a bucket of 1,000,000 notes left ~220 MB free but in use; issue 40).
+            let entities = try Row.fetchCursor(
                 db,
                 sql: """
                     SELECT COALESCE(node_id, id) AS id, key, file_size AS size, mtime, ctime, mode, atime FROM entity
                     WHERE bucket_id = ? AND file_size IS NOT NULL ORDER BY key
                     """,
                 arguments: [bucketRow.id])
-            for row in entities {
+            while let row = try entities.next() {
                 result.append(
                     DirectoryEntry(
                         id: row["id"], name: .entity(key: row["key"]), size: row["size"], mtime: row["mtime"],
                         ctime: row["ctime"], mode: row["mode"], atime: row["atime"]))
             }
-            let files = try Row.fetchAll(
+            let files = try Row.fetchCursor(
                 db,
                 sql: "SELECT id, name, COALESCE(size, length(content)) AS size, mtime, ctime, mode, atime FROM local_file WHERE bucket_id = ? ORDER BY name",
                 arguments: [bucketRow.id])
-            for row in files {
+            while let row = try files.next() {
                 result.append(
                     DirectoryEntry(
                         id: row["id"], name: .localFile(name: row["name"]), size: row["size"], mtime: row["mtime"],
