@@ -120,6 +120,14 @@ struct Mount: AsyncParsableCommand {
     @Option(name: .customLong("log-file"), help: "Append the log to this file (default: standard error in the foreground, $XDG_STATE_HOME/bucketfs/<name>.log otherwise).")
     var logFile: String?
 
+    /// Hidden: the whole-system model test sets 1, so every listing the kernel forgets leaves memory.
+    @Option(
+        name: .customLong("released-listing-size"),
+        help: ArgumentHelp(
+            "A bucket of at least this many files leaves memory once the kernel forgot all of them (default \(MountOptions.defaultReleasedListingSize)).",
+            visibility: .hidden))
+    var releasedListingSize: Int?
+
     /// `--fsync-waits-for-server` may stand alone (the default timeout); argument parsing wants a value.
     static func withFsyncTimeoutSpelledOut(_ arguments: [String]) -> [String] {
         let spelledOut = "--fsync-waits-for-server=\(MountOptions().acknowledgementTimeout)"
@@ -368,6 +376,7 @@ private struct MountSession {
         do {
             var options = MountOptions(handleSignals: true, fuseOptions: fuseOptions, serverAcknowledgement: acknowledgements)
             if let seconds = command.fsyncWaitsForServer { options.acknowledgementTimeout = seconds }
+            if let size = command.releasedListingSize { options.releasedListingSize = max(size, 1) }
             if wantsHistory, let versions = client.versionHistory {
                 options.history = StoreHistory(fetcher: HistoryFetcher(client: versions, store: store), timeout: .seconds(10))
             }

@@ -55,6 +55,10 @@ enum SyncStep: Hashable, Sendable, CustomStringConvertible {
     case restoreServer(backup: Int)
     /// kill -9 of a mount, which is then mounted again on its store.
     case killMount(Int)
+    /// echo 2 > /proc/sys/vm/drop_caches: the kernel forgets the inodes it holds, and every
+    /// listing nothing holds leaves the mounts' memory (they mount with every listing
+    /// releasable), to be read from the store again at the next use (issue 40).
+    case forgetInodes
     /// Every mount waits until the server has its changes and they agree; then all is checked.
     case quiesce
 
@@ -100,6 +104,7 @@ enum SyncStep: Hashable, Sendable, CustomStringConvertible {
         case .backupServer: return "backup-server"
         case .restoreServer: return "restore-server"
         case .killMount: return "kill-mount"
+        case .forgetInodes: return "drop-caches"
         case .quiesce: return "quiesce"
         }
     }
@@ -162,6 +167,8 @@ enum SyncModel {
         // Backups and restores draw from a stream of their own: a seed's other steps stay what
         // they were before restores were faults too.
         var restores = Xoshiro(seed: (~seed, seed &+ 0x5851_F42D_4C95_7F2D, seed ^ 0x1405_7B7E_F767_814F, seed &* 3))
+        // As do the kernel's forgets: a few per round, between any two steps.
+        var forgets = Xoshiro(seed: (seed &* 5, ~seed ^ 0x2545_F491_4F6C_DD1D, seed &+ 0x6A09_E667_F3BC_C909, seed ^ 0xBB67_AE85))
         var backups = 0
         var steps: [SyncStep] = []
         var hasExtra = [Bool](repeating: false, count: mountCount)
@@ -189,6 +196,7 @@ enum SyncModel {
             let restoreAt = Int.random(in: 0..<length, using: &restores)
             let whichBackup = Int.random(in: 0..<3, using: &restores)
             for position in 0..<length {
+                if Int.random(in: 0..<100, using: &forgets) < 8 { steps.append(.forgetInodes) }
                 if withRestores, position == restoreAt, !serverDown {
                     if backups == 0 || restoreRoll < 25 {
                         steps.append(.backupServer)

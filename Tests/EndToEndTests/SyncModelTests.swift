@@ -288,6 +288,10 @@ struct SyncModelRun {
             counts[step.kind, default: 0] += 1
             restored()
             return nil
+        case .forgetInodes:
+            world.forgetInodes()
+            counts[step.kind, default: 0] += 1
+            return nil
         case .killMount(let mount):
             try world.killMount(mount)
             counts[step.kind, default: 0] += 1

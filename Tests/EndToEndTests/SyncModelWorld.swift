@@ -48,6 +48,8 @@ final class SyncWorld {
             // Debug lines (a removal from elsewhere taking or keeping a file, an edit the store
             // refused): a handful per step, for whoever reads a failure's logs.
             "--verbose",
+            // Every listing may leave memory once the kernel forgot its files (`forgetInodes`).
+            "--released-listing-size", "1",
         ] + buckets.sorted().flatMap { ["--bucket", SyncModel.buckets[$0]] }
     }
 
@@ -153,6 +155,14 @@ final class SyncWorld {
         mounts[index].process.signal(SIGKILL)
         _ = mounts[index].process.waitForExit(timeout: 30)
         try mounts[index].remount(arguments: mountArguments(index, buckets: bucketsOf[index]))
+    }
+
+    /// The kernel forgets every inode nothing holds (as under memory pressure).
+    func forgetInodes() {
+        let fd = Glibc.open("/proc/sys/vm/drop_caches", O_WRONLY)
+        guard fd >= 0 else { return }
+        _ = Glibc.write(fd, "2\n", 2)
+        Glibc.close(fd)
     }
 
     /// mkdir of a bucket at the mount's top.
