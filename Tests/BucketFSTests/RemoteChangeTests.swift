@@ -24,6 +24,16 @@ struct RemoteChangeTests {
         #expect(outcome.reloads.isEmpty, "the store did not apply the change to \(key)")
     }
 
+    /// Notes `n0` ... from elsewhere, each `{"i": index}`; returns their file names.
+    func remoteNotes(_ mount: MountFixture, count: Int) throws -> Set<String> {
+        var names = Set<String>()
+        for index in 0 ..< count {
+            try remoteSave(mount, key: "n\(index)", version: 1, old: nil, new: ["i": .integer(Int64(index))])
+            names.insert("n\(index).json")
+        }
+        return names
+    }
+
     @Test func remoteEditCreateAndRemoveShowUpInTheMount() throws {
         let mount = try MountFixture()
         defer { mount.close() }
@@ -55,11 +65,7 @@ struct RemoteChangeTests {
         let mount = try MountFixture()
         defer { mount.close() }
         let bucket = mount.path("notes")
-        var expected = Set<String>()
-        for index in 0 ..< 600 {
-            try remoteSave(mount, key: "n\(index)", version: 1, old: nil, new: ["i": .integer(Int64(index))])
-            expected.insert("n\(index).json")
-        }
+        var expected = try remoteNotes(mount, count: 600)
         /// The names in the order the directory hands them over (`ls -U`): sorted, as `ls` would
         /// sort them, so `ls` of a big bucket has little left to do.
         func listing() throws -> Set<String> {
@@ -118,11 +124,7 @@ struct RemoteChangeTests {
         let mount = try MountFixture(options: options)
         defer { mount.close() }
         let bucket = mount.path("notes")
-        var expected = Set<String>()
-        for index in 0 ..< 300 {
-            try remoteSave(mount, key: "n\(index)", version: 1, old: nil, new: ["i": .integer(Int64(index))])
-            expected.insert("n\(index).json")
-        }
+        var expected = try remoteNotes(mount, count: 300)
         var status = Glibc.stat()
         let statted = lstat(bucket, &status)
         #expect(statted == 0)
