@@ -236,7 +236,7 @@ struct FileSystemState: Sendable {
     mutating func forgetFileRecords(of ino: UInt64) {
         guard !table.isReferenced(ino) else { return }
         kernelPages.removeValue(forKey: ino)
-        if kernelPages.capacity > 4 * kernelPages.count + 1024 { kernelPages = Dictionary(uniqueKeysWithValues: kernelPages.map { ($0.key, $0.value) }) }
+        kernelPages.giveBackRoomIfSparse()
         closedFiles.remove(ino)
     }
 

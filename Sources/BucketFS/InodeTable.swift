@@ -377,7 +377,7 @@ struct InodeTable: Sendable {
         guard var node = nodes[ino] else { return }
         node.lookups += 1
         if node.lookups == 1 { countReference(to: node, by: 1) }
-        nodes[ino]?.lookups = node.lookups
+        nodes[ino] = node
     }
 
     /// The kernel dropped `count` references (forget). More than it was given is a kernel or
@@ -387,9 +387,10 @@ struct InodeTable: Sendable {
     mutating func forget(_ ino: UInt64, count: UInt64) -> Bool {
         guard ino != Self.rootInode, let node = nodes[ino] else { return true }
         let honest = node.lookups >= count
-        let remaining = honest ? node.lookups - count : 0
-        if node.lookups > 0, remaining == 0 { countReference(to: node, by: -1) }
-        nodes[ino]?.lookups = remaining
+        var forgotten = node
+        forgotten.lookups = honest ? node.lookups - count : 0
+        if node.lookups > 0, forgotten.lookups == 0 { countReference(to: node, by: -1) }
+        nodes[ino] = forgotten
         dropIfUnreferenced(ino)
         return honest
     }

@@ -51,13 +51,21 @@ struct PackedNodes: Sendable {
     /// Gives back the room of nodes that left (a listing unloaded): arrays and dictionaries keep
     /// their capacity when emptied, and a million nodes' worth would stay.
     mutating func shrinkIfSparse() {
+        places.giveBackRoomIfSparse()
         guard packed.capacity > 4 * packed.count + 1024 else { return }
+        // A copy in the same order: the index still holds.
         var copy: [Node] = []
         copy.reserveCapacity(packed.count)
         copy.append(contentsOf: packed)
         packed = copy
-        var index = [UInt64: UInt32](minimumCapacity: packed.count)
-        for (place, node) in packed.enumerated() { index[node.ino] = UInt32(place) }
-        places = index
+    }
+}
+
+extension Dictionary {
+    /// A dictionary keeps its capacity when its entries go: once it holds less than a quarter
+    /// of its room (and the room is worth giving back), it is rebuilt at its size.
+    mutating func giveBackRoomIfSparse() {
+        guard capacity > 4 * count + 1024 else { return }
+        self = Dictionary(uniqueKeysWithValues: map { ($0.key, $0.value) })
     }
 }
