@@ -334,9 +334,11 @@ extension SyncStore {
                     WHERE e.bucket_id = ? AND c.state = 'applied'
                     """,
                 arguments: [bucketRow.id])
+            var dropped: Set<Int64> = []
             for row in rows {
                 let seq: Int64 = row["seq"]
                 try db.execute(sql: "DELETE FROM pending_change WHERE seq = ?", arguments: [seq])
+                dropped.insert(row["entity_id"])
             }
             // Any local edit not covered by an open change (after a 409 or 412 was dropped) is
             // queued again: the ghost is now current, so an edit the server already has diffs empty.
@@ -352,6 +354,14 @@ extension SyncStore {
                     """,
                 arguments: [bucketRow.id])
             for var entity in uncovered where try entity.local() != entity.ghost() || entity.ghostVersion == nil {
+                dropped.remove(entity.id)
+                _ = try Self.reconcileQueue(&entity, bucket: bucket, db)
+                try entity.update(db)
+            }
+            // A dropped duplicate whose edit the catch-up brought under another ccid (or from the
+            // index) leaves nothing owed: the note is synced now, not pending for good.
+            for id in dropped.sorted() {
+                guard var entity = try EntityRow.fetchOne(db, key: id), try ChangeRow.open(entityID: id, db) == nil else { continue }
                 _ = try Self.reconcileQueue(&entity, bucket: bucket, db)
                 try entity.update(db)
             }

@@ -243,6 +243,26 @@ struct ChangeErrorTests {
         }
     }
 
+    /// The catch-up brings the value with the duplicate's edit in it but not its ccid (another
+    /// client made the same edit, or the bucket was read again from the index): once the
+    /// duplicate is dropped nothing is owed, and the note is synced, not pending for good
+    /// (two-node randomized test, seed 14689636104998539730: "b has k1 in state pending").
+    @Test func duplicateWhoseEditArrivedFromElsewhereEndsSynced() throws {
+        try withStore { store, _ in
+            let change = try sentEdit(store)
+            #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: 409) == .catchUp)
+            let outcome = try store.applyRemote(
+                bucket: "notes",
+                changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(["a": 1], ["a": 2])), sourceVersion: 1, endVersion: 2, cv: "c2", ccids: ["elsewhere"])])
+            #expect(outcome.acknowledged.isEmpty)
+            #expect(try store.finishCatchUp(bucket: "notes").isEmpty)
+            let entity = try #require(try store.entity(bucket: "notes", key: "k"))
+            #expect(entity.value == ["a": 2])
+            #expect(entity.state == .synced)
+            #expect(try store.unsyncedEntities().isEmpty)
+        }
+    }
+
     @Test func emptyChangeIsDroppedAndCaughtUp() throws {
         try withStore { store, _ in
             let change = try sentEdit(store)
