@@ -87,7 +87,12 @@ public final class SyncStoreBackend: MountBackend {
         var journal: SaveJournal?
         var waiting = WaitingEdits()
         var nextSequence: Int64 = 1
-        var applyScheduled = false
+        /// When the background apply scheduled last will run (`DispatchTime` nanoseconds), nil
+        /// once it began: an edit journaled before then goes with it.
+        var applyAt: UInt64?
+        /// Counts the background applies scheduled: the one scheduled last runs; one it was
+        /// brought forward from finds a later number and leaves the edits to it.
+        var appliesScheduled: UInt64 = 0
         /// When the background apply last began (`DispatchTime` nanoseconds).
         var lastApply: UInt64 = 0
         /// The journal's records up to this sequence number are on disk (`sync`).
@@ -391,16 +396,21 @@ public final class SyncStoreBackend: MountBackend {
             do throws(StoreError) { try journal.append(entry) } catch { throw mappedError(error) }
             edits.nextSequence += 1
             edits.waiting.append(entry)
-            guard !edits.applyScheduled else { return .withTheEditsBefore }
-            edits.applyScheduled = true
-            let windowEnd = edits.lastApply + Self.applyWindow
-            return .applying(at: windowEnd > now.uptimeNanoseconds ? DispatchTime(uptimeNanoseconds: windowEnd) : now)
+            // A scratch file's save waits for the rename that makes it an entity's save (an
+            // editor's save), to go in with it as one entity save; anything else comes soon.
+            let scratchSave = if case .save = edit, case .localFile = file { true } else { false }
+            let start = max(
+                edits.lastApply + Self.applyWindow, now.uptimeNanoseconds + (scratchSave ? Self.scratchFileWait : 0))
+            if let scheduled = edits.applyAt, scheduled <= start { return .withTheEditsBefore }
+            edits.applyAt = start
+            edits.appliesScheduled += 1
+            return .applying(at: DispatchTime(uptimeNanoseconds: start), number: edits.appliesScheduled)
         }
         switch scheduling {
         case .notMounted: return nil
         case .withTheEditsBefore: return time
-        case .applying(let start):
-            applier.asyncAfter(deadline: start) { [self] in applyInBackground() }
+        case .applying(let start, let number):
+            applier.asyncAfter(deadline: start) { [self] in applyInBackground(scheduled: number) }
             return time
         }
     }
@@ -422,7 +432,7 @@ public final class SyncStoreBackend: MountBackend {
         case notMounted
         /// With the edits journaled before it, whose apply is scheduled already.
         case withTheEditsBefore
-        case applying(at: DispatchTime)
+        case applying(at: DispatchTime, number: UInt64)
     }
 
     /// A burst of edits goes to the store one transaction per this many nanoseconds at most (an
@@ -430,18 +440,32 @@ public final class SyncStoreBackend: MountBackend {
     /// first edit after a quiet spell at once. A reader never waits for it: it applies them itself.
     static let applyWindow: UInt64 = 2_000_000
 
+    /// How long the save of a local file waits for more edits before the store takes it: an
+    /// editor's scratch file is renamed over the note it saves within microseconds, and the
+    /// two then cost the store one entity save (`SyncStore.applyEditorsSave`) instead of a
+    /// local file written, then moved and parsed in a second transaction. Nothing waits on
+    /// it: the journal holds the bytes (fsynced when asked), readers take them from the mount,
+    /// and a local file is not sent.
+    static let scratchFileWait: UInt64 = 100_000_000
+
     /// Returns once the store has every edit made so far: for readers of the store that do not
     /// go through this backend.
     public func waitForJournaledEdits() throws(FSError) {
         try mapped {}
     }
 
-    private func applyInBackground() {
+    /// `scheduled`: the number of the scheduled apply (`appliesScheduled`), nil for a retry.
+    private func applyInBackground(scheduled: UInt64? = nil) {
         CPUPlacement.placeAgainIfStrayed()
-        journaled.withLock { edits in
-            edits.applyScheduled = false
+        let superseded = journaled.withLock { edits -> Bool in
+            // Scheduled for a scratch file and brought forward since by a later edit: the
+            // apply scheduled then takes (or took) the edits.
+            if let scheduled, edits.applyAt != nil, scheduled != edits.appliesScheduled { return true }
+            edits.applyAt = nil
             edits.lastApply = DispatchTime.now().uptimeNanoseconds
+            return false
         }
+        guard !superseded else { return }
         do throws(StoreError) {
             try applyJournaledEdits()
         } catch .closed {
