@@ -94,7 +94,7 @@ extension SyncStore {
             SELECT c.* FROM pending_change c JOIN entity e ON e.id = c.entity_id
             WHERE c.ccid = ? AND (c.state = 'queued' OR c.state = 'sent') AND e.needs_reload = 0
             """)
-        return try ColumnReader.first(statement, arguments: [ccid], ChangeRow.init)
+        return try ColumnReader.first(statement, binding: ccid, decode: ChangeRow.init)
     }
 
     /// Records a change error and decides the follow-up, per the spec's "Handling Change Errors":

@@ -107,7 +107,7 @@ extension SyncStore {
                         if let base = part.baseAddress, memcmp(base, zeroBytes, length) != 0 {
                             // Bound without a copy into Swift memory (SQLite copies what it binds).
                             let data = Data(bytesNoCopy: base, count: length, deallocator: .none)
-                            try insert.execute(arguments: [content.id, index, data])
+                            try insert.execute(binding: content.id, index, data)
                         }
                         index += 1
                     }
@@ -131,7 +131,7 @@ extension SyncStore {
             let row = try Self.putLocalFile(
                 bucketID: bucketRow.id, name: name, content: Data(), mtime: now, now: now, newID: newID, db)
             try db.cachedStatement(sql: "UPDATE local_file SET content_id = ?, size = ? WHERE id = ?")
-                .execute(arguments: [content.id, content.size, row.id])
+                .execute(binding: content.id, content.size, row.id)
             guard let stored = try LocalFileRow.find(bucketID: bucketRow.id, name: name, db) else {
                 throw StoreError.unknownLocalFile(bucket: bucket, name: name)
             }

@@ -89,7 +89,7 @@ extension SyncStore {
                     detected_at = CASE WHEN index_generation = excluded.index_generation THEN detected_at ELSE excluded.detected_at END,
                     index_generation = excluded.index_generation
                 """
-        ).execute(arguments: [bucket.id, bucket.indexGeneration, now, outcome.lostOnServer.count])
+        ).execute(binding: bucket.id, bucket.indexGeneration, now, outcome.lostOnServer.count)
     }
 
     /// The last re-index of `bucket` that found the server had lost changes of this store.
@@ -148,7 +148,7 @@ extension SyncStore {
                 try insert.execute(arguments: [
                     id, bucket.id, entry.key, entry.version, rendered.compact, file?.count, now, now, bucket.indexGeneration, id,
                 ])
-                if let file { try insertContent.execute(arguments: [id, file]) }
+                if let file { try insertContent.execute(binding: id, file) }
                 outcome.events.append(
                     RemoteEvent(bucket: bucket.name, key: entry.key, entityID: id, kind: .created, version: entry.version))
                 continue
@@ -157,19 +157,19 @@ extension SyncStore {
             if replica, let data = entry.data, let ours = current?.version, ours >= entry.version,
                 try resendIfServerLost(key: entry.key, version: entry.version, data: data, bucket: bucket, now: now, outcome: &outcome, db)
             {
-                try markSeen.execute(arguments: [bucket.indexGeneration, bucket.id, entry.key])
+                try markSeen.execute(binding: bucket.indexGeneration, bucket.id, entry.key)
                 continue
             }
             if replica, let data = entry.data, let ours = current?.version, ours < entry.version,
                 try checkHistory(key: entry.key, version: entry.version, data: data, ours: ours, bucket: bucket, outcome: &outcome, db)
             {
-                try markSeen.execute(arguments: [bucket.indexGeneration, bucket.id, entry.key])
+                try markSeen.execute(binding: bucket.indexGeneration, bucket.id, entry.key)
                 continue
             }
             if replica, let data = entry.data, let current, current.version == nil,
                 try resendRemovalUnderNewFile(key: entry.key, version: entry.version, data: data, bucket: bucket, outcome: &outcome, db)
             {
-                try markSeen.execute(arguments: [bucket.indexGeneration, bucket.id, entry.key])
+                try markSeen.execute(binding: bucket.indexGeneration, bucket.id, entry.key)
                 continue
             }
             let upToDate = current.map { $0.version == entry.version && !$0.needsReload } ?? false
@@ -180,7 +180,7 @@ extension SyncStore {
                     try markForReload(key: entry.key, version: entry.version, bucket: bucket, now: now, outcome: &outcome, db)
                 }
             }
-            try markSeen.execute(arguments: [bucket.indexGeneration, bucket.id, entry.key])
+            try markSeen.execute(binding: bucket.indexGeneration, bucket.id, entry.key)
         }
     }
 
@@ -248,7 +248,7 @@ extension SyncStore {
             row.ghostVersion == ours, try !row.hasLocalEdit(db), try row.ghost() != data
         else { return false }
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO listed_version (entity_id, version, data) VALUES (?, ?, ?)")
-            .execute(arguments: [row.id, version, StoredJSON.text(data)])
+            .execute(binding: row.id, version, StoredJSON.text(data))
         row.needsReload = true
         row.reloadVersion = ours
         try row.update(db)

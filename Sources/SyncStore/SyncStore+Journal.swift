@@ -95,7 +95,7 @@ extension SyncStore {
                 }
             }
             if let last = edits.last, last.sequence > appliedThrough {
-                try db.cachedStatement(sql: "UPDATE save_journal SET applied_through = ?").execute(arguments: [last.sequence])
+                try db.cachedStatement(sql: "UPDATE save_journal SET applied_through = ?").execute(binding: last.sequence)
             }
             return outcome
         }

@@ -183,7 +183,7 @@ extension SyncStore {
                 throw StoreError.tooLarge("\(name) (\(row.byteCount) bytes) as an entity's file (at most \(entityFileLimit))")
             }
             bytes = try row.contentID.map { try assemble(LocalContent(id: $0, size: row.byteCount), db) } ?? [UInt8](row.content)
-            try db.cachedStatement(sql: "DELETE FROM local_file WHERE id = ?").execute(arguments: [row.id])
+            try db.cachedStatement(sql: "DELETE FROM local_file WHERE id = ?").execute(binding: row.id)
             sourceMTime = row.mtime
             moved = MovedFile(nodeID: row.id, mode: row.mode, atime: row.atime)
         case .localFile(let name):
@@ -300,7 +300,7 @@ extension SyncStore {
             isNew = false
             // A new save supersedes an earlier refusal: the user changed something, so try again.
             try db.cachedStatement(sql: "DELETE FROM pending_change WHERE entity_id = ? AND state LIKE 'rejected:%'")
-                .execute(arguments: [row.id])
+                .execute(binding: row.id)
         } else {
             // Inserted once, whole, below: before its queued change, which refers to it.
             row = try EntityRow.new(bucketID: bucket.id, key: key, now: now, id: reservedID, db)
@@ -423,7 +423,7 @@ extension SyncStore {
                 INSERT INTO removed_entity (bucket, key, last_version, removed_here) VALUES (?, ?, ?, 1)
                 ON CONFLICT (bucket, key) DO UPDATE SET removed_here = 1
                 """
-        ).execute(arguments: [bucket.name, key, known])
+        ).execute(binding: bucket.name, key, known)
     }
 
     /// The highest version of `key` this store has known a note at, before its row's ghost moved

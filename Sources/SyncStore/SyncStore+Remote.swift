@@ -155,14 +155,14 @@ extension SyncStore {
                 INSERT INTO removed_entity (bucket, key, last_version, removed_here) VALUES (?, ?, ?, 1)
                 ON CONFLICT (bucket, key) DO UPDATE SET last_version = excluded.last_version, removed_here = 1
                 """
-        ).execute(arguments: [bucket.name, key, version])
+        ).execute(binding: bucket.name, key, version)
     }
 
     /// The removal `removed_entity` remembers for `key` was this store's: a restore that lost it
     /// has this store send it again (`applyIndexPage`).
     static func markRemovedHere(key: String, bucket: BucketRow, _ db: Database) throws {
         try db.cachedStatement(sql: "UPDATE removed_entity SET removed_here = 1 WHERE bucket = ? AND key = ?")
-            .execute(arguments: [bucket.name, key])
+            .execute(binding: bucket.name, key)
     }
 
     /// Our change came back: the ghost moves to the server's result (the diff as the server
@@ -344,7 +344,7 @@ extension SyncStore {
         {
             // The answer to `checkHistory`'s question: is the version the index listed newer in
             // our history (the server has ours as we had it), or another history's?
-            try db.cachedStatement(sql: "DELETE FROM listed_version WHERE entity_id = ?").execute(arguments: [row.id])
+            try db.cachedStatement(sql: "DELETE FROM listed_version WHERE entity_id = ?").execute(binding: row.id)
             let listedVersion: Int = listed["version"]
             let listedData = try StoredJSON.object(listed["data"], column: "listed_version.data")
             let ghost = try row.ghost()
