@@ -46,10 +46,15 @@ let package = Package(
         .target(name: "JSONDiff", dependencies: ["DiffMatchPatch"]),
         .target(name: "SyncProtocol", dependencies: ["JSONDiff"]),
         .target(name: "TelepatProtocol", dependencies: ["JSONDiff"]),
+        // GRDB statements run with their values bound straight to SQLite: the stores' hot paths.
+        .target(
+            name: "SQLiteStatements",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]
+        ),
         .target(
             name: "SyncStore",
             dependencies: [
-                "JSONDiff", .product(name: "GRDB", package: "GRDB.swift"),
+                "JSONDiff", "SQLiteStatements", .product(name: "GRDB", package: "GRDB.swift"),
                 // SQLite's C API, for incremental blob I/O (`IncrementalBlob`).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
@@ -57,7 +62,7 @@ let package = Package(
         .target(
             name: "SyncServer",
             dependencies: [
-                "JSONDiff", "SyncProtocol", "TelepatProtocol", "ApptimistProtocol", "ApptimistCrypto", "CStatx",
+                "JSONDiff", "SyncProtocol", "TelepatProtocol", "ApptimistProtocol", "ApptimistCrypto", "CStatx", "SQLiteStatements",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),

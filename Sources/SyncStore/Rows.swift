@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
-import GRDBSQLite
 import JSONDiff
+import SQLiteStatements
 
 /// Stored JSON columns are compact JSON text; decoding failures mean a corrupt row.
 enum StoredJSON {
@@ -823,35 +823,5 @@ struct LocalFileRow: FetchableRecord, PersistableRecord {
     /// The file as a directory listing shows it.
     var directoryEntry: DirectoryEntry {
         DirectoryEntry(id: id, name: .localFile(name: name), size: byteCount, mtime: mtime, ctime: ctime, mode: mode, atime: atime)
-    }
-}
-
-extension Statement {
-    /// Resets the statement and binds `values` to its parameters in order, each straight to
-    /// SQLite (`sqlite3_bind_*`; texts and blobs copied). GRDB's `StatementArguments` box every
-    /// value, convert it to a `DatabaseValue` and check the count on every run: ~4,000
-    /// instructions for a statement of ten values and 10,000 for the entity's row, on the 37
-    /// statements of a save (issue 40).
-    func bind<each Value: StatementBinding>(_ values: repeat each Value) throws {
-        // Resets and clears the bindings, and tells GRDB the statement's arguments are bound.
-        setUncheckedArguments(StatementArguments())
-        var index: CInt = 0
-        for value in repeat each values {
-            index += 1
-            let code = value.bind(to: sqliteStatement, at: index)
-            guard code == SQLITE_OK else { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: "binding value \(index)", sql: sql) }
-        }
-        guard index == sqlite3_bind_parameter_count(sqliteStatement) else {
-            throw DatabaseError(resultCode: ResultCode.SQLITE_MISUSE, message: "\(index) values for \(sqlite3_bind_parameter_count(sqliteStatement)) parameters", sql: sql)
-        }
-    }
-
-    /// Runs the statement with `values` bound (`bind`), then lets go of them: SQLite keeps its
-    /// copy of a bound text or blob until the statement is bound again, and a cached statement
-    /// that last wrote a note of 14 MiB held that copy for the mount's life (issue 37).
-    func execute<each Value: StatementBinding>(binding values: repeat each Value) throws {
-        try bind(repeat each values)
-        defer { sqlite3_clear_bindings(sqliteStatement) }
-        try execute()
     }
 }

@@ -1,5 +1,6 @@
 import GRDB
 import JSONDiff
+import SQLiteStatements
 
 /// What the engine does after the store recorded a change error (spec "Handling Change Errors").
 public enum ChangeErrorFollowUp: Hashable, Sendable {

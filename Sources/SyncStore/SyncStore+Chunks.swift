@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Glibc
+import SQLiteStatements
 
 /// The bytes of a local file kept in chunks (`local_chunk`): which chunks, and how long.
 public struct LocalContent: Hashable, Sendable {

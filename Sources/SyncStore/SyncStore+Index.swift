@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import JSONDiff
+import SQLiteStatements
 
 extension SyncStore {
     /// Starts loading the whole index (first sync, or after `cv:?`). Local pending changes are

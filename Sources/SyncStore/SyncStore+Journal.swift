@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import SQLiteStatements
 
 /// An edit from the save journal, applied.
 public struct AppliedEdit: Sendable {

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import JSONDiff
+import SQLiteStatements
 
 /// What a local save did.
 public struct SaveResult: Hashable, Sendable {

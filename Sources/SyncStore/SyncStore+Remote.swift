@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import JSONDiff
+import SQLiteStatements
 
 extension SyncStore {
     /// Applies a `c` message's changes (spec "Receiving Remote Changes"): our own changes are

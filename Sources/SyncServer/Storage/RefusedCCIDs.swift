@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import GRDB
 import JSONDiff
+import SQLiteStatements
 import SyncProtocol
 
 /// Refused changes, remembered by clientid+ccid so that the same request sent again gets the
@@ -11,8 +12,8 @@ enum RefusedCCIDs {
     /// The code a request identical to `change` was refused with, if it was.
     static func code(_ db: Database, _ change: ChangeRequest, clientID: String, bucketID: Int64) throws -> ChangeErrorCode? {
         let row = try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT fingerprint, code FROM refused_ccids WHERE bucket_id = ? AND client_id = ? AND ccid = ?"),
-            arguments: [bucketID, clientID, change.ccid]
+            db.cachedStatement(sql: "SELECT fingerprint, code FROM refused_ccids WHERE bucket_id = ? AND client_id = ? AND ccid = ?")
+                .bound(bucketID, clientID, change.ccid)
         )
         guard let row else { return nil }
         let fingerprint: Data = row["fingerprint"]
@@ -29,7 +30,7 @@ enum RefusedCCIDs {
         try db.cachedStatement(sql: """
             INSERT OR REPLACE INTO refused_ccids (bucket_id, client_id, ccid, cv, fingerprint, code)
             VALUES (?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [bucketID, clientID, change.ccid, lastChangeVersion, fingerprint(change), code.rawValue])
+            """).execute(binding: bucketID, clientID, change.ccid, lastChangeVersion, fingerprint(change), code.rawValue)
     }
 
     /// 409 is already remembered as the application; 5xx is a failure worth a retry.

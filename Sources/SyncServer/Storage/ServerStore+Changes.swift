@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import JSONDiff
+import SQLiteStatements
 import SyncProtocol
 
 /// Bounds a change must respect.
@@ -21,8 +22,8 @@ extension ServerStore {
     ) throws -> ChangeVerdict<StoredChange> {
         // Statements are cached: this runs for every change, many per group commit.
         let alreadyApplied = try Bool.fetchOne(
-            db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM applied_ccids WHERE bucket_id = ? AND client_id = ? AND ccid = ?)"),
-            arguments: [bucket.id, clientID, change.ccid]
+            db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM applied_ccids WHERE bucket_id = ? AND client_id = ? AND ccid = ?)")
+                .bound(bucket.id, clientID, change.ccid)
         ) ?? false
         if alreadyApplied { return .refused(.duplicate) }
         if let remembered = try RefusedCCIDs.code(db, change, clientID: clientID, bucketID: bucket.id) {
@@ -30,16 +31,16 @@ extension ServerStore {
         }
 
         let current = try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT version, data FROM entities WHERE bucket_id = ? AND key = ?"),
-            arguments: [bucket.id, change.id]
+            db.cachedStatement(sql: "SELECT version, data FROM entities WHERE bucket_id = ? AND key = ?")
+                .bound(bucket.id, change.id)
         ).map { row -> EntityState in
             let text: String? = row["data"]
             return EntityState(version: row["version"], data: try text.map { try decodeObject($0, what: "entity \(change.id)") })
         }
         let resolution = try ChangeResolver.resolve(change, current: current) { version in
             try String.fetchOne(
-                db.cachedStatement(sql: "SELECT data FROM entity_versions WHERE bucket_id = ? AND key = ? AND version = ?"),
-                arguments: [bucket.id, change.id, version]
+                db.cachedStatement(sql: "SELECT data FROM entity_versions WHERE bucket_id = ? AND key = ? AND version = ?")
+                    .bound(bucket.id, change.id, version)
             ).map { try decodeObject($0, what: "entity \(change.id).\(version)") }
         }
         let resolved: ChangeResolution
@@ -60,12 +61,12 @@ extension ServerStore {
             try db.cachedStatement(sql: """
                 INSERT INTO entities (bucket_id, key, version, data) VALUES (?, ?, ?, ?)
                 ON CONFLICT (bucket_id, key) DO UPDATE SET version = excluded.version, data = excluded.data
-                """).execute(arguments: [bucket.id, change.id, endVersion, dataText])
+                """).execute(binding: bucket.id, change.id, endVersion, dataText)
             try db.cachedStatement(sql: "INSERT OR REPLACE INTO entity_versions (bucket_id, key, version, data, accepted_at) VALUES (?, ?, ?, ?, ?)")
-                .execute(arguments: [bucket.id, change.id, endVersion, dataText, Date().timeIntervalSince1970])
+                .execute(binding: bucket.id, change.id, endVersion, dataText, Date().timeIntervalSince1970)
             if endVersion > limits.historyPerEntity {
                 try db.cachedStatement(sql: "DELETE FROM entity_versions WHERE bucket_id = ? AND key = ? AND version <= ?")
-                    .execute(arguments: [bucket.id, change.id, endVersion - limits.historyPerEntity])
+                    .execute(binding: bucket.id, change.id, endVersion - limits.historyPerEntity)
             }
             stored = StoredChange(
                 cv: cv, key: change.id, clientID: clientID, ccid: change.ccid, operation: .modify,
@@ -74,7 +75,7 @@ extension ServerStore {
         case .remove(let sourceVersion, let endVersion):
             let cv = counters.nextChangeVersion()
             try db.cachedStatement(sql: "UPDATE entities SET version = ?, data = NULL WHERE bucket_id = ? AND key = ?")
-                .execute(arguments: [endVersion, bucket.id, change.id])
+                .execute(binding: endVersion, bucket.id, change.id)
             stored = StoredChange(
                 cv: cv, key: change.id, clientID: clientID, ccid: change.ccid, operation: .remove,
                 diff: nil, sourceVersion: sourceVersion, endVersion: endVersion
@@ -83,12 +84,12 @@ extension ServerStore {
         try db.cachedStatement(sql: """
             INSERT INTO changes (cv, bucket_id, key, client_id, ccid, operation, diff, source_version, end_version)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [
-            stored.cv, bucket.id, stored.key, clientID, stored.ccid, stored.operation.rawValue,
-            stored.diff.map { JSONDiffing.encode($0).compactRendered() }, stored.sourceVersion, stored.endVersion,
-        ])
+            """).execute(
+            binding: stored.cv, bucket.id, stored.key, clientID, stored.ccid, stored.operation.rawValue,
+            stored.diff.map { JSONDiffing.encode($0).compactRendered() }, stored.sourceVersion, stored.endVersion
+        )
         try db.cachedStatement(sql: "INSERT INTO applied_ccids (bucket_id, client_id, ccid, cv) VALUES (?, ?, ?, ?)")
-            .execute(arguments: [bucket.id, clientID, change.ccid, stored.cv])
+            .execute(binding: bucket.id, clientID, change.ccid, stored.cv)
         let count = try counters.countChange(db, bucketID: bucket.id)
         // Compact in batches (an eighth of the retention at a time), not on every change.
         if count > limits.changeLogRetention + max(1, limits.changeLogRetention / 8) {
@@ -124,7 +125,7 @@ struct ChangeCounters {
     /// Counts one more change in the bucket's log; returns the log's length with it.
     mutating func countChange(_ db: Database, bucketID: Int64) throws -> Int {
         let stored = try changeCounts[bucketID]
-            ?? Int.fetchOne(db.cachedStatement(sql: "SELECT change_count FROM buckets WHERE id = ?"), arguments: [bucketID])
+            ?? Int.fetchOne(db.cachedStatement(sql: "SELECT change_count FROM buckets WHERE id = ?").bound(bucketID))
             ?? 0
         changeCounts[bucketID] = stored + 1
         unwrittenBuckets.insert(bucketID)
@@ -140,12 +141,12 @@ struct ChangeCounters {
     /// Stores what changed since the last write; the transaction must not commit without it.
     mutating func write(_ db: Database) throws {
         if lastChangeVersion != wroteChangeVersion {
-            try db.cachedStatement(sql: "UPDATE server_state SET last_cv = ? WHERE id = 1").execute(arguments: [lastChangeVersion])
+            try db.cachedStatement(sql: "UPDATE server_state SET last_cv = ? WHERE id = 1").execute(binding: lastChangeVersion)
             wroteChangeVersion = lastChangeVersion
         }
         for bucketID in unwrittenBuckets {
             try db.cachedStatement(sql: "UPDATE buckets SET change_count = ? WHERE id = ?")
-                .execute(arguments: [changeCounts[bucketID], bucketID])
+                .execute(binding: changeCounts[bucketID], bucketID)
         }
         unwrittenBuckets.removeAll()
     }
