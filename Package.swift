@@ -181,7 +181,10 @@ let package = Package(
             name: "ApptimistClientTests",
             dependencies: ["ApptimistClient", "ApptimistCrypto", "ApptimistProtocol", "SyncStore", "SyncEngine", "JSONDiff"]
         ),
-        .testTarget(name: "SyncStoreTests", dependencies: ["SyncStore", "JSONDiff", "ChildProcesses"]),
+        .testTarget(
+            name: "SyncStoreTests",
+            dependencies: ["SyncStore", "SQLiteStatements", "JSONDiff", "ChildProcesses", .product(name: "GRDBSQLite", package: "GRDB.swift")]
+        ),
         .testTarget(
             name: "SyncClientTests",
             dependencies: [
