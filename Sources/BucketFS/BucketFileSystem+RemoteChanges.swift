@@ -30,6 +30,15 @@ extension BucketFileSystem {
             logger.error("remote change lookup failed", metadata: ["key": "\(change.key)", "error": "\(error)"])
             return
         }
+        // A clean working copy open on the note takes its new bytes now rather than at its next
+        // use: a removal from elsewhere coming before that use would leave the descriptor
+        // nothing to read or write over (ENOENT), where POSIX keeps the bytes it last showed.
+        // On `writeQueue`, as every remote change is: nothing changes the note in between.
+        let reloaded: MountContent? = if let entry, state.withLock({ $0.openFiles[entry.id].map { !$0.dirty } ?? false }) {
+            try? backend.content(bucket: change.bucket, name: .entity(key: change.key))
+        } else {
+            nil
+        }
         let invalidations = state.withLock { state -> [Invalidation] in
             var result: [Invalidation] = []
             let previous = state.table.child(of: bucketNode.ino, named: fileName)
@@ -53,6 +62,7 @@ extension BucketFileSystem {
                 if var open = state.openFiles[node.ino], !open.dirty {
                     // A clean working copy shows the store's new bytes from the next read on.
                     open.unload()
+                    if let reloaded { open.load(reloaded, fresh: true) }
                     state.openFiles[node.ino] = open
                 }
                 if state.table.isReferenced(node.ino) { result.append(.inode(node.ino)) }

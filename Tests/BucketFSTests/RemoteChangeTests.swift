@@ -320,6 +320,36 @@ struct RemoteChangeTests {
         #expect(try mount.store.entity(bucket: "notes", key: "w")?.value == ["mine": .integer(1)])
     }
 
+    /// A file open (clean) when a change from elsewhere edits it and then a removal from
+    /// elsewhere takes its name: the descriptor reads the last bytes the name showed, and what
+    /// is written through it makes the file again. The edit used to leave the working copy to be
+    /// read again at its next use, which the removal left nothing to read from: ftruncate and
+    /// pwrite answered ENOENT (seen once beside the model test, under load).
+    @Test func aDescriptorOpenOnANoteEditedThenRemovedFromElsewhereKeepsItsBytesAndItsWrites() throws {
+        let mount = try MountFixture()
+        defer { mount.close() }
+        try remoteSave(mount, key: "e", version: 1, old: nil, new: ["v": .integer(1)])
+        let path = mount.path("notes/e.json")
+        let descriptor = open(path, O_RDWR)
+        #expect(descriptor >= 0, "open \(path): errno \(errno)")
+        try remoteSave(mount, key: "e", version: 2, old: ["v": .integer(1)], new: ["v": .integer(22_222)])
+        let edited = "{\n  \"v\": 22222\n}\n"
+        // Waited for by its size: a read through the name would load the bytes anew itself.
+        #expect(eventually {
+            var now = stat()
+            return lstat(path, &now) == 0 && now.st_size == edited.utf8.count
+        })
+        _ = try mount.store.applyRemote(
+            bucket: "notes", changes: [RemoteChange(key: "e", operation: .remove, sourceVersion: 2, endVersion: 3, cv: "cv-e-3")])
+        #expect(eventually { !FileManager.default.fileExists(atPath: path) })
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = pread(descriptor, &buffer, buffer.count, 0)
+        #expect(String(decoding: buffer.prefix(max(count, 0)), as: UTF8.self) == edited, "pread: errno \(errno)")
+        rewriteAndClose(descriptor, "{\"mine\": 3}\n")
+        #expect(eventually { value(mount, "e.json") == ["mine": .integer(3)] })
+        #expect(try mount.store.entity(bucket: "notes", key: "e")?.value == ["mine": .integer(3)])
+    }
+
     /// A file open for writing when a change from elsewhere puts another inode under its name
     /// (the note removed and made again, in one message): what is written through the old
     /// descriptor goes to the note under the name, and a rename of the name the kernel still
