@@ -13,6 +13,14 @@ struct ChangeErrorTests {
         return change
     }
 
+    /// The catch-up after a refusal: version 2 of `k` (from `sentEdit`'s version 1), made by the
+    /// changes `ccids` name.
+    func catchUp(_ store: SyncStore, to value: JSONObject, ccids: [String] = []) throws -> RemoteOutcome {
+        try store.applyRemote(
+            bucket: "notes",
+            changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(["a": 1], value)), sourceVersion: 1, endVersion: 2, cv: "c2", ccids: ccids)])
+    }
+
     @Test(arguments: [400, 413]) func refusedChangesStopAndKeepLocalValue(code: Int) throws {
         try withStore { store, _ in
             let change = try sentEdit(store)
@@ -158,9 +166,7 @@ struct ChangeErrorTests {
             let change = try sentEdit(store)
             #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: 405) == .catchUp)
             // The catch-up brings the newer version; the local edit is rebased over it.
-            let outcome = try store.applyRemote(
-                bucket: "notes",
-                changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(["a": 1], ["a": 1, "b": 9])), sourceVersion: 1, endVersion: 2, cv: "c2")])
+            let outcome = try catchUp(store, to: ["a": 1, "b": 9])
             let resend = try #require(outcome.readyToSend.first)
             #expect(resend.ccid == change.ccid)
             #expect(resend.sourceVersion == 2)
@@ -223,9 +229,7 @@ struct ChangeErrorTests {
             #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: 409) == .catchUp)
             #expect(try store.outgoingChanges(bucket: "notes").isEmpty)
             // The catch-up contains our change: it acknowledges it.
-            let outcome = try store.applyRemote(
-                bucket: "notes",
-                changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(["a": 1], ["a": 2])), sourceVersion: 1, endVersion: 2, cv: "c2", ccids: [change.ccid])])
+            let outcome = try catchUp(store, to: ["a": 2], ccids: [change.ccid])
             #expect(outcome.acknowledged == [change.ccid])
             #expect(try store.entity(bucket: "notes", key: "k")?.state == .synced)
             #expect(try store.finishCatchUp(bucket: "notes").isEmpty)
@@ -251,9 +255,7 @@ struct ChangeErrorTests {
         try withStore { store, _ in
             let change = try sentEdit(store)
             #expect(try store.reject(bucket: "notes", ccid: change.ccid, code: 409) == .catchUp)
-            let outcome = try store.applyRemote(
-                bucket: "notes",
-                changes: [RemoteChange(key: "k", operation: .modify(diff: wireDiff(["a": 1], ["a": 2])), sourceVersion: 1, endVersion: 2, cv: "c2", ccids: ["elsewhere"])])
+            let outcome = try catchUp(store, to: ["a": 2], ccids: ["elsewhere"])
             #expect(outcome.acknowledged.isEmpty)
             #expect(try store.finishCatchUp(bucket: "notes").isEmpty)
             let entity = try #require(try store.entity(bucket: "notes", key: "k"))
