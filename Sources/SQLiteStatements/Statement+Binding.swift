@@ -6,7 +6,10 @@ extension Statement {
     /// SQLite (`sqlite3_bind_*`; texts and blobs copied). GRDB's `StatementArguments` box every
     /// value, convert it to a `DatabaseValue` and check the count on every run: ~4,000
     /// instructions for a statement of ten values and 10,000 for the entity's row, on the 37
-    /// statements of a save (issue 40), and ~40K of a server's commit.
+    /// statements of a save (issue 40), and ~40K of a server's commit. SQLite copies a bound
+    /// text or blob (`SQLITE_TRANSIENT`): a statement that binds a large blob of bytes it holds
+    /// in place (a file's content, a chunk) stays on GRDB's `execute(arguments:)`, which binds a
+    /// few values without a copy.
     public func bind<each Value: StatementBinding>(_ values: repeat each Value) throws {
         // Resets and clears the bindings, and tells GRDB the statement's arguments are bound.
         setUncheckedArguments(StatementArguments())

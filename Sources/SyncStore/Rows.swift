@@ -367,13 +367,14 @@ struct EntityRow: FetchableRecord, PersistableRecord {
                     INSERT INTO entity_content (entity_id, bytes) VALUES (?, ?)
                     ON CONFLICT (entity_id) DO UPDATE SET bytes = excluded.bytes
                     """)
-            // Bound where they are: a statement of few arguments binds a blob without copying it
-            // (GRDB), and the bytes outlive it.
+            // Bound where they are: GRDB binds the blob of a statement of few arguments without
+            // copying it (`execute(binding:)` has SQLite copy it: up to 1 MiB here), and the bytes
+            // outlive it.
             try bytes.withUnsafeBytes { buffer in
                 let blob = buffer.baseAddress.map {
                     Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: $0), count: buffer.count, deallocator: .none)
                 } ?? Data()
-                try statement.execute(binding: id, blob)
+                try statement.execute(arguments: [id, blob])
             }
         } else {
             try db.cachedStatement(sql: "DELETE FROM entity_content WHERE entity_id = ?").execute(binding: id)

@@ -108,7 +108,7 @@ extension SyncStore {
                         if let base = part.baseAddress, memcmp(base, zeroBytes, length) != 0 {
                             // Bound without a copy into Swift memory (SQLite copies what it binds).
                             let data = Data(bytesNoCopy: base, count: length, deallocator: .none)
-                            try insert.execute(binding: content.id, index, data)
+                            try insert.execute(arguments: [content.id, index, data])
                         }
                         index += 1
                     }

@@ -149,7 +149,7 @@ extension SyncStore {
                 try insert.execute(arguments: [
                     id, bucket.id, entry.key, entry.version, rendered.compact, file?.count, now, now, bucket.indexGeneration, id,
                 ])
-                if let file { try insertContent.execute(binding: id, file) }
+                if let file { try insertContent.execute(arguments: [id, file]) }
                 outcome.events.append(
                     RemoteEvent(bucket: bucket.name, key: entry.key, entityID: id, kind: .created, version: entry.version))
                 continue
