@@ -60,7 +60,8 @@ extension BucketFileSystem {
                 state.table.upsert(node)
                 state.closedFiles.remove(node.ino)
                 if var open = state.openFiles[node.ino], !open.dirty {
-                    // A clean working copy shows the store's new bytes from the next read on.
+                    // A clean working copy shows the store's new bytes: loaded above, or (if that
+                    // read failed) read at its next use.
                     open.unload()
                     if let reloaded { open.load(reloaded, fresh: true) }
                     state.openFiles[node.ino] = open

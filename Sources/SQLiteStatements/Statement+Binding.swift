@@ -17,10 +17,13 @@ extension Statement {
         for value in repeat each values {
             index += 1
             let code = value.bind(to: sqliteStatement, at: index)
-            guard code == SQLITE_OK else { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: "binding value \(index)", sql: sql) }
+            guard code == SQLITE_OK else {
+                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: "binding value \(index)", sql: sql)
+            }
         }
-        guard index == sqlite3_bind_parameter_count(sqliteStatement) else {
-            throw DatabaseError(resultCode: ResultCode.SQLITE_MISUSE, message: "\(index) values for \(sqlite3_bind_parameter_count(sqliteStatement)) parameters", sql: sql)
+        let parameters = sqlite3_bind_parameter_count(sqliteStatement)
+        guard index == parameters else {
+            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "\(index) values for \(parameters) parameters", sql: sql)
         }
     }
 

@@ -194,9 +194,6 @@ struct EntityRow: FetchableRecord, PersistableRecord {
     /// when `authored`: a server restored from a backup may hold a version of the same number
     /// and data made by another change, in another history; its `e` answer names that change.
     var authoredCCID: String?
-    /// What the row's texts take when bound to a statement (at most).
-    var boundBytes: Int { ghostData.utf8.count + (localValue?.utf8.count ?? 0) }
-
     /// The local value is the ghost's text, byte for byte (a synced note's, mostly): the row
     /// keeps it once (`Schema` v14), `local_value` NULL and `local_is_ghost` set.
     var localIsGhost: Bool { localValue.map { exactlyEqual($0, ghostData) } ?? false }
@@ -313,9 +310,10 @@ struct EntityRow: FetchableRecord, PersistableRecord {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         let local = storedLocalValue
-        try statement.execute(binding: id, bucketID, key, ghostVersion, ghostData, local.text, mtime, ctime, state, reason,
-                deletedPending, reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq,
-                acknowledgedEditSeq, authoredCCID, unparsedToken, local.isGhost, fileSize)
+        try statement.execute(
+            binding: id, bucketID, key, ghostVersion, ghostData, local.text, mtime, ctime, state, reason,
+            deletedPending, reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq,
+            acknowledgedEditSeq, authoredCCID, unparsedToken, local.isGhost, fileSize)
         try writeContent(db)
     }
 
@@ -341,9 +339,10 @@ struct EntityRow: FetchableRecord, PersistableRecord {
                 WHERE id = ?
                 """)
         let local = storedLocalValue
-        try statement.execute(binding: ghostVersion, ghostData, local.text, mtime, ctime, state, reason, deletedPending,
-                reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq,
-                authoredCCID, unparsedToken, local.isGhost, fileSize, id)
+        try statement.execute(
+            binding: ghostVersion, ghostData, local.text, mtime, ctime, state, reason, deletedPending,
+            reloadVersion, needsReload, seenGeneration, nodeID, mode, atime, authored, editSeq, acknowledgedEditSeq,
+            authoredCCID, unparsedToken, local.isGhost, fileSize, id)
         try requireUpdated(db)
         try writeContent(db)
     }
@@ -428,7 +427,8 @@ struct EntityRow: FetchableRecord, PersistableRecord {
                     acknowledged_edit_seq = ?7, authored_ccid = ?8
                 WHERE id = ?9
                 """)
-        try statement.execute(binding: localIsGhost, ghostVersion, ghostData, state, reason, authored, acknowledgedEditSeq, authoredCCID, id)
+        try statement.execute(
+            binding: localIsGhost, ghostVersion, ghostData, state, reason, authored, acknowledgedEditSeq, authoredCCID, id)
         try requireUpdated(db)
     }
 
@@ -811,8 +811,7 @@ struct LocalFileRow: FetchableRecord, PersistableRecord {
 
     static func find(bucketID: Int64, name: String, _ db: Database) throws -> LocalFileRow? {
         let statement = try db.cachedStatement(sql: "SELECT * FROM local_file WHERE bucket_id = ? AND name = ?")
-        try statement.bind(bucketID, name)
-        return try LocalFileRow.fetchOne(statement)
+        return try LocalFileRow.fetchOne(statement.bound(bucketID, name))
     }
 
     /// The file with its bytes (read from its chunks when it has them: for small files and tests).

@@ -362,7 +362,7 @@ extension SyncStore {
             // A dropped duplicate whose edit the catch-up brought under another ccid (or from the
             // index) leaves nothing owed: the note is synced now, not pending for good.
             for id in dropped.sorted() {
-                guard var entity = try EntityRow.fetchOne(db, key: id), try ChangeRow.open(entityID: id, db) == nil else { continue }
+                guard var entity = try EntityRow.fetchOne(db, key: id) else { continue }
                 _ = try Self.reconcileQueue(&entity, bucket: bucket, db)
                 try entity.update(db)
             }
