@@ -289,7 +289,7 @@ struct SyncModelRun {
             restored()
             return nil
         case .forgetInodes:
-            world.forgetInodes()
+            try world.forgetInodes()
             counts[step.kind, default: 0] += 1
             return nil
         case .killMount(let mount):

@@ -157,12 +157,13 @@ final class SyncWorld {
         try mounts[index].remount(arguments: mountArguments(index, buckets: bucketsOf[index]))
     }
 
-    /// The kernel forgets every inode nothing holds (as under memory pressure).
-    func forgetInodes() {
+    /// The kernel forgets every inode nothing holds (as under memory pressure). A step that
+    /// cannot (not root, no /proc) fails the run rather than pass without forgetting.
+    func forgetInodes() throws(Posix.Failure) {
         let fd = Glibc.open("/proc/sys/vm/drop_caches", O_WRONLY)
-        guard fd >= 0 else { return }
-        _ = Glibc.write(fd, "2\n", 2)
-        Glibc.close(fd)
+        guard fd >= 0 else { throw Posix.Failure(call: "open /proc/sys/vm/drop_caches", code: errno) }
+        defer { Glibc.close(fd) }
+        guard Glibc.write(fd, "2\n", 2) == 2 else { throw Posix.Failure(call: "write /proc/sys/vm/drop_caches", code: errno) }
     }
 
     /// mkdir of a bucket at the mount's top.
