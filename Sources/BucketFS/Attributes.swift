@@ -15,27 +15,28 @@ struct Attributes: Sendable {
     func stat(for node: Node) -> Glibc.stat {
         var attributes = Glibc.stat()
         attributes.st_ino = ino_t(node.ino)
-        switch node.kind {
-        case .root, .bucket, .group:
+        // A file's kind is not made (its key, a string): `ls -l` asks this of every file.
+        switch node.isFile ? nil : node.kind {
+        case .root?, .bucket?, .group?:
             attributes.st_mode = Self.directoryMode
             attributes.st_nlink = 2
-        case .file:
+        case nil, .file?:
             attributes.st_mode = Self.fileMode
             // fstat of a descriptor whose name was unlinked or renamed over: no name is left.
             attributes.st_nlink = node.linked ? 1 : 0
-        case .symlink(_, _, let target):
+        case .symlink(_, _, let target)?:
             attributes.st_mode = Self.symlinkMode
             attributes.st_nlink = 1
             attributes.st_size = Int(target.utf8.count)
-        case .history(let path):
+        case .history(let path)?:
             attributes.st_mode = path.isDirectory ? Self.readOnlyDirectoryMode : Self.readOnlyFileMode
             attributes.st_nlink = path.isDirectory ? 2 : 1
             attributes.st_size = node.size
         }
-        if let permissions = node.permissions, !isSymlink(node) {
+        if let permissions = node.permissions, !node.isSymlink {
             attributes.st_mode = (attributes.st_mode & S_IFMT) | permissions
         }
-        if case .file = node.kind { attributes.st_size = node.size }
+        if node.isFile { attributes.st_size = node.size }
         if node.isDirectory { attributes.st_size = Self.blockSize }
         attributes.st_blksize = Self.blockSize
         attributes.st_blocks = (attributes.st_size + 511) / 512
@@ -45,11 +46,6 @@ struct Attributes: Sendable {
         attributes.st_atim = Self.timespec(node.atime ?? node.mtime)
         attributes.st_ctim = Self.timespec(node.ctime)
         return attributes
-    }
-
-    private func isSymlink(_ node: Node) -> Bool {
-        if case .symlink = node.kind { return true }
-        return false
     }
 
     static func timespec(_ time: MountTime) -> Glibc.timespec {

@@ -71,7 +71,7 @@ extension BucketFileSystem {
                         var attributes = stat()
                         attributes.st_ino = ino_t(item.ino)
                         let isDirectory = state.table.record(item.ino)?.isDirectory ?? (item.name == "." || item.name == "..")
-                        if case .symlink? = state.table.record(item.ino)?.kind {
+                        if state.table.record(item.ino)?.isSymlink == true {
                             attributes.st_mode = Attributes.symlinkMode
                         } else {
                             attributes.st_mode = isDirectory ? Attributes.directoryMode : Attributes.fileMode

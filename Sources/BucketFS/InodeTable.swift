@@ -30,8 +30,8 @@ struct Node: Hashable, Sendable {
     var lookups: UInt64 = 0
     private var storedAtime: MountTime
     private var storedAliasOf: UInt64
-    var fileName: String
-    var kind: NodeKind
+    private var storedFileName: String
+    private var storedKind: StoredKind
     private var storedPermissions: UInt16
     /// False once the name is gone; the record lives on until the kernel forgets it.
     var linked = true
@@ -54,9 +54,84 @@ struct Node: Hashable, Sendable {
         self.lookups = lookups
         self.storedAtime = atime ?? Self.noAtime
         self.storedAliasOf = 0
-        self.fileName = fileName
-        self.kind = kind
+        self.storedFileName = fileName
+        self.storedKind = StoredKind(kind, fileName: fileName)
         self.storedPermissions = permissions.map { UInt16($0 & 0o7777) } ?? Self.noPermissions
+    }
+
+    /// The name in its directory (`FileNameCodec`'s for an entity).
+    var fileName: String {
+        get { storedFileName }
+        set {
+            // A kind kept as part of the name is made again under the new one.
+            let kind = self.kind
+            storedFileName = newValue
+            storedKind = StoredKind(kind, fileName: newValue)
+        }
+    }
+
+    var kind: NodeKind {
+        get { storedKind.kind(fileName: storedFileName) }
+        set { storedKind = StoredKind(newValue, fileName: storedFileName) }
+    }
+
+    /// How a node keeps its kind. A loaded bucket holds a million of these: a file whose name
+    /// is its key and the bucket's suffix (nearly every entity) or a local file (named as it
+    /// is) does not keep the name a second time, and the rare kinds are boxed (issue 40: a
+    /// 32-character key was another ~80-byte string per file, and the kind 34 bytes).
+    private enum StoredKind: Hashable, Sendable {
+        case root
+        case bucket(name: String)
+        case group(name: String)
+        /// `.file(bucket, .entity(key))` whose file name is the key's bytes and `suffixBytes` more.
+        case entityNamedByKey(bucket: String, suffixBytes: UInt8)
+        /// `.file(bucket, .localFile(name))` whose name is the file name.
+        case localFile(bucket: String)
+        indirect case other(NodeKind)
+
+        init(_ kind: NodeKind, fileName: String) {
+            switch kind {
+            case .root: self = .root
+            case .bucket(let name): self = .bucket(name: name)
+            case .group(let name): self = .group(name: name)
+            case .file(let bucket, .entity(let key)):
+                let suffixBytes = fileName.utf8.count - key.utf8.count
+                if (0...Int(UInt8.max)).contains(suffixBytes), fileName.utf8.starts(with: key.utf8) {
+                    self = .entityNamedByKey(bucket: bucket, suffixBytes: UInt8(suffixBytes))
+                } else {
+                    self = .other(kind)
+                }
+            case .file(let bucket, .localFile(let name)) where exactlyEqual(name, fileName):
+                self = .localFile(bucket: bucket)
+            case .file, .symlink, .history: self = .other(kind)
+            }
+        }
+
+        func kind(fileName: String) -> NodeKind {
+            switch self {
+            case .root: return .root
+            case .bucket(let name): return .bucket(name: name)
+            case .group(let name): return .group(name: name)
+            case .entityNamedByKey(let bucket, let suffixBytes):
+                let key = String(decoding: fileName.utf8.dropLast(Int(suffixBytes)), as: UTF8.self)
+                return .file(bucket: bucket, item: .entity(key: key))
+            case .localFile(let bucket): return .file(bucket: bucket, item: .localFile(name: fileName))
+            case .other(let kind): return kind
+            }
+        }
+    }
+
+    /// An entity or local file (asked per `stat`: without making the kind).
+    var isFile: Bool {
+        switch storedKind {
+        case .entityNamedByKey, .localFile, .other(.file): return true
+        default: return false
+        }
+    }
+
+    var isSymlink: Bool {
+        if case .other(.symlink) = storedKind { return true }
+        return false
     }
 
     /// Set by utimensat/`touch -a`: a file's is the store's, a directory's or lock link's lives
@@ -83,10 +158,11 @@ struct Node: Hashable, Sendable {
     }
 
     var isDirectory: Bool {
-        switch kind {
+        switch storedKind {
         case .root, .bucket, .group: return true
-        case .file, .symlink: return false
-        case .history(let path): return path.isDirectory
+        case .entityNamedByKey, .localFile, .other(.file), .other(.symlink): return false
+        case .other(.history(let path)): return path.isDirectory
+        case .other(.root), .other(.bucket), .other(.group): return true
         }
     }
 
@@ -98,10 +174,16 @@ struct Node: Hashable, Sendable {
     }
 
     var bucketName: String? {
-        switch kind {
-        case .root, .group, .history: return nil
+        switch storedKind {
+        case .root, .group: return nil
         case .bucket(let name): return name
-        case .file(let bucket, _), .symlink(let bucket, _, _): return bucket
+        case .entityNamedByKey(let bucket, _), .localFile(let bucket): return bucket
+        case .other(let kind):
+            switch kind {
+            case .root, .group, .history: return nil
+            case .bucket(let name): return name
+            case .file(let bucket, _), .symlink(let bucket, _, _): return bucket
+            }
         }
     }
 }
@@ -247,8 +329,8 @@ struct InodeTable: Sendable {
             if let now = fresh[name] {
                 // Another number under the same name (a remote change the listing shows): the
                 // kernel may hold the old one for the name yet.
-                if now != ino, case .file = nodes[ino]?.kind { alias(ino, to: now) }
-            } else if case .symlink = nodes[ino]?.kind {
+                if now != ino, nodes[ino]?.isFile == true { alias(ino, to: now) }
+            } else if nodes[ino]?.isSymlink == true {
                 // Symlinks live only in memory: the store's listing does not mention them.
                 fresh[name] = ino
             } else {
@@ -409,7 +491,7 @@ struct InodeTable: Sendable {
     mutating func unload(_ directory: UInt64) -> Int? {
         guard loadedDirectories.contains(directory), !holdsReferences(in: directory), let names = children[directory] else { return nil }
         for ino in names.values {
-            guard let node = nodes[ino], case .file = node.kind, node.lookups == 0, aliasesOf[ino] == nil else { return nil }
+            guard let node = nodes[ino], node.isFile, node.lookups == 0, aliasesOf[ino] == nil else { return nil }
         }
         for ino in names.values { nodes.removeValue(forKey: ino) }
         children[directory] = [:]

@@ -286,4 +286,42 @@ struct InodeTableTests {
         }
         #expect(listings >= 2)
     }
+
+    /// A node keeps an entity's key as part of its file name where it can (issue 40's memory
+    /// per file): every kind reads back as it was given, under its name and after a rename.
+    @Test(arguments: [
+        ("0123456789abcdef0123456789abcdef.json", NodeKind.file(bucket: "b", item: .entity(key: "0123456789abcdef0123456789abcdef"))),
+        ("a%252Fb.json", .file(bucket: "b", item: .entity(key: "a%2Fb"))),
+        ("caf\u{E9}.json", .file(bucket: "b", item: .entity(key: "caf%C3%A9"))),
+        ("plain", .file(bucket: "b", item: .entity(key: "plain"))),
+        ("cafe\u{301}.json", .file(bucket: "b", item: .entity(key: "caf\u{E9}"))),
+        (".notes.json.swp", .file(bucket: "b", item: .localFile(name: ".notes.json.swp"))),
+        ("x.tmp", .file(bucket: "b", item: .localFile(name: "other name"))),
+        (".#x.json", .symlink(bucket: "b", name: ".#x.json", target: "user@host.1:1")),
+        ("b", .bucket(name: "b")),
+    ])
+    func aNodeGivesBackItsKindUnderItsNameAndAfterARename(fileName: String, kind: NodeKind) {
+        var node = Node(ino: 20, parent: 10, fileName: fileName, kind: kind, size: 1, mtime: 0, ctime: 0)
+        #expect(node.kind == kind)
+        #expect(node.fileName == fileName)
+        #expect(node.isFile == (kind.bucketFile != nil))
+        node.fileName = "renamed-elsewhere.json"
+        #expect(node.kind == kind, "a new name keeps the kind it was given")
+        if case .file(let bucket, _) = kind {
+            node.kind = .file(bucket: bucket, item: .entity(key: "renamed-elsewhere"))
+            #expect(node.kind == .file(bucket: bucket, item: .entity(key: "renamed-elsewhere")))
+        }
+    }
+
+    /// A loaded bucket holds one node per file: what it costs is what a million files cost.
+    @Test func aNodeTakesAtMost104Bytes() {
+        #expect(MemoryLayout<Node>.stride <= 104)
+    }
+}
+
+extension NodeKind {
+    fileprivate var bucketFile: MountItemName? {
+        if case .file(_, let item) = self { return item }
+        return nil
+    }
 }
