@@ -17,9 +17,9 @@ enum NodeKind: Hashable, Sendable {
 
 /// One inode the file system knows: identity, place in the tree, attributes and kernel references.
 ///
-/// A loaded bucket holds one per file, for as long as it stays in memory: the fields are laid
-/// out to leave no padding, and the optional ones are kept without their own flag byte (issue
-/// 40: 120 bytes, was 168).
+/// A loaded bucket holds one per file, for as long as it stays in memory, packed
+/// (`PackedNode`, issue 40: 88 bytes, was 168): the fields are laid out to leave no padding,
+/// the optional ones are kept without their own flag byte, and an entity's key is its file name's.
 struct Node: Hashable, Sendable {
     let ino: UInt64
     var parent: UInt64
@@ -79,7 +79,7 @@ struct Node: Hashable, Sendable {
     /// is its key and the bucket's suffix (nearly every entity) or a local file (named as it
     /// is) does not keep the name a second time, and the rare kinds are boxed (issue 40: a
     /// 32-character key was another ~80-byte string per file, and the kind 34 bytes).
-    private enum StoredKind: Hashable, Sendable {
+    fileprivate enum StoredKind: Hashable, Sendable {
         case root
         case bucket(name: String)
         case group(name: String)
@@ -134,6 +134,38 @@ struct Node: Hashable, Sendable {
         return false
     }
 
+    /// The node as `PackedNodes` keeps it: what every node has, and apart (nil for nearly every
+    /// node) what a few have.
+    var packed: (node: PackedNode, rarelySet: RarelySetAttributes?) {
+        let rarelySet = RarelySetAttributes(atime: storedAtime, aliasOf: storedAliasOf, permissions: storedPermissions)
+        let kept = rarelySet == Self.defaultRarelySet ? nil : rarelySet
+        return (
+            PackedNode(
+                ino: ino, parent: parent, size: size, mtime: mtime, ctime: ctime, lookups: lookups, fileName: storedFileName,
+                kind: storedKind, linked: linked, removedElsewhere: removedElsewhere, hasRarelySet: kept != nil),
+            kept
+        )
+    }
+
+    init(_ packed: PackedNode, _ rarelySet: RarelySetAttributes?) {
+        let rarelySet = rarelySet ?? Self.defaultRarelySet
+        ino = packed.ino
+        parent = packed.parent
+        size = packed.size
+        mtime = packed.mtime
+        ctime = packed.ctime
+        lookups = packed.lookups
+        storedAtime = rarelySet.atime
+        storedAliasOf = rarelySet.aliasOf
+        storedFileName = packed.fileName
+        storedKind = packed.kind
+        storedPermissions = rarelySet.permissions
+        linked = packed.linked
+        removedElsewhere = packed.removedElsewhere
+    }
+
+    private static let defaultRarelySet = RarelySetAttributes(atime: noAtime, aliasOf: 0, permissions: noPermissions)
+
     /// Set by utimensat/`touch -a`: a file's is the store's, a directory's or lock link's lives
     /// for the mount's life; nil: the modification time (reads do not set it: noatime).
     var atime: MountTime? {
@@ -186,6 +218,30 @@ struct Node: Hashable, Sendable {
             }
         }
     }
+}
+
+/// A node as a loaded bucket keeps a million of them (`PackedNodes`, issue 40): 88 bytes,
+/// without the attributes few nodes have (`RarelySetAttributes`).
+struct PackedNode: Sendable {
+    let ino: UInt64
+    fileprivate let parent: UInt64
+    fileprivate let size: Int
+    fileprivate let mtime: MountTime
+    fileprivate let ctime: MountTime
+    fileprivate let lookups: UInt64
+    fileprivate let fileName: String
+    fileprivate let kind: Node.StoredKind
+    fileprivate let linked: Bool
+    fileprivate let removedElsewhere: Bool
+    /// Whether `PackedNodes` keeps `RarelySetAttributes` for this node.
+    let hasRarelySet: Bool
+}
+
+/// What chmod, `touch -a` and a name's move to another inode set, as `Node` stores them.
+struct RarelySetAttributes: Hashable, Sendable {
+    fileprivate let atime: MountTime
+    fileprivate let aliasOf: UInt64
+    fileprivate let permissions: UInt16
 }
 
 /// The inode numbers the kernel knows, their names and lookup counts.

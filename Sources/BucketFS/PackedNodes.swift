@@ -2,36 +2,45 @@
 /// number to place.
 ///
 /// A dictionary of nodes keeps up to twice their count in slots, each as large as a node: at
-/// 1,000,000 files, 2^21 slots of 128 bytes (268 MB). Packed, the nodes take 120 bytes each and
-/// the index 12 bytes a slot: 151 MB (issue 40). A removal moves the last node into the gap, so
-/// the order is arbitrary; nothing reads it.
+/// 1,000,000 files, 2^21 slots of 128 bytes (268 MB). Packed, the nodes take 88 bytes each
+/// (`PackedNode`: the attributes few nodes have wait in `rarelySet`) and the index 12 bytes a
+/// slot: 113 MB (issue 40). A removal moves the last node into the gap, so the order is
+/// arbitrary; nothing reads it.
 struct PackedNodes: Sendable {
-    private var packed: [Node] = []
+    private var packed: [PackedNode] = []
     private var places: [UInt64: UInt32] = [:]
+    private var rarelySet: [UInt64: RarelySetAttributes] = [:]
 
     var count: Int { packed.count }
 
     subscript(ino: UInt64) -> Node? {
-        get { places[ino].map { packed[Int($0)] } }
+        get { places[ino].map { node(packed[Int($0)]) } }
         set {
             guard let newValue else {
                 removeValue(forKey: ino)
                 return
             }
             precondition(newValue.ino == ino, "a node is kept under its own number")
+            let (node, attributes) = newValue.packed
+            if attributes != nil || !rarelySet.isEmpty { rarelySet[ino] = attributes }
             if let place = places[ino] {
-                packed[Int(place)] = newValue
+                packed[Int(place)] = node
             } else {
                 places[ino] = UInt32(packed.count)
-                packed.append(newValue)
+                packed.append(node)
             }
         }
+    }
+
+    private func node(_ packed: PackedNode) -> Node {
+        Node(packed, packed.hasRarelySet ? rarelySet[packed.ino] : nil)
     }
 
     @discardableResult
     mutating func removeValue(forKey ino: UInt64) -> Node? {
         guard let place = places.removeValue(forKey: ino).map(Int.init) else { return nil }
-        let removed = packed[place]
+        let removed = node(packed[place])
+        if packed[place].hasRarelySet { rarelySet.removeValue(forKey: ino) }
         let last = packed.removeLast()
         if place < packed.count {
             packed[place] = last
@@ -52,9 +61,10 @@ struct PackedNodes: Sendable {
     /// their capacity when emptied, and a million nodes' worth would stay.
     mutating func shrinkIfSparse() {
         places.giveBackRoomIfSparse()
+        rarelySet.giveBackRoomIfSparse()
         guard packed.capacity > 4 * packed.count + 1024 else { return }
         // A copy in the same order: the index still holds.
-        var copy: [Node] = []
+        var copy: [PackedNode] = []
         copy.reserveCapacity(packed.count)
         copy.append(contentsOf: packed)
         packed = copy

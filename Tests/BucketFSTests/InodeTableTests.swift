@@ -314,8 +314,34 @@ struct InodeTableTests {
     }
 
     /// A loaded bucket holds one node per file: what it costs is what a million files cost.
-    @Test func aNodeTakesAtMost104Bytes() {
-        #expect(MemoryLayout<Node>.stride <= 104)
+    @Test func aPackedNodeTakesAtMost88Bytes() {
+        #expect(MemoryLayout<PackedNode>.stride <= 88)
+    }
+
+    /// Permission bits, an access time and an alias are kept apart from the packed nodes, for the
+    /// few nodes that have them, and go when the node goes or no longer has them.
+    @Test func rarelySetAttributesStayWithTheirNodeOnly() {
+        var nodes = PackedNodes()
+        for ino in UInt64(20)..<30 { nodes[ino] = file(ino, "\(ino).json") }
+        var chmodded = nodes[21]!
+        chmodded.permissions = 0o600
+        chmodded.atime = 5
+        nodes[21] = chmodded
+        var aliased = nodes[22]!
+        aliased.aliasOf = 29
+        nodes[22] = aliased
+        #expect(nodes[21]?.permissions == 0o600 && nodes[21]?.atime == 5 && nodes[21]?.aliasOf == nil)
+        #expect(nodes[22]?.aliasOf == 29 && nodes[22]?.permissions == nil)
+        #expect(nodes[23]?.permissions == nil && nodes[23]?.atime == nil && nodes[23]?.aliasOf == nil)
+        // The last node moves into a removed one's place; each keeps its own.
+        nodes.removeValue(forKey: 21)
+        #expect(nodes[21] == nil)
+        nodes[21] = file(21, "21.json")
+        #expect(nodes[21]?.permissions == nil && nodes[21]?.atime == nil, "a node made again starts without them")
+        aliased.aliasOf = nil
+        nodes[22] = aliased
+        #expect(nodes[22]?.aliasOf == nil)
+        for ino in UInt64(20)..<30 { #expect(nodes[ino]?.fileName == "\(ino).json") }
     }
 }
 
