@@ -137,12 +137,13 @@ struct Node: Hashable, Sendable {
     /// The node as `PackedNodes` keeps it: what every node has, and apart (nil for nearly every
     /// node) what a few have.
     var packed: (node: PackedNode, rarelySet: RarelySetAttributes?) {
-        let rarelySet = RarelySetAttributes(atime: storedAtime, aliasOf: storedAliasOf, permissions: storedPermissions)
+        let rarelySet = RarelySetAttributes(atime: storedAtime, aliasOf: storedAliasOf)
         let kept = rarelySet == Self.defaultRarelySet ? nil : rarelySet
         return (
             PackedNode(
                 ino: ino, parent: parent, size: size, mtime: mtime, ctime: ctime, lookups: lookups, fileName: storedFileName,
-                kind: storedKind, linked: linked, removedElsewhere: removedElsewhere, hasRarelySet: kept != nil),
+                kind: storedKind, permissions: storedPermissions, linked: linked, removedElsewhere: removedElsewhere,
+                hasRarelySet: kept != nil),
             kept
         )
     }
@@ -159,12 +160,12 @@ struct Node: Hashable, Sendable {
         storedAliasOf = rarelySet.aliasOf
         storedFileName = packed.fileName
         storedKind = packed.kind
-        storedPermissions = rarelySet.permissions
+        storedPermissions = packed.permissions
         linked = packed.linked
         removedElsewhere = packed.removedElsewhere
     }
 
-    private static let defaultRarelySet = RarelySetAttributes(atime: noAtime, aliasOf: 0, permissions: noPermissions)
+    private static let defaultRarelySet = RarelySetAttributes(atime: noAtime, aliasOf: 0)
 
     /// Set by utimensat/`touch -a`: a file's is the store's, a directory's or lock link's lives
     /// for the mount's life; nil: the modification time (reads do not set it: noatime).
@@ -221,7 +222,8 @@ struct Node: Hashable, Sendable {
 }
 
 /// A node as a loaded bucket keeps a million of them (`PackedNodes`, issue 40): 88 bytes,
-/// without the attributes few nodes have (`RarelySetAttributes`).
+/// without the attributes few nodes have (`RarelySetAttributes`). (Permission bits stay: a
+/// text or bytes view gives every file its own, and they fit beside the flags.)
 struct PackedNode: Sendable {
     let ino: UInt64
     fileprivate let parent: UInt64
@@ -231,17 +233,17 @@ struct PackedNode: Sendable {
     fileprivate let lookups: UInt64
     fileprivate let fileName: String
     fileprivate let kind: Node.StoredKind
+    fileprivate let permissions: UInt16
     fileprivate let linked: Bool
     fileprivate let removedElsewhere: Bool
     /// Whether `PackedNodes` keeps `RarelySetAttributes` for this node.
     let hasRarelySet: Bool
 }
 
-/// What chmod, `touch -a` and a name's move to another inode set, as `Node` stores them.
+/// What `touch -a` and a name's move to another inode set, as `Node` stores them.
 struct RarelySetAttributes: Hashable, Sendable {
     fileprivate let atime: MountTime
     fileprivate let aliasOf: UInt64
-    fileprivate let permissions: UInt16
 }
 
 /// The inode numbers the kernel knows, their names and lookup counts.

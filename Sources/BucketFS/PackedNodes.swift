@@ -3,7 +3,7 @@
 ///
 /// A dictionary of nodes keeps up to twice their count in slots, each as large as a node: at
 /// 1,000,000 files, 2^21 slots of 128 bytes (268 MB). Packed, the nodes take 88 bytes each
-/// (`PackedNode`: the attributes few nodes have wait in `rarelySet`) and the index 12 bytes a
+/// (`PackedNode`: an access time or alias, which few nodes have, waits in `rarelySet`) and the index 12 bytes a
 /// slot: 113 MB (issue 40). A removal moves the last node into the gap, so the order is
 /// arbitrary; nothing reads it.
 struct PackedNodes: Sendable {

@@ -318,8 +318,8 @@ struct InodeTableTests {
         #expect(MemoryLayout<PackedNode>.stride <= 88)
     }
 
-    /// Permission bits, an access time and an alias are kept apart from the packed nodes, for the
-    /// few nodes that have them, and go when the node goes or no longer has them.
+    /// An access time and an alias are kept apart from the packed nodes, for the few nodes that
+    /// have them, and go when the node goes or no longer has them; permission bits stay inline.
     @Test func rarelySetAttributesStayWithTheirNodeOnly() {
         var nodes = PackedNodes()
         for ino in UInt64(20)..<30 { nodes[ino] = file(ino, "\(ino).json") }
