@@ -136,8 +136,15 @@ extension BucketFileSystem {
                 .map { Self.node(for: $0, parent: directory) }
             state.withLock { $0.table.replaceListing(of: directory, with: listing) }
         case .bucket(let name):
-            let listing = try adoptingRenamedNames(in: name, try backend.entries(bucket: name))
-                .map { self.node(for: $0, parent: directory) }
+            // Each entry becomes its node as it comes (`MountBackend.forEachEntry`).
+            let fileExtension = backend.fileExtension(bucket: name)
+            var listing: [Node] = []
+            var renamed: [Int] = []
+            try backend.forEachEntry(bucket: name) { entry in
+                if Self.nowStandsForAnEntity(entry.name, fileExtension: fileExtension) != nil { renamed.append(listing.count) }
+                listing.append(self.node(for: entry, parent: directory, fileExtension: fileExtension))
+            }
+            if !renamed.isEmpty { try adoptRenamedNames(at: renamed, of: &listing, in: name, fileExtension: fileExtension) }
             state.withLock { $0.table.replaceListing(of: directory, with: listing) }
         case .history(let path):
             try loadHistoryDirectory(directory, path)
@@ -150,14 +157,15 @@ extension BucketFileSystem {
     /// stands for a key (`My Note.json` was local, it is now the key `My%20Note`): it becomes
     /// that entity's save, as a scratch file renamed onto it would; if the entity exists, the
     /// file moves aside to `<name>.local` (never lost, never shown twice, never over another).
-    private func adoptingRenamedNames(in bucket: String, _ entries: [MountEntry]) throws(FSError) -> [MountEntry] {
-        var result = entries
-        var names = Set(entries.map(\.name))
-        let fileExtension = backend.fileExtension(bucket: bucket)
-        for (index, entry) in entries.enumerated() {
-            guard !fileExtension.isEmpty, case .localFile(let fileName) = entry.name, fileName.hasSuffix("." + fileExtension),
-                case .entity(let key) = FileNameCodec.itemName(forFileName: fileName, extension: fileExtension)
+    private func adoptRenamedNames(
+        at places: [Int], of listing: inout [Node], in bucket: String, fileExtension: String
+    ) throws(FSError) {
+        var names: Set<MountItemName> = []
+        for node in listing { if case .file(_, let item) = node.kind { names.insert(item) } }
+        for place in places {
+            guard case .file(_, let item) = listing[place].kind, let key = Self.nowStandsForAnEntity(item, fileExtension: fileExtension)
             else { continue }
+            let fileName = listing[place].fileName
             var destination = MountItemName.entity(key: key)
             var suffix = ".local"
             while names.contains(destination) {
@@ -165,12 +173,20 @@ extension BucketFileSystem {
                 suffix += "~"
             }
             names.insert(destination)
-            result[index] = try backend.rename(bucket: bucket, from: entry.name, to: destination)
+            let moved = try backend.rename(bucket: bucket, from: item, to: destination)
+            listing[place] = node(for: moved, parent: listing[place].parent)
             logger.notice(
                 "a local file's name now stands for an entity",
                 metadata: ["bucket": "\(bucket)", "file": "\(fileName)", "now": "\(self.fileName(for: destination, in: bucket))"])
         }
-        return result
+    }
+
+    /// The key a local file's name stands for now (`adoptRenamedNames`), if it does.
+    private static func nowStandsForAnEntity(_ item: MountItemName, fileExtension: String) -> String? {
+        guard !fileExtension.isEmpty, case .localFile(let fileName) = item, fileName.hasSuffix("." + fileExtension),
+            case .entity(let key) = FileNameCodec.itemName(forFileName: fileName, extension: fileExtension)
+        else { return nil }
+        return key
     }
 
     /// Loads a directory on `writeQueue` when needed, then runs `body` (inline if already loaded).

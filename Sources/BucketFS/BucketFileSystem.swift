@@ -396,9 +396,13 @@ public final class BucketFileSystem: Sendable {
             kind: .bucket(name: bucket.name), size: 0, mtime: bucket.ctime, ctime: bucket.ctime)
     }
 
-    func node(for entry: MountEntry, parent: UInt64) -> Node {
-        Node(
-            ino: entry.id, parent: parent, fileName: fileName(for: entry.name, in: entry.bucket),
+    /// `fileExtension`: the bucket's, when the caller has it (`loadDirectory`: asking the
+    /// backend may read the store, which its listing holds a transaction on).
+    func node(for entry: MountEntry, parent: UInt64, fileExtension: String? = nil) -> Node {
+        let fileName = fileExtension.map { FileNameCodec.fileName(for: entry.name, extension: $0) }
+            ?? fileName(for: entry.name, in: entry.bucket)
+        return Node(
+            ino: entry.id, parent: parent, fileName: fileName,
             kind: .file(bucket: entry.bucket, item: entry.name), size: entry.size, mtime: entry.mtime,
             ctime: entry.ctime, atime: entry.atime, permissions: entry.permissions.map { mode_t($0 & 0o777) })
     }

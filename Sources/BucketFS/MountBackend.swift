@@ -144,8 +144,9 @@ public protocol MountBackend: Sendable {
     /// Removes an empty bucket directory; `.notEmpty` if it still holds files, `.busy` while it
     /// holds only removals the server has not confirmed.
     func removeBucket(named name: String) throws(FSError)
-    /// The bucket's files: entities that have a file, and local-only files.
-    func entries(bucket: String) throws(FSError) -> [MountEntry]
+    /// The bucket's files, entities that have a file and local-only files, one at a time (a
+    /// bucket may hold millions: the caller keeps what it needs of each).
+    func forEachEntry(bucket: String, _ body: (MountEntry) -> Void) throws(FSError)
     /// One file, or nil if the name does not exist.
     func entry(bucket: String, name: MountItemName) throws(FSError) -> MountEntry?
     /// The exact bytes of the file (`.notFound` if it does not exist), all in memory: for entity

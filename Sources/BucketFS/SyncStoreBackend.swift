@@ -234,8 +234,22 @@ public final class SyncStoreBackend: MountBackend {
         if case .entity(let key) = name { onOpenedForWriting(bucket, key) }
     }
 
-    public func entries(bucket: String) throws(FSError) -> [MountEntry] {
-        try mapped { () throws(StoreError) in try store.entries(bucket: bucket).map { entry(bucket, $0) } }
+    public func forEachEntry(bucket: String, _ body: (MountEntry) -> Void) throws(FSError) {
+        // `body` runs in the store's read transaction, where nothing may read the store again:
+        // the format is known before, and an empty file of a text view (whose permissions need
+        // the entity's value) comes after.
+        let format = format(of: bucket)
+        var emptyInTextView: [DirectoryEntry] = []
+        try mapped { () throws(StoreError) in
+            try store.forEachEntry(bucket: bucket) { stored in
+                if format is TextFieldFormat, stored.size == 0, stored.mode == nil {
+                    emptyInTextView.append(stored)
+                } else {
+                    body(entry(bucket, stored, format: format))
+                }
+            }
+        }
+        for stored in emptyInTextView { body(entry(bucket, stored, format: format)) }
     }
 
     public func entry(bucket: String, name: MountItemName) throws(FSError) -> MountEntry? {
@@ -774,7 +788,8 @@ public final class SyncStoreBackend: MountBackend {
         return AsyncStream(unfolding: { await source.next() }, onCancel: nil)
     }
 
-    private func entry(_ bucket: String, _ entry: DirectoryEntry) -> MountEntry {
+    /// `format`: the bucket's, if the caller has it.
+    private func entry(_ bucket: String, _ entry: DirectoryEntry, format: (any EntityFileFormat)? = nil) -> MountEntry {
         let id = UInt64(entry.id)
         let name: MountItemName
         switch entry.name {
@@ -783,18 +798,20 @@ public final class SyncStoreBackend: MountBackend {
         }
         return MountEntry(
             id: id, bucket: bucket, name: name, size: entry.size, mtime: entry.mtime, ctime: entry.ctime,
-            permissions: entry.mode.map(Int.init) ?? readOnlyPermissions(bucket, name, size: entry.size), atime: entry.atime)
+            permissions: entry.mode.map(Int.init) ?? readOnlyPermissions(bucket, name, size: entry.size, format: format),
+            atime: entry.atime)
     }
 
     /// In a text view, 0444 for an entity it cannot show (its field is missing or no string), so
     /// editors say it is read-only, else 0644 (said outright: a node keeps permissions it was
     /// given). Such a file is empty: only empty files are looked at. A read-only bytes view (the
     /// messages an Apptimist mount received) is 0444 throughout, and so are its read-only keys.
-    private func readOnlyPermissions(_ bucket: String, _ name: MountItemName, size: Int) -> Int? {
-        if case .entity(let key) = name, let bytes = format(of: bucket) as? BytesFieldFormat {
+    private func readOnlyPermissions(_ bucket: String, _ name: MountItemName, size: Int, format: (any EntityFileFormat)? = nil) -> Int? {
+        let format = format ?? self.format(of: bucket)
+        if case .entity(let key) = name, let bytes = format as? BytesFieldFormat {
             return bytes.isReadOnly(key: key) ? 0o444 : 0o644
         }
-        guard case .entity(let key) = name, let view = format(of: bucket) as? TextFieldFormat else { return nil }
+        guard case .entity(let key) = name, let view = format as? TextFieldFormat else { return nil }
         guard size == 0, let value = (try? store.entity(bucket: bucket, key: key))??.value, view.readOnlyReason(value) != nil
         else { return 0o644 }
         return 0o444
