@@ -39,44 +39,48 @@ extension BucketFileSystem {
         let timeout = cacheTimeout
         var buffer = [CChar](repeating: 0, count: max(size, 0))
         // Offsets are indices into the listing taken at opendir, so they stay valid between calls.
+        // A node whose name left the directory since is passed over (POSIX leaves open whether
+        // a name removed after opendir is read).
         let used = state.withLock { state -> Int? in
-            guard case .directory(_, let items)? = state.handles[handle] else { return nil }
+            guard case .directory(let directory, let items)? = state.handles[handle] else { return nil }
             var used = 0
             var index = offset
             buffer.withUnsafeMutableBufferPointer { output in
                 guard let base = output.baseAddress else { return }
                 while index < items.count {
-                    let item = items[index]
+                    let ino = items[index]
+                    let isDot = index < 2
                     let remaining = output.count - used
                     let needed: Int
+                    let node = isDot ? state.currentNode(ino) : state.currentNode(listedIn: directory, ino)
+                    // `.` and `..` are read without attributes even if their node has gone.
+                    guard let node = node ?? (isDot && !plus ? Self.placeholderDirectory(ino) : nil) else {
+                        index += 1
+                        continue
+                    }
+                    let name = isDot ? (index == 0 ? "." : "..") : node.fileName
                     if plus {
-                        guard let node = state.currentNode(item.ino) else {
-                            index += 1
-                            continue
-                        }
                         var parameter = fuse_entry_param()
-                        let isDot = item.name == "." || item.name == ".."
                         if !isDot {
-                            parameter = EntryReply(ino: item.ino, attributes: attributes.stat(for: node), timeout: timeout).parameter
+                            parameter = EntryReply(ino: ino, attributes: attributes.stat(for: node), timeout: timeout).parameter
                         } else {
                             parameter.attr = attributes.stat(for: node)
                         }
-                        needed = item.name.withCString {
+                        needed = name.withCString {
                             fuse_add_direntry_plus(request.raw, base + used, remaining, $0, &parameter, off_t(index + 1))
                         }
                         if needed > remaining { break }
                         // The kernel takes a reference for every entry but . and .. (fuse_lowlevel.h).
-                        if !isDot { state.table.remember(item.ino) }
+                        if !isDot { state.table.remember(ino) }
                     } else {
                         var attributes = stat()
-                        attributes.st_ino = ino_t(item.ino)
-                        let isDirectory = state.table.record(item.ino)?.isDirectory ?? (item.name == "." || item.name == "..")
-                        if state.table.record(item.ino)?.isSymlink == true {
+                        attributes.st_ino = ino_t(ino)
+                        if node.isSymlink {
                             attributes.st_mode = Attributes.symlinkMode
                         } else {
-                            attributes.st_mode = isDirectory ? Attributes.directoryMode : Attributes.fileMode
+                            attributes.st_mode = node.isDirectory ? Attributes.directoryMode : Attributes.fileMode
                         }
-                        needed = item.name.withCString {
+                        needed = name.withCString {
                             fuse_add_direntry(request.raw, base + used, remaining, $0, &attributes, off_t(index + 1))
                         }
                         if needed > remaining { break }
@@ -91,6 +95,11 @@ extension BucketFileSystem {
         buffer.withUnsafeBufferPointer { output in
             _ = fuse_reply_buf(request.raw, output.baseAddress, used)
         }
+    }
+
+    /// What plain readdir shows of `.` or `..` whose node is gone: a directory.
+    private static func placeholderDirectory(_ ino: UInt64) -> Node {
+        Node(ino: ino, parent: ino, fileName: "", kind: .root, size: 0, mtime: 0, ctime: 0)
     }
 
     func releasedir(_ request: FuseRequest, handle: UInt64) {
@@ -155,12 +164,12 @@ extension BucketFileSystem {
                 if case .group = node.kind { throw FSError.notEmpty }
                 guard case .bucket(let bucketName) = node.kind else { throw node.isDirectory ? FSError.readOnly : FSError.notDirectory }
                 try loadDirectory(node.ino)
-                if !state.withLock({ $0.table.childInodes(of: node.ino).isEmpty }) { throw FSError.notEmpty }
+                if state.withLock({ $0.table.childCount(of: node.ino) }) > 0 { throw FSError.notEmpty }
                 try backend.removeBucket(named: bucketName)
                 state.withLock { state in
                     state.table.unlink(parent: parent, name: name)
                     state.touchDirectory(parent)
-                    if case .group(let group)? = state.table.node(parent)?.kind, state.table.childInodes(of: parent).isEmpty {
+                    if case .group(let group)? = state.table.node(parent)?.kind, state.table.childCount(of: parent) == 0 {
                         // Its last bucket went: the group directory goes with it.
                         state.table.unlink(parent: InodeTable.rootInode, name: FileNameCodec.encode(group))
                         state.touchDirectory(InodeTable.rootInode)

@@ -225,7 +225,7 @@ extension BucketFileSystem {
             enum Outcome { case kept, busy, released(Int) }
             let outcome = state.withLock { state -> Outcome in
                 guard case .bucket? = state.table.node(directory)?.kind, state.table.isLoaded(directory),
-                    !state.table.holdsReferences(in: directory), state.table.childInodes(of: directory).count >= smallest
+                    !state.table.holdsReferences(in: directory), state.table.childCount(of: directory) >= smallest
                 else { return .kept }
                 guard requestsInListings.load(ordering: .sequentiallyConsistent) == 0 else { return .busy }
                 return state.unloadListing(of: directory).map(Outcome.released) ?? .kept

@@ -147,15 +147,11 @@ struct ContentIdentity: Hashable, Sendable {
     }
 }
 
-/// One row of a directory handle's listing, taken at opendir (stable offsets for readdir).
-struct DirectoryItem: Sendable {
-    let name: String
-    let ino: UInt64
-}
-
 enum OpenHandle: Sendable {
     case file(ino: UInt64)
-    case directory(ino: UInt64, items: [DirectoryItem])
+    /// A directory's listing taken at opendir (stable offsets for readdir): its inode numbers,
+    /// `.` and `..` first; the names are the nodes' (`InodeTable.listedNode`).
+    case directory(ino: UInt64, items: [UInt64])
 }
 
 /// Everything mutable in the file system, guarded by one lock (`BucketFileSystem.state`).
@@ -193,7 +189,7 @@ struct FileSystemState: Sendable {
     /// Each directory's listing as handles read it, shared by every handle opened while the
     /// directory's names stay the same (`InodeTable.listingVersion`): an opendir of a bucket of
     /// 1,000,000 files copies nothing, and readdir offsets mean the same in every such handle.
-    private var listings: [UInt64: (version: UInt64, items: [DirectoryItem])] = [:]
+    private var listings: [UInt64: (version: UInt64, items: [UInt64])] = [:]
     /// The listing version each directory had when last opened: the kernel's cached listing
     /// (`FOPEN_CACHE_DIR`) was read from it, so it may be kept while the version stays.
     private var kernelListingVersions: [UInt64: UInt64] = [:]
@@ -287,7 +283,7 @@ struct FileSystemState: Sendable {
     mutating func openDirectory(_ directory: Node) -> (handle: UInt64, keepKernelCache: Bool) {
         let version = table.listingVersion(of: directory.ino)
         if listings[directory.ino]?.version != version {
-            let dots = [DirectoryItem(name: ".", ino: directory.ino), DirectoryItem(name: "..", ino: directory.parent)]
+            let dots = [directory.ino, directory.parent]
             let previous = listings.removeValue(forKey: directory.ino)?.items.dropFirst(dots.count) ?? []
             let items = table.orderedListing(of: directory.ino, after: dots, previous: previous)
             listings[directory.ino] = (version, items)
@@ -318,7 +314,17 @@ struct FileSystemState: Sendable {
 
     /// The node's attributes as the kernel should see them (an open file's working size).
     func currentNode(_ ino: UInt64) -> Node? {
-        guard var node = table.node(ino) else { return nil }
+        table.node(ino).map(current)
+    }
+
+    /// `currentNode` for a number a directory's listing holds, while its name is still there
+    /// (`InodeTable.listedNode`).
+    func currentNode(listedIn directory: UInt64, _ ino: UInt64) -> Node? {
+        table.listedNode(ino, in: directory).map(current)
+    }
+
+    private func current(_ node: Node) -> Node {
+        var node = node
         if let open = openFiles[node.ino], open.loaded, open.dirty {
             node.size = open.size
         }

@@ -18,7 +18,7 @@ enum NodeKind: Hashable, Sendable {
 /// One inode the file system knows: identity, place in the tree, attributes and kernel references.
 ///
 /// A loaded bucket holds one per file, for as long as it stays in memory, packed
-/// (`PackedNode`, issue 40: 88 bytes, was 168): the fields are laid out to leave no padding,
+/// (`PackedNode`, issue 40: 80 bytes, was 168): the fields are laid out to leave no padding,
 /// the optional ones are kept without their own flag byte, and an entity's key is its file name's.
 struct Node: Hashable, Sendable {
     let ino: UInt64
@@ -134,21 +134,21 @@ struct Node: Hashable, Sendable {
         return false
     }
 
-    /// The node as `PackedNodes` keeps it: what every node has, and apart (nil for nearly every
-    /// node) what a few have.
-    var packed: (node: PackedNode, rarelySet: RarelySetAttributes?) {
+    /// The node as `PackedNodes` keeps it, its file name at `name` in their buffer: what every
+    /// node has, and apart (nil for nearly every node) what a few have.
+    func packed(name: PackedNodes.NameSpan) -> (node: PackedNode, rarelySet: RarelySetAttributes?) {
         let rarelySet = RarelySetAttributes(atime: storedAtime, aliasOf: storedAliasOf)
         let kept = rarelySet == Self.defaultRarelySet ? nil : rarelySet
         return (
             PackedNode(
-                ino: ino, parent: parent, size: size, mtime: mtime, ctime: ctime, lookups: lookups, fileName: storedFileName,
+                ino: ino, parent: parent, size: size, mtime: mtime, ctime: ctime, lookups: lookups, name: name,
                 kind: storedKind, permissions: storedPermissions, linked: linked, removedElsewhere: removedElsewhere,
                 hasRarelySet: kept != nil),
             kept
         )
     }
 
-    init(_ packed: PackedNode, _ rarelySet: RarelySetAttributes?) {
+    init(_ packed: PackedNode, fileName: String, _ rarelySet: RarelySetAttributes?) {
         let rarelySet = rarelySet ?? Self.defaultRarelySet
         ino = packed.ino
         parent = packed.parent
@@ -158,7 +158,7 @@ struct Node: Hashable, Sendable {
         lookups = packed.lookups
         storedAtime = rarelySet.atime
         storedAliasOf = rarelySet.aliasOf
-        storedFileName = packed.fileName
+        storedFileName = fileName
         storedKind = packed.kind
         storedPermissions = packed.permissions
         linked = packed.linked
@@ -221,9 +221,10 @@ struct Node: Hashable, Sendable {
     }
 }
 
-/// A node as a loaded bucket keeps a million of them (`PackedNodes`, issue 40): 88 bytes,
-/// without the attributes few nodes have (`RarelySetAttributes`). (Permission bits stay: a
-/// text or bytes view gives every file its own, and they fit beside the flags.)
+/// A node as a loaded bucket keeps a million of them (`PackedNodes`, issue 40): 80 bytes, its
+/// file name in `PackedNodes`' buffer, without the attributes few nodes have
+/// (`RarelySetAttributes`). (Permission bits stay: a text or bytes view gives every file its
+/// own, and they fit beside the flags.)
 struct PackedNode: Sendable {
     let ino: UInt64
     fileprivate let parent: UInt64
@@ -231,7 +232,8 @@ struct PackedNode: Sendable {
     fileprivate let mtime: MountTime
     fileprivate let ctime: MountTime
     fileprivate let lookups: UInt64
-    fileprivate let fileName: String
+    /// Where `PackedNodes` keeps the file name.
+    var name: PackedNodes.NameSpan
     fileprivate let kind: Node.StoredKind
     fileprivate let permissions: UInt16
     fileprivate let linked: Bool
@@ -255,20 +257,20 @@ struct InodeTable: Sendable {
     static let rootInode: UInt64 = 1
 
     private(set) var nodes = PackedNodes()
-    /// Names by their bytes (`JSONKey`), as a local disk keeps them: `café.json` composed and
-    /// decomposed are two files, as they are two keys in the bucket.
-    private var children: [UInt64: [JSONKey: UInt64]] = [:]
+    /// Each directory's names (`ChildNames`), by their bytes, as a local disk keeps them:
+    /// `café.json` composed and decomposed are two files, as they are two keys in the bucket.
+    private var children: [UInt64: ChildNames] = [:]
     private var loadedDirectories: Set<UInt64> = []
     /// Bumped for a directory whenever a name in it comes, goes or changes inode, from one counter
     /// for the whole table so a number is never reused: an unchanged version means the listing
     /// the kernel cached (`FOPEN_CACHE_DIR`) still holds.
     private var listingVersions: [UInt64: UInt64] = [:]
     private var lastListingVersion: UInt64 = 0
-    /// Names that came into each directory (or came to mean another inode) since its listing was
-    /// last taken (`orderedListing`), in the order they came: the next listing sorts only these
-    /// and merges them into the last one. A directory in `unorderedListings` added more than
-    /// its size allows to keep; its next listing sorts every name.
-    private var namesAdded: [UInt64: [String]] = [:]
+    /// Nodes that came into each directory (under a name new to it, or one that meant another
+    /// inode) since its listing was last taken (`orderedListing`), in the order they came: the
+    /// next listing sorts only these and merges them into the last one. A directory in
+    /// `unorderedListings` added more than its size allows to keep; its next listing sorts every name.
+    private var namesAdded: [UInt64: [UInt64]] = [:]
     private var unorderedListings: Set<UInt64> = []
     /// For each node, the numbers the kernel may hold that mean it (`alias`): few, and only
     /// until the kernel forgets them.
@@ -281,7 +283,7 @@ struct InodeTable: Sendable {
         nodes[Self.rootInode] = Node(
             ino: Self.rootInode, parent: Self.rootInode, fileName: "", kind: .root, size: 0, mtime: rootTime,
             ctime: rootTime, lookups: 1)
-        children[Self.rootInode] = [:]
+        children[Self.rootInode] = ChildNames()
     }
 
     /// The node the kernel means by `ino` (following an alias), if it still exists.
@@ -295,11 +297,37 @@ struct InodeTable: Sendable {
     func record(_ ino: UInt64) -> Node? { nodes[ino] }
 
     func child(of parent: UInt64, named name: String) -> Node? {
-        guard let ino = children[parent]?[JSONKey(name)] else { return nil }
+        guard let ino = children[parent]?.inode(named: name, in: nodes) else { return nil }
         return nodes[ino]
     }
 
-    func childInodes(of parent: UInt64) -> [JSONKey: UInt64] { children[parent] ?? [:] }
+    /// How many names the directory holds.
+    func childCount(of parent: UInt64) -> Int { children[parent]?.count ?? 0 }
+
+    /// The directory's names and their numbers, made for the call (each name a String: for
+    /// tests and small directories).
+    func childInodes(of parent: UInt64) -> [JSONKey: UInt64] {
+        guard let names = children[parent] else { return [:] }
+        var named: [JSONKey: UInt64] = [:]
+        for ino in names.inodeNumbers {
+            if let node = nodes[ino] { named[JSONKey(node.fileName)] = ino }
+        }
+        return named
+    }
+
+    /// The node a listing taken earlier holds as `ino` in `directory`, if its name is still
+    /// there: the node itself or, for a number a rename or a remote change displaced, the node
+    /// that took its name (the kernel's number for the name means it until the next lookup).
+    func listedNode(_ ino: UInt64, in directory: UInt64) -> Node? {
+        guard let node = node(ino), node.linked, node.parent == directory else { return nil }
+        return node
+    }
+
+    /// Whether `ino` is in `directory`'s names under the name it has.
+    private func isNamed(_ ino: UInt64, in names: ChildNames) -> Bool {
+        guard let name = nodes.name(of: ino) else { return false }
+        return names.contains(ino, hash: nodes.hash(name))
+    }
 
     func isLoaded(_ directory: UInt64) -> Bool { loadedDirectories.contains(directory) }
 
@@ -311,93 +339,104 @@ struct InodeTable: Sendable {
         listingVersions[directory] = lastListingVersion
     }
 
-    private mutating func nameAdded(_ name: String, in directory: UInt64) {
+    private mutating func nameAdded(_ ino: UInt64, in directory: UInt64) {
         guard !unorderedListings.contains(directory) else { return }
-        namesAdded[directory, default: []].append(name)
+        namesAdded[directory, default: []].append(ino)
         // Churn of the same few names must not grow the record past the directory it orders.
-        if let count = namesAdded[directory]?.count, count > 2 * (children[directory]?.count ?? 0) + 1024 {
+        if let count = namesAdded[directory]?.count, count > 2 * childCount(of: directory) + 1024 {
             namesAdded.removeValue(forKey: directory)
             unorderedListings.insert(directory)
         }
     }
 
-    /// The directory's names sorted by their bytes (`JSONKey`'s order), after `leading` (`.`
-    /// and `..`): `ls` sorts 1,000,000 names that arrive in order in a third of the time it
-    /// takes for names in hash order. `previous`: the listing
-    /// last taken (sorted); only names added since are sorted, and merged into what it still holds.
-    mutating func orderedListing(
-        of directory: UInt64, after leading: [DirectoryItem], previous: ArraySlice<DirectoryItem>
-    ) -> [DirectoryItem] {
-        let current = children[directory] ?? [:]
+    /// The directory's nodes sorted by name, by the names' bytes (`JSONKey`'s order), after
+    /// `leading` (`.` and `..`): `ls` sorts 1,000,000 names that arrive in order in a third of
+    /// the time it takes for names in hash order. `previous`: the listing last taken (sorted);
+    /// only nodes added since are sorted, and merged into what it still holds.
+    mutating func orderedListing(of directory: UInt64, after leading: [UInt64], previous: ArraySlice<UInt64>) -> [UInt64] {
+        let current = children[directory] ?? ChildNames()
         var listing = leading
         listing.reserveCapacity(leading.count + current.count)
         defer {
             namesAdded.removeValue(forKey: directory)
             unorderedListings.remove(directory)
         }
+        let nodes = self.nodes
+        let named = { (ino: UInt64) in (ino: ino, name: nodes.name(of: ino)!) }
         guard !unorderedListings.contains(directory) else {
-            listing += current.sorted { $0.key < $1.key }.map { DirectoryItem(name: $0.key.string, ino: $0.value) }
+            listing += current.inodeNumbers.map(named).sorted { nodes.precedes($0.name, $1.name) }.map(\.ino)
             return listing
         }
-        // Names come mostly in order (a bucket's first load is in key order), which sorting keeps cheap.
-        let added = (namesAdded[directory] ?? []).map { JSONKey($0) }.sorted()
-        var fresh: [DirectoryItem] = []
-        fresh.reserveCapacity(added.count)
-        var last: JSONKey?
-        for name in added where name != last {
-            last = name
-            if let ino = current[name] { fresh.append(DirectoryItem(name: name.string, ino: ino)) }
-        }
-        // Every name now in the directory is either added since or unchanged since `previous`;
-        // a previous name that is gone, or that was added again, is left out.
+        // Names come mostly in order (a bucket's first load is in key order), which sorting keeps
+        // cheap. A node added and since removed, renamed away or displaced is not named here.
+        var added = Set<UInt64>()
+        let fresh = (namesAdded[directory] ?? []).filter { isNamed($0, in: current) && added.insert($0).inserted }
+            .map(named).sorted { nodes.precedes($0.name, $1.name) }
+        // Every node now in the directory is either added since or named as it was in
+        // `previous`; a previous one that is gone, or that was added again, is left out.
         var next = fresh.startIndex
-        for item in previous {
-            let name = JSONKey(item.name)
-            while next < fresh.endIndex, JSONKey(fresh[next].name) < name {
-                listing.append(fresh[next])
+        for ino in previous where !added.contains(ino) && isNamed(ino, in: current) {
+            let name = nodes.name(of: ino)!
+            while next < fresh.endIndex, nodes.precedes(fresh[next].name, name) {
+                listing.append(fresh[next].ino)
                 next += 1
             }
-            if next < fresh.endIndex, JSONKey(fresh[next].name) == name { continue }
-            if current[name] == item.ino { listing.append(item) }
+            listing.append(ino)
         }
-        listing += fresh[next...]
+        listing += fresh[next...].map(\.ino)
         return listing
     }
 
     /// Replaces a directory's listing with what the store holds; names that vanished are unlinked.
     mutating func replaceListing(of directory: UInt64, with listing: [Node]) {
-        let previous = children[directory] ?? [:]
+        // Set aside while the listing is recorded (each node leaves it before it takes another
+        // name): what it still holds at the end are names the store no longer has.
+        var previous = children.removeValue(forKey: directory) ?? ChildNames()
         nodes.reserveCapacity(forMore: listing.count - previous.count)
-        var fresh: [JSONKey: UInt64] = [:]
+        var fresh = ChildNames()
         fresh.reserveCapacity(listing.count)
+        var changed = !loadedDirectories.contains(directory)
+        var added: [UInt64] = []
+        // Numbers whose name another number took (a remote change the listing shows): the
+        // kernel may hold the old one for the name yet.
+        var displaced: [(source: UInt64, target: UInt64)] = []
         for var node in listing {
             if let existing = nodes[node.ino] {
                 node.lookups = existing.lookups
                 node.keepAttributes(of: existing)
-                if existing.parent != directory || !exactlyEqual(existing.fileName, node.fileName),
-                    children[existing.parent]?.removeValue(forKey: JSONKey(existing.fileName)) != nil
-                {
+                if existing.parent == directory {
+                    if !exactlyEqual(existing.fileName, node.fileName) {
+                        previous.remove(node.ino, named: existing.fileName, in: nodes)
+                    }
+                } else if children[existing.parent]?.remove(node.ino, named: existing.fileName, in: nodes) == true {
                     listingChanged(existing.parent)
                 }
             }
+            let holder = previous.remove(named: node.fileName, in: nodes)
             place(ownLinked(node))
-            fresh[JSONKey(node.fileName)] = node.ino
-        }
-        for (name, ino) in previous {
-            if let now = fresh[name] {
-                // Another number under the same name (a remote change the listing shows): the
-                // kernel may hold the old one for the name yet.
-                if now != ino, nodes[ino]?.isFile == true { alias(ino, to: now) }
-            } else if nodes[ino]?.isSymlink == true {
-                // Symlinks live only in memory: the store's listing does not mention them.
-                fresh[name] = ino
-            } else {
-                markUnlinked(ino)
+            fresh.set(node.ino, named: node.fileName, in: nodes)
+            if holder != node.ino {
+                changed = true
+                added.append(node.ino)
+                if let holder { displaced.append((holder, node.ino)) }
             }
         }
-        if fresh != previous || !loadedDirectories.contains(directory) { listingChanged(directory) }
+        var vanished: [UInt64] = []
+        for ino in previous.inodeNumbers {
+            // Symlinks live only in memory: the store's listing does not mention them.
+            if let node = nodes[ino], node.isSymlink {
+                fresh.set(ino, named: node.fileName, in: nodes)
+            } else {
+                vanished.append(ino)
+            }
+        }
         children[directory] = fresh
-        for node in listing where previous[JSONKey(node.fileName)] != node.ino { nameAdded(node.fileName, in: directory) }
+        for ino in vanished { markUnlinked(ino) }
+        for (source, target) in displaced where nodes[source]?.isFile == true && !isNamed(source, in: fresh) {
+            alias(source, to: target)
+        }
+        if changed || !vanished.isEmpty { listingChanged(directory) }
+        for ino in added { nameAdded(ino, in: directory) }
         loadedDirectories.insert(directory)
     }
 
@@ -408,22 +447,19 @@ struct InodeTable: Sendable {
             node.lookups = existing.lookups
             node.keepAttributes(of: existing)
             if existing.linked, existing.parent != node.parent || !exactlyEqual(existing.fileName, node.fileName),
-                children[existing.parent]?[JSONKey(existing.fileName)] == node.ino
+                children[existing.parent]?.remove(node.ino, named: existing.fileName, in: nodes) == true
             {
-                children[existing.parent]?.removeValue(forKey: JSONKey(existing.fileName))
                 listingChanged(existing.parent)
             }
         }
-        let name = JSONKey(node.fileName)
-        if let displaced = children[node.parent]?[name], displaced != node.ino {
-            markUnlinked(displaced)
-        }
-        let moved = children[node.parent]?[name] != node.ino
+        let holder = children[node.parent]?.remove(named: node.fileName, in: nodes)
+        if let holder, holder != node.ino { markUnlinked(holder) }
+        let moved = holder != node.ino
         if moved { listingChanged(node.parent) }
         place(ownLinked(node))
-        children[node.parent, default: [:]][name] = node.ino
-        if moved { nameAdded(node.fileName, in: node.parent) }
-        if node.isDirectory, children[node.ino] == nil { children[node.ino] = [:] }
+        children[node.parent, default: ChildNames()].set(node.ino, named: node.fileName, in: nodes)
+        if moved { nameAdded(node.ino, in: node.parent) }
+        if node.isDirectory, children[node.ino] == nil { children[node.ino] = ChildNames() }
     }
 
     /// utimensat on a node the store keeps no such time for (access times, lock links).
@@ -448,7 +484,7 @@ struct InodeTable: Sendable {
 
     /// Removes a name from its directory; the inode stays while the kernel references it.
     mutating func unlink(parent: UInt64, name: String) {
-        guard let ino = children[parent]?.removeValue(forKey: JSONKey(name)) else { return }
+        guard let ino = children[parent]?.remove(named: name, in: nodes) else { return }
         listingChanged(parent)
         markUnlinked(ino)
     }
@@ -459,9 +495,8 @@ struct InodeTable: Sendable {
     /// twice before the kernel looked it up again).
     mutating func alias(_ source: UInt64, to target: UInt64) {
         guard source != target, nodes[source] != nil else { return }
-        if let parent = nodes[source]?.parent, let name = nodes[source].map({ JSONKey($0.fileName) }), children[parent]?[name] == source {
-            children[parent]?.removeValue(forKey: name)
-            listingChanged(parent)
+        if let node = nodes[source], children[node.parent]?.remove(source, named: node.fileName, in: nodes) == true {
+            listingChanged(node.parent)
         }
         forgetAlias(of: source)
         nodes[source]?.linked = false
@@ -548,11 +583,11 @@ struct InodeTable: Sendable {
     /// nodes went; nil: the directory stays.
     mutating func unload(_ directory: UInt64) -> Int? {
         guard loadedDirectories.contains(directory), !holdsReferences(in: directory), let names = children[directory] else { return nil }
-        for ino in names.values {
+        for ino in names.inodeNumbers {
             guard let node = nodes[ino], node.isFile, node.lookups == 0, aliasesOf[ino] == nil else { return nil }
         }
-        for ino in names.values { nodes.removeValue(forKey: ino) }
-        children[directory] = [:]
+        children[directory] = ChildNames()
+        for ino in names.inodeNumbers { nodes.removeValue(forKey: ino) }
         namesAdded.removeValue(forKey: directory)
         unorderedListings.remove(directory)
         loadedDirectories.remove(directory)
