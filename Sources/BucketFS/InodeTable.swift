@@ -248,6 +248,17 @@ struct RarelySetAttributes: Hashable, Sendable {
     fileprivate let aliasOf: UInt64
 }
 
+extension PackedNodes {
+    /// A node's lookup count, without making its name a String.
+    func lookups(of ino: UInt64) -> UInt64? { packedNode(ino)?.node.lookups }
+
+    /// The number node `ino` stands for (`Node.aliasOf`), without making its name a String.
+    func aliasTarget(of ino: UInt64) -> UInt64? {
+        guard let aliasOf = packedNode(ino)?.rarelySet?.aliasOf, aliasOf != 0 else { return nil }
+        return aliasOf
+    }
+}
+
 /// The inode numbers the kernel knows, their names and lookup counts.
 ///
 /// Inode numbers are the store's stable ids (root is 1), so they survive remounts. The table is a
@@ -288,9 +299,8 @@ struct InodeTable: Sendable {
 
     /// The node the kernel means by `ino` (following an alias), if it still exists.
     func node(_ ino: UInt64) -> Node? {
-        guard let node = nodes[ino] else { return nil }
-        if let target = node.aliasOf { return nodes[target].flatMap { $0.linked ? $0 : nil } }
-        return node
+        if let target = nodes.aliasTarget(of: ino) { return nodes[target].flatMap { $0.linked ? $0 : nil } }
+        return nodes[ino]
     }
 
     /// The node itself, without following aliases (for lookup counts).
@@ -464,10 +474,11 @@ struct InodeTable: Sendable {
 
     /// utimensat on a node the store keeps no such time for (access times, lock links).
     mutating func setTimes(of ino: UInt64, atime: MountTime?, mtime: MountTime? = nil, ctime: MountTime? = nil) {
-        guard nodes[ino] != nil else { return }
-        if let atime { nodes[ino]?.atime = atime }
-        if let mtime { nodes[ino]?.mtime = mtime }
-        if let ctime { nodes[ino]?.ctime = ctime }
+        nodes.modify(ino) { node in
+            if let atime { node.atime = atime }
+            if let mtime { node.mtime = mtime }
+            if let ctime { node.ctime = ctime }
+        }
     }
 
     mutating func setPermissions(of ino: UInt64, to permissions: mode_t) {
@@ -476,10 +487,11 @@ struct InodeTable: Sendable {
 
     /// Updates attributes of a known node (remote change, save result) without moving it.
     mutating func updateAttributes(of ino: UInt64, size: Int, mtime: MountTime, ctime: MountTime) {
-        guard nodes[ino] != nil else { return }
-        nodes[ino]?.size = size
-        nodes[ino]?.mtime = mtime
-        nodes[ino]?.ctime = ctime
+        nodes.modify(ino) { node in
+            node.size = size
+            node.mtime = mtime
+            node.ctime = ctime
+        }
     }
 
     /// Removes a name from its directory; the inode stays while the kernel references it.
@@ -499,11 +511,13 @@ struct InodeTable: Sendable {
             listingChanged(node.parent)
         }
         forgetAlias(of: source)
-        nodes[source]?.linked = false
-        nodes[source]?.aliasOf = target
+        nodes.modify(source) { node in
+            node.linked = false
+            node.aliasOf = target
+        }
         var meaningTarget = [source]
-        for earlier in aliasesOf.removeValue(forKey: source) ?? [] where nodes[earlier]?.aliasOf == source {
-            nodes[earlier]?.aliasOf = target
+        for earlier in aliasesOf.removeValue(forKey: source) ?? [] where nodes.aliasTarget(of: earlier) == source {
+            nodes.modify(earlier) { $0.aliasOf = target }
             meaningTarget.append(earlier)
         }
         aliasesOf[target, default: []] += meaningTarget
@@ -512,15 +526,21 @@ struct InodeTable: Sendable {
 
     /// Stores `node` in place of the record of its number, counting what the kernel holds by directory.
     private mutating func place(_ node: Node) {
-        if let existing = nodes[node.ino] { countReference(to: existing, by: -1) }
+        if let existing = nodes.packedNode(node.ino)?.node {
+            countReference(lookups: existing.lookups, ino: existing.ino, parent: existing.parent, by: -1)
+        }
         countReference(to: node, by: 1)
         nodes[node.ino] = node
     }
 
     private mutating func countReference(to node: Node, by change: Int) {
-        guard node.lookups > 0, node.ino != node.parent else { return }
-        let count = (referencedChildren[node.parent] ?? 0) + change
-        referencedChildren[node.parent] = count == 0 ? nil : count
+        countReference(lookups: node.lookups, ino: node.ino, parent: node.parent, by: change)
+    }
+
+    private mutating func countReference(lookups: UInt64, ino: UInt64, parent: UInt64, by change: Int) {
+        guard lookups > 0, ino != parent else { return }
+        let count = (referencedChildren[parent] ?? 0) + change
+        referencedChildren[parent] = count == 0 ? nil : count
     }
 
     /// `node` as a listing or an upsert records it: under its name, meaning itself (no
@@ -536,15 +556,15 @@ struct InodeTable: Sendable {
 
     /// `ino` no longer means another node (it is a node of its own again, or it is gone).
     private mutating func forgetAlias(of ino: UInt64) {
-        guard let target = nodes[ino]?.aliasOf else { return }
+        guard let target = nodes.aliasTarget(of: ino) else { return }
         aliasesOf[target]?.removeAll { $0 == ino }
         if aliasesOf[target]?.isEmpty == true { aliasesOf.removeValue(forKey: target) }
     }
 
     /// A removal from elsewhere took this node's name (see `Node.removedElsewhere`).
     mutating func noteRemovedElsewhere(_ ino: UInt64) {
-        guard nodes[ino]?.linked == false else { return }
-        nodes[ino]?.removedElsewhere = true
+        guard nodes.packedNode(ino)?.node.linked == false else { return }
+        nodes.modify(ino) { $0.removedElsewhere = true }
     }
 
     /// The kernel was handed this inode in an entry reply (lookup, create, mkdir, readdirplus).
@@ -571,7 +591,7 @@ struct InodeTable: Sendable {
     }
 
     /// Nodes the kernel holds (lookup count > 0), for invalidation after remote changes.
-    func isReferenced(_ ino: UInt64) -> Bool { (nodes[ino]?.lookups ?? 0) > 0 }
+    func isReferenced(_ ino: UInt64) -> Bool { (nodes.lookups(of: ino) ?? 0) > 0 }
 
     /// Whether the kernel holds any node in `directory` (linked there, or unlinked from there
     /// and not forgotten yet: an alias, a file removed while open).
@@ -597,9 +617,11 @@ struct InodeTable: Sendable {
     }
 
     private mutating func markUnlinked(_ ino: UInt64) {
-        guard nodes[ino] != nil else { return }
-        nodes[ino]?.linked = false
-        if let directory = nodes[ino], directory.isDirectory {
+        guard let unlinked = nodes.modify(ino, { node -> Node in
+            node.linked = false
+            return node
+        }) else { return }
+        if unlinked.isDirectory {
             children.removeValue(forKey: ino)
             namesAdded.removeValue(forKey: ino)
             unorderedListings.remove(ino)
@@ -610,7 +632,7 @@ struct InodeTable: Sendable {
     }
 
     private mutating func dropIfUnreferenced(_ ino: UInt64) {
-        guard let node = nodes[ino], !node.linked, node.lookups == 0 else { return }
+        guard let node = nodes.packedNode(ino)?.node, !node.linked, node.lookups == 0 else { return }
         forgetAlias(of: ino)
         // Numbers that meant it now mean nothing (the file is gone).
         aliasesOf.removeValue(forKey: ino)

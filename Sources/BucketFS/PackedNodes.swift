@@ -54,6 +54,24 @@ struct PackedNodes: Sendable {
         }
     }
 
+    /// Changes node `ino` in place: one read and one store however many fields `body` sets
+    /// (each read makes the node's name a String). Nil when there is no such node.
+    @discardableResult
+    mutating func modify<Result>(_ ino: UInt64, _ body: (inout Node) -> Result) -> Result? {
+        guard var node = self[ino] else { return nil }
+        let result = body(&node)
+        self[ino] = node
+        return result
+    }
+
+    /// Node `ino` as packed, its name left in the buffer: for reading an attribute or two on
+    /// paths every request takes (`InodeTable`'s `lookups(of:)`, `aliasTarget(of:)`).
+    func packedNode(_ ino: UInt64) -> (node: PackedNode, rarelySet: RarelySetAttributes?)? {
+        guard let place = places[ino] else { return nil }
+        let node = packed[Int(place)]
+        return (node, node.hasRarelySet ? rarelySet[ino] : nil)
+    }
+
     private func node(_ packed: PackedNode) -> Node {
         Node(packed, fileName: string(packed.name), packed.hasRarelySet ? rarelySet[packed.ino] : nil)
     }
