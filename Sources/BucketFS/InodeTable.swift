@@ -314,8 +314,8 @@ struct InodeTable: Sendable {
     /// How many names the directory holds.
     func childCount(of parent: UInt64) -> Int { children[parent]?.count ?? 0 }
 
-    /// The directory's names and their numbers, made for the call (each name a String: for
-    /// tests and small directories).
+    /// The directory's names and their numbers, made for the call, each name a String (for
+    /// tests: the file system asks `child(of:named:)` and `childCount(of:)`).
     func childInodes(of parent: UInt64) -> [JSONKey: UInt64] {
         guard let names = children[parent] else { return [:] }
         var named: [JSONKey: UInt64] = [:]
@@ -506,8 +506,8 @@ struct InodeTable: Sendable {
     /// `target` from now on, and so does every number that meant `source` (a name displaced
     /// twice before the kernel looked it up again).
     mutating func alias(_ source: UInt64, to target: UInt64) {
-        guard source != target, nodes[source] != nil else { return }
-        if let node = nodes[source], children[node.parent]?.remove(source, named: node.fileName, in: nodes) == true {
+        guard source != target, let node = nodes[source] else { return }
+        if children[node.parent]?.remove(source, named: node.fileName, in: nodes) == true {
             listingChanged(node.parent)
         }
         forgetAlias(of: source)
